@@ -1,0 +1,65 @@
+"""The `wf` command line. Each area registers its own commands; this module maps errors to exit codes.
+
+Command modules import the Kubernetes client and boto3 inside command bodies only, so that `wf compile`
+and `wf lint` start fast (see benchmarks/).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from wf.errors import InputError, WfError
+
+app = typer.Typer(
+    name="wf",
+    help="Training workflows on Kubernetes: typed job specs compiled to Argo Workflows and placed on node groups.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+err = Console(stderr=True)
+
+
+def _register() -> None:
+    # Imported here, not at the top, so each area stays a small module with one job.
+    from wf.commands import core
+
+    core.register(app)
+    for name in ("wf.eksctl_cli", "wf.controller.cli", "wf.cluster.cli"):
+        try:
+            module = __import__(name, fromlist=["register"])
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        module.register(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    _register()
+    try:
+        rc = app(args=argv, standalone_mode=False)
+    except WfError as exc:
+        if isinstance(exc, InputError):
+            for problem in exc.problems:
+                err.print(str(problem), markup=False, highlight=False)
+        else:
+            err.print(f"error: {exc}", markup=False, highlight=False)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except SystemExit:
+        raise
+    except Exception as exc:  # click's usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(2)
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(130)
+        raise
+    sys.exit(rc if isinstance(rc, int) else 0)
