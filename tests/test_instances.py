@@ -1,0 +1,164 @@
+"""The instance facts table: coverage, the EKS allocatable formula, lookups and the table format."""
+
+from __future__ import annotations
+
+import pytest
+
+from wf.instances import (
+    AS_OF,
+    SOURCE,
+    InstanceType,
+    format_table,
+    instance_type,
+    known_instance_types,
+    parse_table,
+)
+
+REQUIRED_FAMILIES = (
+    "m5", "c5", "c6i", "c7g", "r5", "r6i", "g4dn", "g5", "g5g", "g6", "p3", "p4d", "p5", "dl1", "trn1", "inf2",
+)
+
+
+def test_every_required_family_is_present() -> None:
+    families = {it.family for it in known_instance_types().values()}
+    assert set(REQUIRED_FAMILIES) <= families
+
+
+def test_cpu_families_cover_xlarge_to_24xlarge() -> None:
+    table = known_instance_types()
+    for family in ("m5", "c5", "c6i", "r5", "r6i"):
+        for size in ("xlarge", "2xlarge", "4xlarge", "12xlarge", "24xlarge", "metal"):
+            assert f"{family}.{size}" in table, f"{family}.{size}"
+
+
+def test_default_catalog_types_are_known() -> None:
+    for name in ("r5.4xlarge", "r5.8xlarge", "dl1.24xlarge", "c7g.8xlarge", "g5.2xlarge", "g4dn.2xlarge"):
+        assert instance_type(name).name == name
+
+
+@pytest.mark.parametrize(
+    ("name", "cpu_millis", "memory_mib", "pods"),
+    [
+        # Karpenter's published allocatable (website/content/en/docs/reference/instance-types.md, AL2023).
+        ("dl1.24xlarge", 95690, 718987, 737),
+        ("c5.xlarge", 3920, 6584, 58),
+        ("c5.4xlarge", 15890, 27381, 234),
+        ("c5.9xlarge", 35840, 65269, 234),
+        ("c5.18xlarge", 71750, 127934, 737),
+        ("c5.24xlarge", 95690, 173400, 737),
+    ],
+)
+def test_allocatable_matches_karpenter(name: str, cpu_millis: int, memory_mib: int, pods: int) -> None:
+    it = instance_type(name)
+    assert it.max_pods == pods
+    assert abs(it.allocatable_cpu_millis - cpu_millis) <= 10
+    assert abs(it.allocatable_memory_mib - memory_mib) <= 16
+
+
+def test_cpu_reservation_ranges() -> None:
+    def alloc(vcpu: int) -> int:
+        return InstanceType("x.test", vcpu, 4096, "amd64", max_pods=10).allocatable_cpu_millis
+
+    assert alloc(1) == 1000 - 60  # 6% of the first core
+    assert alloc(2) == 2000 - 60 - 10  # 1% of the second
+    assert alloc(4) == 4000 - 60 - 10 - 10  # 0.5% of cores 3-4
+    assert alloc(8) == 8000 - 80 - 10  # 0.25% above
+
+
+def test_memory_reservation_grows_with_max_pods() -> None:
+    few = InstanceType("x.test", 4, 16384, "amd64", max_pods=10)
+    many = InstanceType("x.test", 4, 16384, "amd64", max_pods=110)
+    assert few.allocatable_memory_mib - many.allocatable_memory_mib == 11 * 100
+
+
+def test_graviton_families_are_arm64() -> None:
+    table = known_instance_types()
+    for it in table.values():
+        expected = "arm64" if it.family in ("c7g", "g5g") else "amd64"
+        assert it.arch == expected, it.name
+
+
+@pytest.mark.parametrize(
+    ("family", "resource"),
+    [
+        ("g4dn", "nvidia.com/gpu"), ("g5", "nvidia.com/gpu"), ("g5g", "nvidia.com/gpu"), ("g6", "nvidia.com/gpu"),
+        ("p3", "nvidia.com/gpu"), ("p4d", "nvidia.com/gpu"), ("p5", "nvidia.com/gpu"),
+        ("dl1", "habana.ai/gaudi"), ("trn1", "aws.amazon.com/neuron"), ("inf2", "aws.amazon.com/neuron"),
+    ],
+)
+def test_accelerator_families_carry_their_resource(family: str, resource: str) -> None:
+    members = [it for it in known_instance_types().values() if it.family == family]
+    assert members
+    for it in members:
+        assert set(it.accelerators) == {resource}, it.name
+        assert it.accelerators[resource] >= 1
+
+
+def test_cpu_families_have_no_accelerators() -> None:
+    for it in known_instance_types().values():
+        if it.family in ("m5", "c5", "c6i", "c7g", "r5", "r6i"):
+            assert it.accelerators == {}, it.name
+
+
+def test_specific_accelerator_counts_and_efa() -> None:
+    assert instance_type("dl1.24xlarge").accelerators == {"habana.ai/gaudi": 8}
+    assert instance_type("dl1.24xlarge").efa == 4
+    assert instance_type("p4d.24xlarge").accelerators == {"nvidia.com/gpu": 8}
+    assert instance_type("p4d.24xlarge").efa == 4
+    assert instance_type("trn1.32xlarge").accelerators == {"aws.amazon.com/neuron": 16}
+    assert instance_type("g5.2xlarge").accelerator_count("nvidia.com/gpu") == 1
+    assert instance_type("g5.2xlarge").accelerator_count("habana.ai/gaudi") == 0
+
+
+def test_prices_and_savings_are_plausible() -> None:
+    for it in known_instance_types().values():
+        assert 0.01 < it.price_on_demand < 200, it.name
+        assert it.spot_savings is None or 0 < it.spot_savings < 1, it.name
+    dl1 = instance_type("dl1.24xlarge")
+    assert dl1.price_on_demand == pytest.approx(13.10904)
+    assert dl1.spot_price_estimate == pytest.approx(13.10904 * 0.12)
+
+
+def test_unknown_name_suggests_close_matches() -> None:
+    with pytest.raises(ValueError, match=r"r5\.4xlarge") as info:
+        instance_type("r5.4xlarg")
+    assert "unknown instance type 'r5.4xlarg'" in str(info.value)
+
+
+def test_unknown_name_without_close_match_lists_families() -> None:
+    with pytest.raises(ValueError, match="known families: .*dl1"):
+        instance_type("zz9.huge")
+
+
+def test_table_round_trips_through_format() -> None:
+    table = known_instance_types()
+    assert parse_table(format_table(table, "header")) == table
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("a.b,4,1024,sparc,,0,10,0.1,", "arch 'sparc'"),
+        ("a.b,4,1024,amd64,nvidia.com/gpu=x,0,10,0.1,", "bad accelerator"),
+        ("a.b,4,1024,amd64,foo.io/tpu=1,0,10,0.1,", "bad accelerator"),
+        ("a.b,4,1024,amd64,,0,10,0.1,1.5", "spot_savings"),
+        ("a.b,4,1024,amd64,,0,10", "expected 9 fields, got 7"),
+    ],
+)
+def test_bad_rows_name_the_line(row: str, message: str) -> None:
+    text = "# comment\nname,vcpu,memory_mib,arch,accelerators,efa,max_pods,price_on_demand,spot_savings\n" + row
+    with pytest.raises(ValueError, match=message) as info:
+        parse_table(text, "t.csv")
+    assert str(info.value).startswith("t.csv:3:")
+
+
+def test_duplicate_rows_are_rejected() -> None:
+    header = "name,vcpu,memory_mib,arch,accelerators,efa,max_pods,price_on_demand,spot_savings\n"
+    row = "a.b,4,1024,amd64,,0,10,0.1,\n"
+    with pytest.raises(ValueError, match="duplicate instance type a.b"):
+        parse_table(header + row + row)
+
+
+def test_provenance_is_cited() -> None:
+    assert "karpenter-provider-aws" in SOURCE and "amazon-eks-ami" in SOURCE
+    assert AS_OF[:4].isdigit()
