@@ -1,0 +1,183 @@
+"""Safe YAML loading that keeps where every value came from.
+
+PyYAML's C composer builds the node graph (aliases stay shared references, so composing is linear even for an
+alias bomb); we then construct plain data ourselves so that we can reject duplicate keys, bound alias expansion
+and answer "which line is spec.steps[3].resources.cpu on?" for error messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from wf.errors import InputError, Problem
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_constructor = yaml.constructor.SafeConstructor()
+_STR = "tag:yaml.org,2002:str"
+_MERGE = "tag:yaml.org,2002:merge"
+# Values reached a second time through aliases may add at most this many nodes beyond the document's own:
+# generous for real anchors (shared env blocks), fatal for "billion laughs".
+ALIAS_EXPANSION_ALLOWANCE = 10_000
+
+PathKey = str | int
+Path_ = tuple[PathKey, ...]
+
+
+@dataclass
+class Document:
+    """One YAML document: its plain data and the node graph for line lookups."""
+
+    file: str
+    index: int
+    data: Any
+    node: Node
+
+    def line_of(self, path: Sequence[PathKey]) -> int:
+        """1-based line of the value at `path`, or of its deepest existing parent."""
+        node = self.node
+        for key in path:
+            child = _child(node, key)
+            if child is None:
+                break
+            node = child
+        return node.start_mark.line + 1
+
+    def problem(self, path: Sequence[PathKey], message: str) -> Problem:
+        return Problem(self.file, self.line_of(path), format_path(path) or None, message)
+
+
+def format_path(path: Sequence[PathKey]) -> str:
+    out = ""
+    for key in path:
+        out += f"[{key}]" if isinstance(key, int) else (f".{key}" if out else str(key))
+    return out
+
+
+def _child(node: Node, key: PathKey) -> Node | None:
+    if isinstance(node, MappingNode) and isinstance(key, str):
+        for k, v in _flattened_pairs(node):
+            if isinstance(k, ScalarNode) and k.value == key:
+                return v
+    elif isinstance(node, SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
+        return node.value[key]
+    return None
+
+
+def _flattened_pairs(node: MappingNode) -> Iterator[tuple[Node, Node]]:
+    for k, v in node.value:
+        if k.tag == _MERGE:
+            for source in (v.value if isinstance(v, SequenceNode) else [v]):
+                if isinstance(source, MappingNode):
+                    yield from _flattened_pairs(source)
+        else:
+            yield k, v
+
+
+class _Builder:
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.seen: set[int] = set()
+        self.own = 0
+        self.expanded = 0
+
+    def fail(self, node: Node, message: str) -> InputError:
+        return InputError([Problem(self.file, node.start_mark.line + 1, None, message)])
+
+    def build(self, node: Node, again: bool = False) -> Any:
+        if not again and id(node) in self.seen:
+            again = True
+        if again:
+            self.expanded += 1
+            if self.expanded > ALIAS_EXPANSION_ALLOWANCE + self.own:
+                raise self.fail(node, "YAML aliases expand too far (an alias bomb?); write the values out instead")
+        else:
+            self.own += 1
+            self.seen.add(id(node))
+        if isinstance(node, ScalarNode):
+            if node.tag == _STR:
+                return node.value
+            construct = _constructor.yaml_constructors.get(node.tag)
+            if construct is None:
+                raise self.fail(node, f"unsupported YAML tag {node.tag}")
+            value = construct(_constructor, node)
+            # Timestamps and binary stay text: manifests are JSON-shaped.
+            return value if isinstance(value, (int, float, bool, type(None))) else node.value
+        if isinstance(node, SequenceNode):
+            return [self.build(item, again) for item in node.value]
+        if isinstance(node, MappingNode):
+            out: dict[Any, Any] = {}
+            explicit: set[Any] = set()
+            for key_node, value_node in node.value:
+                if key_node.tag == _MERGE:
+                    sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
+                    for source in sources:
+                        merged = self.build(source, again)
+                        if not isinstance(merged, dict):
+                            raise self.fail(source, "'<<' merges only mappings")
+                        for k, v in merged.items():
+                            if k not in explicit:
+                                out[k] = v
+                    continue
+                key = self.build(key_node, again)
+                if isinstance(key, (list, dict)):
+                    raise self.fail(key_node, "a mapping key must be a scalar")
+                if key in explicit:
+                    raise self.fail(key_node, f"duplicate key {key!r}")
+                explicit.add(key)
+                out[key] = self.build(value_node, again)
+            return out
+        raise self.fail(node, "unsupported YAML node")
+
+
+def decode(raw: bytes, file: str) -> str:
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise InputError([Problem(file, line, None, f"not UTF-8 text (byte 0x{raw[exc.start]:02x})")]) from None
+
+
+def parse_documents(text: str, file: str) -> list[Document]:
+    """All documents of a YAML stream; empty documents are skipped."""
+    docs: list[Document] = []
+    try:
+        for index, node in enumerate(yaml.compose_all(text, Loader=_Loader)):
+            if node is None:
+                continue
+            docs.append(Document(file, index, _Builder(file).build(node), node))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        message = " ".join(str(p) for p in (exc.context, exc.problem) if p)
+        raise InputError([Problem(file, line, None, f"invalid YAML: {message}")]) from None
+    except yaml.YAMLError as exc:
+        raise InputError([Problem(file, None, None, f"invalid YAML: {exc}")]) from None
+    except RecursionError:
+        raise InputError([Problem(file, None, None, "YAML nested too deeply")]) from None
+    return docs
+
+
+def load_documents(path: str | Path) -> list[Document]:
+    file = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError([Problem(file, None, None, f"cannot read: {exc.strerror}")]) from None
+    return parse_documents(decode(raw, file), file)
+
+
+def load_mapping(path: str | Path) -> Document:
+    """Exactly one document, which must be a mapping (job specs and catalogs)."""
+    docs = load_documents(path)
+    if len(docs) != 1:
+        raise InputError([Problem(str(path), None, None, f"expected one YAML document, found {len(docs)}")])
+    doc = docs[0]
+    if not isinstance(doc.data, dict):
+        raise InputError([doc.problem((), f"expected a mapping, found {type(doc.data).__name__}")])
+    return doc

@@ -1,0 +1,88 @@
+"""Shared pydantic plumbing: strict models, and validation errors turned into file:line: field problems."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from wf.errors import InputError, Problem
+from wf.loader import Document, PathKey, format_path
+
+M = TypeVar("M", bound="StrictModel")
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+# Set in the validation context when the caller will run the semantic checks itself, to map them to lines.
+DEFER_CHECKS = "wf.defer_checks"
+
+
+class StrictModel(BaseModel):
+    """Unknown keys are errors; YAML names (camelCase) and Python names both work."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False)
+
+
+def dns_label_problem(value: str, what: str = "name") -> str | None:
+    if len(value) > 63 or not DNS1123_LABEL.match(value):
+        return f"{what} {value!r} must be a DNS-1123 label (lowercase letters, digits and '-', at most 63)"
+    return None
+
+
+def label_key_problem(key: str) -> str | None:
+    """Kubernetes label/annotation key syntax: optional DNS subdomain prefix, '/', qualified name."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+        return f"label key {key!r}: prefix {prefix!r} must be a DNS subdomain"
+    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
+        return f"label key {key!r}: name part must be 1-63 alphanumerics, '-', '_' or '.'"
+    return None
+
+
+def label_value_problem(key: str, value: str) -> str | None:
+    if len(value) > 63 or not _LABEL_VALUE.match(value):
+        return f"label {key!r}: value {value!r} must be at most 63 alphanumerics, '-', '_' or '.'"
+    return None
+
+
+def labels_problems(labels: dict[str, str], path: tuple[PathKey, ...]) -> list[tuple[tuple[PathKey, ...], str]]:
+    out = []
+    for key, value in labels.items():
+        problem = label_key_problem(key) or label_value_problem(key, value)
+        if problem:
+            out.append(((*path, key), problem))
+    return out
+
+
+def _message(error: Any) -> str:
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "literal_error":
+        return f"{error['msg'].replace('Input should be', 'must be')} (got {error['input']!r})"
+    return str(error["msg"]).removeprefix("Value error, ")
+
+
+def parse_model(model: type[M], doc: Document, checks: str = "problems") -> M:
+    """Validate a document into `model`, reporting every error with its file, line and field."""
+    try:
+        value = model.model_validate(doc.data, context={DEFER_CHECKS: True})
+    except ValidationError as exc:
+        raise InputError([doc.problem(tuple(e["loc"]), _message(e)) for e in exc.errors()]) from None
+    problems = getattr(value, checks)()
+    if problems:
+        raise InputError([doc.problem(path, message) for path, message in problems])
+    return value
+
+
+def raise_problems(problems: Sequence[tuple[tuple[PathKey, ...], str]], source: str = "<python>") -> None:
+    """For models built in Python: the same checks, reported with field paths instead of lines."""
+    if problems:
+        raise InputError([Problem(source, None, format_path(path) or None, msg) for path, msg in problems])
