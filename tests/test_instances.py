@@ -46,6 +46,10 @@ def test_default_catalog_types_are_known() -> None:
         ("c5.9xlarge", 35840, 65269, 234),
         ("c5.18xlarge", 71750, 127934, 737),
         ("c5.24xlarge", 95690, 173400, 737),
+        ("g4dn.2xlarge", 7910, 29636, 29),
+        ("g5.48xlarge", 191450, 723299, 345),
+        ("g5g.8xlarge", 31850, 57632, 234),  # arm64: 64 MiB CMA
+        ("g6.16xlarge", 63770, 234021, 737),
     ],
 )
 def test_allocatable_matches_karpenter(name: str, cpu_millis: int, memory_mib: int, pods: int) -> None:

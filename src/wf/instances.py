@@ -52,6 +52,9 @@ _EVICTION_HARD_MEMORY_MIB = 100
 # Karpenter's published allocatable, e.g. dl1.24xlarge: cpu 95690m, memory 718987Mi, pods 737, and
 # c5.xlarge 3920m / 6584Mi, c5.9xlarge 35840m / 65269Mi (instance-types.md, commit 0c5e7d81).
 _VM_MEMORY_OVERHEAD_PER_MILLE = 75
+# Graviton kernels keep 64 MiB of CMA that pods cannot use (Karpenter pkg/providers/instancetype/types.go,
+# memory()); it explains why g5g.8xlarge shows 57632Mi where an x86 type of the same size shows 57691Mi.
+_ARM64_CMA_MIB = 64
 
 
 @dataclass(frozen=True)
@@ -86,9 +89,10 @@ class InstanceType:
 
     @property
     def allocatable_memory_mib(self) -> int:
-        vm_overhead = -(-self.memory_mib * _VM_MEMORY_OVERHEAD_PER_MILLE // 1000)  # ceiling, as Karpenter
+        visible = self.memory_mib - (_ARM64_CMA_MIB if self.arch == "arm64" else 0)
+        vm_overhead = -(-visible * _VM_MEMORY_OVERHEAD_PER_MILLE // 1000)  # ceiling, as Karpenter
         kube_reserved = _MEMORY_RESERVE_BASE_MIB + _MEMORY_RESERVE_PER_POD_MIB * self.max_pods
-        return self.memory_mib - vm_overhead - kube_reserved - _EVICTION_HARD_MEMORY_MIB
+        return visible - vm_overhead - kube_reserved - _EVICTION_HARD_MEMORY_MIB
 
     @property
     def spot_price_estimate(self) -> float | None:
