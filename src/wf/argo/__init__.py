@@ -1,0 +1,18 @@
+"""Argo manifests: strict validation derived from hera's models, and size limits.
+
+`validate(manifest)` returns `(json_path, message)` problems, empty when the manifest is valid.
+Importing this package loads neither hera nor pydantic (it sits on the `wf compile` hot path).
+"""
+
+from wf.argo.schema import API_VERSION, KINDS, validate
+from wf.argo.size import ARGO_MAX_WORKFLOW_BYTES, ETCD_MAX_REQUEST_BYTES, json_size, size_problems
+
+__all__ = [
+    "API_VERSION",
+    "ARGO_MAX_WORKFLOW_BYTES",
+    "ETCD_MAX_REQUEST_BYTES",
+    "KINDS",
+    "json_size",
+    "size_problems",
+    "validate",
+]

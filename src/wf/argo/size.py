@@ -1,0 +1,50 @@
+"""Manifest size limits that a workflow meets only at submission or while it runs.
+
+* Argo: the controller's `packer` measures `len(json.Marshal(workflow))` (the whole object, status
+  included) and calls a workflow too large when that is greater than 1 MiB (1,048,576 bytes; the
+  controller's `MAX_WORKFLOW_SIZE` environment variable can change it). Past the limit it first
+  compresses `status.nodes`; a spec alone over the limit leaves no room for any status.
+* etcd: a write larger than `--max-request-bytes` (default 1.5 MiB = 1,572,864 bytes, etcd
+  `embed.DefaultMaxRequestBytes`) is refused, so the API server cannot store the object at all.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+ARGO_MAX_WORKFLOW_BYTES = 1024 * 1024
+ETCD_MAX_REQUEST_BYTES = 1536 * 1024
+
+# Go's encoding/json escapes these for HTML safety, each taking six bytes (\u003c) instead of one.
+_GO_ESCAPED = ("<", ">", "&", "\u2028", "\u2029")
+
+
+def json_size(manifest: Any) -> int:
+    """Bytes of `manifest` as Go's json.Marshal writes it (compact, UTF-8, HTML-escaped)."""
+    text = json.dumps(manifest, separators=(",", ":"), ensure_ascii=False)
+    size = len(text.encode("utf-8"))
+    for char in _GO_ESCAPED:
+        size += text.count(char) * (6 - len(char.encode("utf-8")))
+    return size
+
+
+def size_problems(manifest_json_bytes: int) -> list[str]:
+    """Problems for a manifest whose compact JSON form is `manifest_json_bytes` long (empty when it fits)."""
+    measured = f"manifest is {_bytes(manifest_json_bytes)} as JSON"
+    problems = []
+    if manifest_json_bytes > ETCD_MAX_REQUEST_BYTES:
+        problems.append(
+            f"{measured}, over etcd's request limit of {_bytes(ETCD_MAX_REQUEST_BYTES)}: "
+            "the API server cannot store it"
+        )
+    if manifest_json_bytes > ARGO_MAX_WORKFLOW_BYTES:
+        problems.append(
+            f"{measured}, over Argo's maximum workflow size of {_bytes(ARGO_MAX_WORKFLOW_BYTES)} (status "
+            "included): split it into WorkflowTemplates referenced by templateRef"
+        )
+    return problems
+
+
+def _bytes(size: int) -> str:
+    return f"{size:,} bytes ({size / (1024 * 1024):.2f} MiB)"
