@@ -11,6 +11,7 @@ from wf.instances import (
     format_table,
     instance_type,
     known_instance_types,
+    parse_metadata,
     parse_table,
 )
 
@@ -136,7 +137,9 @@ def test_unknown_name_without_close_match_lists_families() -> None:
 
 def test_table_round_trips_through_format() -> None:
     table = known_instance_types()
-    assert parse_table(format_table(table, "header")) == table
+    text = format_table(table, source="somewhere", as_of="2030-01-01", notes="a note\nformat: x")
+    assert parse_table(text) == table
+    assert parse_metadata(text) == {"source": "somewhere", "as-of": "2030-01-01"}
 
 
 @pytest.mark.parametrize(
@@ -165,4 +168,107 @@ def test_duplicate_rows_are_rejected() -> None:
 
 def test_provenance_is_cited() -> None:
     assert "karpenter-provider-aws" in SOURCE and "amazon-eks-ami" in SOURCE
-    assert AS_OF[:4].isdigit()
+    assert AS_OF == "2026-01-19"
+
+
+# --- refresh from AWS (moto for EC2, botocore's Stubber for the Pricing API, which moto does not implement) ---
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.setenv(key, "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+def _price_list(usd: str) -> str:
+    import json
+
+    return json.dumps({"product": {"sku": "X"}, "terms": {"OnDemand": {"X.JRTCKXETXF": {"priceDimensions": {
+        "X.JRTCKXETXF.6YS6EN2CT7": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}}}}})
+
+
+def test_refresh_from_ec2_matches_the_shipped_table(aws_env: None) -> None:
+    """moto's DescribeInstanceTypes data is recorded from real AWS: an independent check of every row."""
+    import datetime as dt
+
+    from moto import mock_aws
+
+    from wf.instances_refresh import refresh_instance_table
+
+    with mock_aws():
+        result = refresh_instance_table(with_prices=False, today=dt.date(2030, 1, 2))
+    # moto's us-east-1 recording has no p3 (V100) types; the rows are kept, and said so.
+    assert result.changes == [f"{name}: not offered in us-east-1, kept as it was"
+                              for name in ("p3.16xlarge", "p3.2xlarge", "p3.8xlarge")]
+    assert result.instances == known_instance_types()
+    assert result.as_of == "2030-01-02"
+    assert "DescribeInstanceTypes (us-east-1)" in result.source
+
+
+def test_refresh_reads_prices_from_the_pricing_api(aws_env: None) -> None:
+    import boto3
+    from botocore.stub import ANY, Stubber
+    from moto import mock_aws
+
+    from wf.instances_refresh import refresh_instance_table
+
+    class Session:
+        """boto3 session whose pricing client is stubbed (moto has no Pricing API); EC2 goes to moto."""
+
+        def __init__(self) -> None:
+            self.pricing = boto3.client("pricing", region_name="us-east-1")
+            self.stub = Stubber(self.pricing)
+
+        def client(self, service: str, region_name: str) -> object:
+            return self.pricing if service == "pricing" else boto3.client(service, region_name=region_name)
+
+    session = Session()
+    session.stub.add_response(
+        "get_products", {"PriceList": [_price_list("14.2500000000")], "FormatVersion": "aws_v1"},
+        {"ServiceCode": "AmazonEC2", "Filters": ANY, "FormatVersion": "aws_v1", "MaxResults": 10})
+    with mock_aws(), session.stub:
+        result = refresh_instance_table(["dl1.24xlarge"], session=session)
+    assert result.instances["dl1.24xlarge"].price_on_demand == 14.25
+    assert result.changes == ["dl1.24xlarge: price_on_demand 13.10904 -> 14.25"]
+    assert result.instances["dl1.24xlarge"].spot_savings == 0.88  # no AWS API for the advisor: kept
+
+
+def test_refresh_unknown_type_is_bad_input(aws_env: None) -> None:
+    from moto import mock_aws
+
+    from wf.errors import InputError
+    from wf.instances_refresh import refresh_instance_table
+
+    with mock_aws(), pytest.raises(InputError, match="r5.4xlarg"):
+        refresh_instance_table(["r5.4xlarg"], with_prices=False)
+
+
+def test_refresh_without_credentials_is_a_cluster_error(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    import boto3
+
+    from wf.errors import ClusterError
+    from wf.instances_refresh import refresh_instance_table
+
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    session = boto3.session.Session(region_name="us-east-1")
+    with pytest.raises(ClusterError, match="no AWS credentials"):
+        refresh_instance_table(["r5.4xlarge"], session=session, with_prices=False)
+
+
+def test_written_table_loads_back(aws_env: None, tmp_path) -> None:
+    from moto import mock_aws
+
+    from wf.instances_refresh import refresh_instance_table, write_table
+
+    with mock_aws():
+        result = refresh_instance_table(["g4dn.2xlarge"], with_prices=False)
+    path = write_table(result, tmp_path / "instances.csv")
+    text = path.read_text()
+    assert parse_table(text) == result.instances
+    assert parse_metadata(text)["as-of"] == result.as_of
+    assert [p.name for p in tmp_path.iterdir()] == ["instances.csv"]  # no temp file left behind

@@ -1,8 +1,9 @@
 """EC2 instance facts (vCPU, memory, accelerators, EFA, max pods, price) and the node allocatable they imply.
 
-The table lives in ``wf/data/instances.csv`` (its header cites the sources); it is parsed once, on first use,
-with the standard library only, because ``wf compile`` and ``wf lint`` read it on every run.
-``wf.instances_refresh`` rewrites the table from the EC2 and Pricing APIs where AWS credentials exist.
+The table lives in ``wf/data/instances.csv``; it is parsed once, on first use, with the standard library only,
+because ``wf compile`` and ``wf lint`` read it on every run. Its ``# source:`` and ``# as-of:`` header lines are
+the module constants ``SOURCE`` and ``AS_OF``, so a refreshed table (``wf.instances_refresh``, EC2 and Pricing
+APIs) can never disagree with what the module claims about it.
 """
 
 from __future__ import annotations
@@ -13,15 +14,6 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Literal
-
-SOURCE = (
-    "vCPU/memory/arch/accelerators/EFA: aws/karpenter-provider-aws website/content/en/docs/reference/"
-    "instance-types.md (commit 0c5e7d81); max pods: awslabs/amazon-eks-ami nodeadm/internal/kubelet/"
-    "eni-max-pods.txt (commit 26412050); On-Demand prices (us-east-1, Linux): aws/karpenter-provider-aws "
-    "pkg/providers/pricing/zz_generated.pricing_aws.go generated 2026-01-19; Spot savings: AWS Spot Instance "
-    "Advisor data via alexei-led/spotinfo (2025-06-28)"
-)
-AS_OF = "2026-01-19"
 
 DATA_FILE = "instances.csv"
 COLUMNS = (
@@ -35,6 +27,7 @@ COLUMNS = (
     "price_on_demand",
     "spot_savings",
 )
+METADATA_KEYS = ("source", "as-of")
 ARCHES = ("amd64", "arm64")
 ACCELERATOR_RESOURCES = ("nvidia.com/gpu", "habana.ai/gaudi", "aws.amazon.com/neuron")
 
@@ -164,11 +157,15 @@ def _row_to_instance(row: dict[str, str]) -> InstanceType:
     return instance
 
 
-def format_table(instances: dict[str, InstanceType] | list[InstanceType], header_comment: str) -> str:
-    """The inverse of parse_table: '#'-prefixed comment block, then the CSV rows sorted by name."""
+def format_table(
+    instances: dict[str, InstanceType] | list[InstanceType], *, source: str, as_of: str, notes: str = ""
+) -> str:
+    """The inverse of parse_table and parse_metadata: the metadata and notes as '#' lines, then sorted rows."""
     items = instances.values() if isinstance(instances, dict) else instances
     out = io.StringIO()
-    for line in header_comment.splitlines():
+    out.write("# EC2 instance facts used for placement, node simulation and cost hints. One row per instance type.\n")
+    out.write(f"# source: {source}\n# as-of: {as_of}\n")
+    for line in notes.splitlines():
         out.write(f"# {line}".rstrip() + "\n")
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(COLUMNS)
@@ -192,10 +189,44 @@ def _sort_key(it: InstanceType) -> tuple[str, int, str]:
     return family, rank, size
 
 
+def parse_metadata(text: str) -> dict[str, str]:
+    """The '# key: value' lines of the comment block before the header row (e.g. source, as-of)."""
+    metadata: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        key, sep, value = line[1:].strip().partition(": ")
+        if sep and key in METADATA_KEYS:
+            metadata[key] = value.strip()
+    return metadata
+
+
+def data_path() -> Path:
+    return Path(__file__).parent / "data" / DATA_FILE
+
+
 @cache
+def _load() -> tuple[dict[str, InstanceType], dict[str, str]]:
+    text = data_path().read_text(encoding="utf-8")
+    source = f"wf/data/{DATA_FILE}"
+    metadata = parse_metadata(text)
+    missing = [key for key in METADATA_KEYS if key not in metadata]
+    if missing:
+        raise ValueError(f"{source}: header lacks '# {missing[0]}: ...'")
+    return parse_table(text, source), metadata
+
+
 def known_instance_types() -> dict[str, InstanceType]:
-    text = (Path(__file__).parent / "data" / DATA_FILE).read_text(encoding="utf-8")
-    return parse_table(text, f"wf/data/{DATA_FILE}")
+    return _load()[0]
+
+
+def __getattr__(name: str) -> str:
+    # SOURCE and AS_OF are read from the table header on first access, not at import.
+    if name == "SOURCE":
+        return _load()[1]["source"]
+    if name == "AS_OF":
+        return _load()[1]["as-of"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def instance_type(name: str) -> InstanceType:
