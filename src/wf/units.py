@@ -33,7 +33,7 @@ def parse_quantity(value: str | int | float) -> Decimal:
 
 
 def format_mib(mib: int) -> str:
-    return f"{mib}Mi"
+    return f"{mib // 1024}Gi" if mib and mib % 1024 == 0 else f"{mib}Mi"
 
 
 def format_cpu(millis: int) -> str:
