@@ -1,0 +1,215 @@
+"""The official Kubernetes client, set up from a kubeconfig or an EKS cluster name, with errors in our terms.
+
+Every failure to reach or be allowed by the API server becomes a ClusterError (exit 3) carrying the server's
+own words (for RBAC: which user may not do what, where), never a traceback.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import tempfile
+import threading
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterator
+
+from wf.controller.kubeconfig import DEFAULT_NAMESPACE, resolve_target
+from wf.errors import ClusterError, InputError
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
+
+GROUP = "argoproj.io"
+VERSION = "v1alpha1"
+WORKFLOWS = "workflows"
+DEFAULT_TIMEOUT = (10.0, 60.0)  # (connect, read) seconds for ordinary requests; watches pass their own
+
+
+class RequestCounter:
+    """Counts the HTTP requests a client makes, by method (the watch benchmark compares these)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.by_method: Counter[str] = Counter()
+
+    def add(self, method: str) -> None:
+        with self._lock:
+            self.by_method[method] += 1
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return sum(self.by_method.values())
+
+
+@dataclass
+class Kube:
+    """A connected client plus where it points; the one object every controller operation takes."""
+
+    api_client: ApiClient
+    namespace: str
+    context: str
+    server: str
+    requests: RequestCounter = field(default_factory=RequestCounter)
+
+    @property
+    def custom(self) -> CustomObjectsApi:
+        from kubernetes.client import CustomObjectsApi
+
+        return CustomObjectsApi(self.api_client)
+
+    @property
+    def core(self) -> CoreV1Api:
+        from kubernetes.client import CoreV1Api
+
+        return CoreV1Api(self.api_client)
+
+    def where(self, namespace: str | None = None) -> str:
+        return f"context {self.context}, namespace {namespace or self.namespace}"
+
+
+def _instrument(api_client: ApiClient, counter: RequestCounter) -> None:
+    """Count requests and give each a timeout: the client's default is to wait forever on a dead peer."""
+    rest = api_client.rest_client
+    original = rest.request
+
+    def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        counter.add(method)
+        if kwargs.get("_request_timeout") is None:
+            kwargs["_request_timeout"] = DEFAULT_TIMEOUT
+        return original(method, url, *args, **kwargs)
+
+    rest.request = request
+
+
+def _ca_file(pem: bytes) -> str:
+    handle, path = tempfile.mkstemp(prefix="wf-eks-ca-", suffix=".pem")
+    with os.fdopen(handle, "wb") as out:  # mkstemp creates it 0600
+        out.write(pem)
+    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    return path
+
+
+def _use_token_source(configuration: Any, source: Any) -> None:
+    def refresh(cfg: Any) -> None:
+        cfg.api_key["BearerToken"] = source.token().value
+        cfg.api_key_prefix["BearerToken"] = "Bearer"
+
+    configuration.refresh_api_key_hook = refresh
+    refresh(configuration)
+
+
+def connect(
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    namespace: str | None = None,
+    eks_cluster: str | None = None,
+    region: str | None = None,
+) -> Kube:
+    """A client for the chosen cluster: an EKS cluster by name, else the kubeconfig's context."""
+    from kubernetes import client as k8s
+    from kubernetes import config as k8s_config
+
+    from wf.controller import eks
+
+    configuration = k8s.Configuration()
+    if eks_cluster:
+        if not region:
+            raise InputError("--eks-cluster needs --region (e.g. --region us-east-1)")
+        session = eks.session_for(region=region)
+        endpoint = eks.describe_cluster(eks_cluster, region, session)
+        configuration.host = endpoint.server
+        configuration.ssl_ca_cert = _ca_file(endpoint.ca_pem)
+        _use_token_source(configuration, eks.TokenSource(eks_cluster, region, session))
+        ctx_name, server, ns = endpoint.arn or eks_cluster, endpoint.server, namespace or DEFAULT_NAMESPACE
+    else:
+        target = resolve_target(kubeconfig, context, namespace)
+        config = target.config
+        exec_user = eks.eks_exec_user(target.user)
+        if exec_user is not None:
+            # The aws CLI may be absent: strip the exec entry and sign the same token in-process.
+            config = json.loads(json.dumps(config))
+            user_name = next(c["context"].get("user") for c in config["contexts"] if c["name"] == target.context)
+            for entry in config["users"]:
+                if entry["name"] == user_name:
+                    entry["user"] = {}
+        try:
+            k8s_config.load_kube_config_from_dict(
+                config, context=target.context, client_configuration=configuration, persist_config=False
+            )
+        except k8s_config.ConfigException as exc:
+            raise InputError(f"kubeconfig context {target.context!r}: {exc}", file=target.sources[0]) from exc
+        if exec_user is not None:
+            exec_region = exec_user.region or region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+            if not exec_region:
+                raise InputError(f"context {target.context!r} runs `aws eks get-token` without --region; pass --region")
+            session = eks.session_for(exec_user.profile, exec_user.role_arn, exec_region)
+            _use_token_source(configuration, eks.TokenSource(exec_user.cluster_name, exec_region, session))
+        ctx_name, server, ns = target.context, target.server, target.namespace
+    # Retries are ours (submit's idempotent retry, the watch's reconnect); urllib3's would hide outages.
+    configuration.retries = 0
+    api_client = k8s.ApiClient(configuration)
+    kube = Kube(api_client, ns, ctx_name, server)
+    _instrument(api_client, kube.requests)
+    return kube
+
+
+def server_message(exc: Any) -> str:
+    """The API server's own explanation from an ApiException body (a Status object), else its reason."""
+    body = getattr(exc, "body", None)
+    if body:
+        try:
+            status = json.loads(body)
+        except (ValueError, TypeError):
+            return str(body).strip()[:500]
+        if isinstance(status, dict) and status.get("message"):
+            return str(status["message"])
+    return str(getattr(exc, "reason", "") or exc)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth retrying: the request may not have been served (connection trouble, overload, server restart)."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    if isinstance(exc, ApiException):
+        return exc.status in (0, 429, 500, 502, 503, 504)
+    return isinstance(exc, (HTTPError, ConnectionError, TimeoutError))
+
+
+def cluster_error(exc: BaseException, kube: Kube, doing: str, namespace: str | None = None) -> Exception:
+    """Translate a client exception into the error the CLI reports; unknown ones are returned unchanged."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    if isinstance(exc, ApiException):
+        message = server_message(exc)
+        if exc.status == 0:
+            return ClusterError(f"cannot reach the API server at {kube.server} ({kube.where(namespace)}): {message}")
+        if exc.status == 401:
+            return ClusterError(f"{doing}: the API server at {kube.server} rejected the credentials of {kube.where(namespace)}: {message}")
+        if exc.status == 403:
+            return ClusterError(f"{doing}: forbidden by RBAC ({kube.where(namespace)}): {message}")
+        if exc.status in (400, 404, 409, 422):
+            return InputError(f"{doing}: {message}")
+        return ClusterError(f"{doing}: API server error {exc.status} ({kube.where(namespace)}): {message}")
+    if isinstance(exc, (HTTPError, ConnectionError, TimeoutError)):
+        reason = getattr(exc, "reason", None) or exc
+        return ClusterError(f"cannot reach the API server at {kube.server} ({kube.where(namespace)}): {reason}")
+    return exc
+
+
+@contextmanager
+def api_errors(kube: Kube, doing: str, namespace: str | None = None) -> Iterator[None]:
+    """Run API calls, reporting failures as ClusterError/InputError with the server's message."""
+    try:
+        yield
+    except Exception as exc:
+        mapped = cluster_error(exc, kube, doing, namespace)
+        if mapped is exc:
+            raise
+        raise mapped from None

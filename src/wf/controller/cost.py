@@ -1,0 +1,130 @@
+"""What a run cost: node-hours per step and a price estimate from the instance facts.
+
+A step is charged for the share of its node it reserved (the largest of its cpu, memory and accelerator
+requests over the node's allocatable) for as long as each attempt ran, interrupted attempts included: that
+time was paid for. On-Demand prices are list prices; the Spot estimate applies the Spot advisor's average
+savings for the type and is only indicative (real Spot prices move by zone and hour).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from wf.controller.steps import Attempt, WorkflowView
+from wf.units import parse_quantity
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    instance_type: str
+    capacity: str | None  # "spot" | "on-demand" | None when the node carries no capacity label
+
+
+@dataclass(frozen=True)
+class StepCost:
+    step: str
+    node_hours: float
+    on_demand_usd: float
+    estimate_usd: float  # Spot estimate for attempts on Spot nodes, On-Demand otherwise
+    on_spot: bool
+    instance_types: tuple[str, ...]
+    unpriced_attempts: int  # attempts whose node (and so its type) is no longer known
+
+
+@dataclass(frozen=True)
+class JobCost:
+    steps: tuple[StepCost, ...]
+    assumptions: tuple[str, ...]
+
+    @property
+    def node_hours(self) -> float:
+        return sum(s.node_hours for s in self.steps)
+
+    @property
+    def on_demand_usd(self) -> float:
+        return sum(s.on_demand_usd for s in self.steps)
+
+    @property
+    def estimate_usd(self) -> float:
+        return sum(s.estimate_usd for s in self.steps)
+
+
+def _requests(template: dict[str, Any] | None) -> dict[str, Decimal]:
+    """Requested resources of a template's main container; limits stand in where requests are absent."""
+    resources = ((template or {}).get("container") or {}).get("resources") or {}
+    merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    out: dict[str, Decimal] = {}
+    for key, value in merged.items():
+        try:
+            out[key] = parse_quantity(value)
+        except ValueError:
+            continue
+    return out
+
+
+def node_share(requests: dict[str, Decimal], instance: Any) -> float:
+    """The fraction of a node a pod reserves: its dominant resource over the node's allocatable."""
+    shares = []
+    if instance.allocatable_cpu_millis and "cpu" in requests:
+        shares.append(float(requests["cpu"] * 1000) / instance.allocatable_cpu_millis)
+    if instance.allocatable_memory_mib and "memory" in requests:
+        shares.append(float(requests["memory"]) / (instance.allocatable_memory_mib * 2**20))
+    for resource, count in instance.accelerators.items():
+        if count and resource in requests:
+            shares.append(float(requests[resource]) / count)
+    return min(1.0, max(shares)) if shares else 1.0  # nothing requested: it could use the whole node
+
+
+def _attempt_cost(attempt: Attempt, requests: dict[str, Decimal], facts: NodeFacts | None, now: datetime) -> tuple[float, float, float, bool, str | None]:
+    from wf.instances import instance_type
+
+    if facts is None:
+        return 0.0, 0.0, 0.0, False, None
+    try:
+        instance = instance_type(facts.instance_type)
+    except ValueError:
+        return 0.0, 0.0, 0.0, False, None
+    node_hours = attempt.seconds(now) / 3600 * node_share(requests, instance)
+    on_demand = node_hours * instance.price_on_demand
+    spot = facts.capacity == "spot" and instance.spot_price_estimate is not None
+    estimate = node_hours * instance.spot_price_estimate if spot else on_demand
+    return node_hours, on_demand, estimate, spot, instance.name
+
+
+def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, NodeFacts], now: datetime) -> JobCost:
+    """Cost per step of a workflow whose attempts ran on the given nodes (name -> facts)."""
+    from wf.instances import AS_OF, SOURCE
+
+    templates = {t.get("name", ""): t for t in (workflow.get("spec") or {}).get("templates") or []}
+    steps: list[StepCost] = []
+    any_spot = any_unpriced = False
+    for row in view.steps:
+        hours = on_demand = estimate = 0.0
+        on_spot, types, unpriced = False, [], 0
+        for attempt in row.attempts:
+            if attempt.started is None:
+                continue
+            h, od, est, spot, name = _attempt_cost(attempt, _requests(templates.get(attempt.template)), nodes.get(attempt.host or ""), now)
+            if name is None:
+                unpriced += 1
+                continue
+            hours, on_demand, estimate = hours + h, on_demand + od, estimate + est
+            on_spot = on_spot or spot
+            if name not in types:
+                types.append(name)
+        any_spot, any_unpriced = any_spot or on_spot, any_unpriced or bool(unpriced)
+        steps.append(StepCost(row.name, hours, on_demand, estimate, on_spot, tuple(types), unpriced))
+    assumptions = [
+        "node-hours = attempt run time x the share of the node the step reserved (largest of cpu, memory, "
+        "accelerators over allocatable); interrupted attempts count",
+        f"On-Demand list prices, us-east-1 ({SOURCE.strip()}, as of {AS_OF})",
+    ]
+    if any_spot:
+        assumptions.append("Spot estimate = On-Demand x (1 - the Spot advisor's average savings for the type); "
+                           "real Spot prices vary by zone and hour")
+    if any_unpriced:
+        assumptions.append("attempts whose node is gone or of an unknown type are not priced")
+    return JobCost(tuple(steps), tuple(assumptions))

@@ -1,0 +1,214 @@
+"""A Workflow's status as the developer thinks of it: one row per step, attempts split into retries and interruptions.
+
+Argo records a step with a retryStrategy as a `Retry` node whose children are the attempts (`Pod` nodes); a
+step without one is a lone `Pod` node. A Spot interruption shows up as an attempt that ended with "pod deleted"
+(drain, node deletion) or "...imminent node shutdown" (graceful node shutdown); those are counted apart from
+the application's own retries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from wf.labels import CAPACITY_LABEL, CLASS_LABEL
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed", "Error"})
+FAILED_PHASES = frozenset({"Failed", "Error"})
+# Messages of attempts that ended because their node went away, not because the program failed.
+INTERRUPTION_MARKERS = ("pod deleted", "imminent node shutdown", "node is draining", "node no longer exists",
+                        "deletionbytaintmanager", "deletionbypodgc")
+_MAX_POD_PREFIX = 253 - 10  # Kubernetes name limit minus the hash suffix (Argo's maxPrefixLength)
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def is_interruption(message: str | None) -> bool:
+    text = (message or "").lower()
+    return any(marker in text for marker in INTERRUPTION_MARKERS)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    node_id: str
+    node_name: str  # Argo's full node name, e.g. "train-x7k2p.pretrain(1)": pod names hash it
+    phase: str
+    host: str | None
+    started: datetime | None
+    finished: datetime | None
+    message: str
+    template: str
+    interrupted: bool
+
+    def seconds(self, now: datetime) -> float:
+        if self.started is None:
+            return 0.0
+        return max(0.0, ((self.finished or now) - self.started).total_seconds())
+
+
+@dataclass(frozen=True)
+class StepRow:
+    name: str
+    node_id: str
+    phase: str
+    compute_class: str | None
+    capacity: str | None
+    started: datetime | None
+    finished: datetime | None
+    message: str
+    attempts: tuple[Attempt, ...] = ()
+
+    @property
+    def retries(self) -> int:
+        """Application retries: attempts after the first that followed a failure of the program itself."""
+        return sum(1 for a in self.attempts[:-1] if not a.interrupted)
+
+    @property
+    def interruptions(self) -> int:
+        return sum(1 for a in self.attempts if a.interrupted and a.phase in FAILED_PHASES)
+
+    @property
+    def node(self) -> str | None:
+        return self.attempts[-1].host if self.attempts else None
+
+    @property
+    def pending(self) -> bool:
+        return self.phase == "Pending" or (bool(self.attempts) and self.attempts[-1].phase == "Pending")
+
+    def seconds(self, now: datetime) -> float:
+        if self.started is None:
+            return 0.0
+        return max(0.0, ((self.finished or now) - self.started).total_seconds())
+
+    @property
+    def failure(self) -> str:
+        """Why the step failed, in Argo's words (the last attempt's message is the most specific)."""
+        for attempt in reversed(self.attempts):
+            if attempt.message:
+                return attempt.message
+        return self.message
+
+
+@dataclass(frozen=True)
+class WorkflowView:
+    name: str
+    namespace: str
+    phase: str
+    message: str
+    started: datetime | None
+    finished: datetime | None
+    steps: tuple[StepRow, ...] = field(default_factory=tuple)
+
+    @property
+    def done(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def failed_steps(self) -> tuple[StepRow, ...]:
+        return tuple(s for s in self.steps if s.phase in FAILED_PHASES)
+
+
+def _templates(workflow: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    stored = ((workflow.get("status") or {}).get("storedWorkflowTemplateSpec") or {}).get("templates") or []
+    own = (workflow.get("spec") or {}).get("templates") or []
+    return {t.get("name", ""): t for t in [*stored, *own]}
+
+
+def _placement(template: dict[str, Any] | None) -> tuple[str | None, str | None]:
+    """Compute class and capacity from the template's node selector or required node affinity."""
+    if not template:
+        return None, None
+    selector = dict(template.get("nodeSelector") or {})
+    terms = ((((template.get("affinity") or {}).get("nodeAffinity") or {})
+              .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
+    for term in terms[:1]:
+        for expr in term.get("matchExpressions") or []:
+            if expr.get("operator") == "In" and len(expr.get("values") or []) == 1:
+                selector.setdefault(expr["key"], expr["values"][0])
+    return selector.get(CLASS_LABEL), selector.get(CAPACITY_LABEL)
+
+
+def _attempt(node: dict[str, Any]) -> Attempt:
+    message = node.get("message") or ""
+    return Attempt(
+        node_id=node.get("id", ""),
+        node_name=node.get("name", ""),
+        phase=node.get("phase") or "Pending",
+        host=node.get("hostNodeName") or None,
+        started=parse_time(node.get("startedAt")),
+        finished=parse_time(node.get("finishedAt")),
+        message=message,
+        template=node.get("templateName") or "",
+        interrupted=node.get("phase") in FAILED_PHASES and is_interruption(message),
+    )
+
+
+def pod_name(workflow: dict[str, Any], attempt: Attempt) -> str:
+    """The pod Argo created for an attempt (workflow/util/pod_name.go: v2 "<wf>-<template>-<fnv32a(node name)>")."""
+    name = (workflow.get("metadata") or {}).get("name", "")
+    annotations = (workflow.get("metadata") or {}).get("annotations") or {}
+    if annotations.get("workflows.argoproj.io/pod-name-format") == "v1":
+        return attempt.node_id
+    if name == attempt.node_name:
+        return name
+    prefix = f"{name}-{attempt.template}" if attempt.template else name
+    prefix = prefix[:_MAX_POD_PREFIX - 1] if len(prefix) > _MAX_POD_PREFIX - 1 else prefix
+    digest = 0x811C9DC5
+    for byte in attempt.node_name.encode():
+        digest = ((digest ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return f"{prefix}-{digest}"
+
+
+def workflow_view(workflow: dict[str, Any]) -> WorkflowView:
+    """Per-step rows from a Workflow object (pure: the same dict always gives the same view)."""
+    metadata = workflow.get("metadata") or {}
+    status = workflow.get("status") or {}
+    nodes: dict[str, dict[str, Any]] = status.get("nodes") or {}
+    templates = _templates(workflow)
+    parent: dict[str, str] = {}
+    for node_id, node in nodes.items():
+        for child in node.get("children") or []:
+            parent.setdefault(child, node_id)
+
+    rows: list[StepRow] = []
+    for node_id, node in nodes.items():
+        kind = node.get("type")
+        in_retry = nodes.get(parent.get(node_id, ""), {}).get("type") == "Retry"
+        if kind == "Retry":
+            children = [nodes[c] for c in node.get("children") or [] if c in nodes]
+            attempts = tuple(sorted((_attempt(c) for c in children),
+                                    key=lambda a: (a.started or datetime.max.replace(tzinfo=UTC), a.node_id)))
+        elif kind == "Pod" and not in_retry:
+            attempts = (_attempt(node),)
+        elif kind == "Skipped":
+            attempts = ()
+        else:
+            continue
+        template_name = attempts[-1].template if attempts else node.get("templateName")
+        compute_class, capacity = _placement(templates.get(template_name or ""))
+        rows.append(StepRow(
+            name=node.get("displayName") or node.get("name") or node_id,
+            node_id=node_id,
+            phase=node.get("phase") or "Pending",
+            compute_class=compute_class,
+            capacity=capacity,
+            started=parse_time(node.get("startedAt")),
+            finished=parse_time(node.get("finishedAt")),
+            message=node.get("message") or "",
+            attempts=attempts,
+        ))
+    rows.sort(key=lambda r: (r.started or datetime.max.replace(tzinfo=UTC), r.name))
+    return WorkflowView(
+        name=metadata.get("name", ""),
+        namespace=metadata.get("namespace", ""),
+        phase=status.get("phase") or "Pending",
+        message=status.get("message") or "",
+        started=parse_time(status.get("startedAt")),
+        finished=parse_time(status.get("finishedAt")),
+        steps=tuple(rows),
+    )

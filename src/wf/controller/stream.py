@@ -1,0 +1,236 @@
+"""One Kubernetes watch per namespace, serving any number of workflows, that never misses a change.
+
+List, then watch from the list's resourceVersion with bookmarks; resume from the last resourceVersion seen
+after the server ends a watch or the connection drops (backoff while the API server is away); relist on
+410 Gone (the version was compacted away). A relist replays the current state of everything, so a terminal
+phase reached while disconnected is still delivered. The transport is injected so the algorithm is tested
+without a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Protocol
+
+from wf.controller.client import GROUP, VERSION, WORKFLOWS, Kube, is_transient
+
+WATCH_SECONDS = 240  # the server ends each watch after this; we resume from the last resourceVersion
+READ_TIMEOUT = WATCH_SECONDS + 30  # a silent connection longer than this is dead (bookmarks arrive every ~60 s)
+
+
+class Gone(Exception):
+    """The resourceVersion we resume from is too old (HTTP 410): relist."""
+
+
+class Transport(Protocol):
+    def list(self) -> tuple[list[dict[str, Any]], str]: ...
+
+    def watch(self, resource_version: str) -> Iterator[dict[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff with jitter, capped; reset after a success."""
+
+    initial: float = 0.5
+    cap: float = 10.0
+    attempt: int = 0
+
+    def next(self) -> float:
+        delay = min(self.cap, self.initial * 2**self.attempt)
+        self.attempt += 1
+        return delay * (0.5 + random.random() / 2)
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+class KubeWorkflowTransport:
+    """Workflows of one namespace through the API server, filtered by label and field selectors."""
+
+    def __init__(self, kube: Kube, namespace: str, label_selector: str = "", field_selector: str = "") -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.selectors = {
+            k: v for k, v in (("label_selector", label_selector), ("field_selector", field_selector)) if v
+        }
+        self._response: Any = None
+        self._lock = threading.Lock()
+
+    def list(self) -> tuple[list[dict[str, Any]], str]:
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:  # paginated, so a namespace with thousands of workflows is listed in bounded chunks
+            kwargs: dict[str, Any] = {"limit": 500, **self.selectors}
+            if token:
+                kwargs["_continue"] = token
+            page = self.kube.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace, WORKFLOWS, **kwargs)
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items, str(page["metadata"]["resourceVersion"])
+
+    def watch(self, resource_version: str) -> Iterator[dict[str, Any]]:
+        from kubernetes.client.exceptions import ApiException
+        from kubernetes.watch.watch import iter_resp_lines
+
+        try:
+            response = self.kube.custom.list_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, WORKFLOWS,
+                watch=True, resource_version=resource_version, allow_watch_bookmarks=True,
+                timeout_seconds=WATCH_SECONDS, _preload_content=False, _request_timeout=(10, READ_TIMEOUT),
+                **self.selectors,
+            )
+        except ApiException as exc:
+            if exc.status == 410:
+                raise Gone(str(exc.reason)) from exc
+            raise
+        with self._lock:
+            self._response = response
+        try:
+            for line in iter_resp_lines(response):
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            with self._lock:
+                self._response = None
+            response.release_conn()
+
+    def close(self) -> None:
+        """Unblock a watch read from another thread (Ctrl-C, or the caller has all it needs)."""
+        with self._lock:
+            response = self._response
+        if response is not None:
+            import socket
+
+            sock = getattr(getattr(response, "connection", None), "sock", None)
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+Sink = Callable[[str, dict[str, Any]], None]  # (event type, object): ADDED, MODIFIED, DELETED
+
+
+@dataclass
+class StreamStats:
+    lists: int = 0
+    watches: int = 0
+    relists_after_gone: int = 0
+    reconnects: int = 0
+    events: int = 0
+    bookmarks: int = 0
+
+
+@dataclass
+class NamespaceStream:
+    """Feeds a sink every change to the selected workflows of one namespace until stopped."""
+
+    transport: Transport
+    sink: Sink
+    on_trouble: Callable[[str], None] = lambda message: None
+    on_synced: Callable[[], None] = lambda: None  # after each (re)list: every selected object has been delivered
+    sleep: Callable[[float], object] | None = None  # default: wait on stop_event, so stop() interrupts it
+    give_up_after: float = 600.0  # seconds of continuous outage before the error is raised
+    backoff: Backoff = field(default_factory=Backoff)
+    stats: StreamStats = field(default_factory=StreamStats)
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    resource_version: str | None = None
+    _known: dict[str, str] = field(default_factory=dict)  # name -> uid, to replay deletions missed in a gap
+    _connected: bool = False
+    _outage_since: float | None = None
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.transport.close()
+
+    def _wait(self, message: str) -> None:
+        delay = self.backoff.next()
+        self.on_trouble(f"{message}; retrying in {delay:.1f}s")
+        if self.sleep is None:
+            self.stop_event.wait(delay)
+        else:
+            self.sleep(delay)
+
+    def _healthy(self) -> None:
+        self.backoff.reset()
+        self._connected = True
+        self._outage_since = None
+
+    def _relist(self) -> None:
+        items, self.resource_version = self.transport.list()
+        self.stats.lists += 1
+        current = {item["metadata"]["name"]: item for item in items}
+        for name in list(self._known):
+            if name not in current:
+                del self._known[name]
+                self.sink("DELETED", {"metadata": {"name": name}})
+        for name, item in current.items():
+            self._known[name] = item["metadata"].get("uid", "")
+            self.sink("ADDED", item)
+        self.on_synced()
+
+    def _deliver(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise Gone(obj.get("message", "resourceVersion too old"))
+            from kubernetes.client.exceptions import ApiException
+
+            raise ApiException(status=obj.get("code") or 500, reason=f"{obj.get('reason')}: {obj.get('message')}")
+        metadata = obj.get("metadata") or {}
+        if metadata.get("resourceVersion"):
+            self.resource_version = str(metadata["resourceVersion"])
+        if kind == "BOOKMARK":
+            self.stats.bookmarks += 1
+            return
+        self.stats.events += 1
+        name = metadata.get("name", "")
+        if kind == "DELETED":
+            self._known.pop(name, None)
+        else:
+            self._known[name] = metadata.get("uid", "")
+        self.sink(str(kind), obj)
+
+    def run(self) -> None:
+        """Loop until stopped; errors that retrying cannot fix (403, bad selector) are raised."""
+        while not self.stop_event.is_set():
+            try:
+                if self.resource_version is None:
+                    self._relist()
+                    self._healthy()
+                self.stats.watches += 1
+                started, delivered = time.monotonic(), 0
+                for event in self.transport.watch(self.resource_version):
+                    self._deliver(event)
+                    self._healthy()
+                    delivered += 1
+                    if self.stop_event.is_set():
+                        return
+                if not delivered and time.monotonic() - started < 1.0:
+                    # An API server shutting down may end watches at once; don't spin on it.
+                    self._wait("the API server ended the watch at once")
+            except Gone:
+                self.stats.relists_after_gone += 1
+                self.resource_version = None
+            except Exception as exc:
+                if self.stop_event.is_set():
+                    return
+                # Before the first success an error means a wrong or absent cluster: report it (exit 3).
+                if not is_transient(exc) or not self._connected:
+                    raise
+                now = time.monotonic()
+                self._outage_since = self._outage_since or now
+                if now - self._outage_since > self.give_up_after:
+                    raise
+                self.stats.reconnects += 1
+                self._wait(f"lost the API server ({type(exc).__name__})")
