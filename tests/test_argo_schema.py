@@ -37,6 +37,9 @@ def container(manifest: dict[str, Any]) -> dict[str, Any]:
     return manifest["spec"]["templates"][1]["container"]
 
 
+KNOWN = "Workflow, WorkflowTemplate, ClusterWorkflowTemplate, CronWorkflow"
+
+
 def test_minimal_workflow_is_valid() -> None:
     assert validate(workflow()) == []
 
@@ -88,7 +91,11 @@ def test_unknown_field_without_a_close_match_has_no_suggestion() -> None:
 @pytest.mark.parametrize(
     ("mutate", "path", "expected"),
     [
-        (lambda m: m["spec"].update(parallelism="3"), ("spec", "parallelism"), "expected an integer, got a string ('3')"),
+        (
+            lambda m: m["spec"].update(parallelism="3"),
+            ("spec", "parallelism"),
+            "expected an integer, got a string ('3')",
+        ),
         (lambda m: m["spec"].update(parallelism=True), ("spec", "parallelism"), "expected an integer, got a boolean"),
         (lambda m: m["spec"].update(parallelism=2.5), ("spec", "parallelism"), "expected an integer, got a number"),
         (lambda m: m["spec"].update(entrypoint=7), ("spec", "entrypoint"), "expected a string, got an integer (7)"),
@@ -256,7 +263,7 @@ def test_kinds_lists_the_four_argo_kinds() -> None:
             {},
             [
                 ((), "missing required field 'apiVersion' (expected 'argoproj.io/v1alpha1')"),
-                ((), "missing required field 'kind' (one of Workflow, WorkflowTemplate, ClusterWorkflowTemplate, CronWorkflow)"),
+                ((), f"missing required field 'kind' (one of {KNOWN})"),
             ],
         ),
         (
@@ -265,7 +272,7 @@ def test_kinds_lists_the_four_argo_kinds() -> None:
                 (("apiVersion",), "apiVersion must be 'argoproj.io/v1alpha1', got 'v1'"),
                 (
                     ("kind",),
-                    "unknown kind 'ConfigMap'; wf lints Workflow, WorkflowTemplate, ClusterWorkflowTemplate, CronWorkflow",
+                    f"unknown kind 'ConfigMap'; wf lints {KNOWN}",
                 ),
             ],
         ),
@@ -274,8 +281,7 @@ def test_kinds_lists_the_four_argo_kinds() -> None:
             [
                 (
                     ("kind",),
-                    "unknown kind 'workflow' (did you mean 'Workflow'?); "
-                    "wf lints Workflow, WorkflowTemplate, ClusterWorkflowTemplate, CronWorkflow",
+                    f"unknown kind 'workflow' (did you mean 'Workflow'?); wf lints {KNOWN}",
                 )
             ],
         ),

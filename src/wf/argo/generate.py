@@ -25,16 +25,8 @@ import types
 import typing
 from typing import Any
 
-from wf.argo.schema import TABLE_PATH
+from wf.argo.schema import KIND_MODELS, TABLE_PATH
 
-
-# The four kinds `wf lint` accepts, and the hera model (swagger definition) of each.
-KIND_MODELS = {
-    "Workflow": "io.argoproj.workflow.v1alpha1.Workflow",
-    "WorkflowTemplate": "io.argoproj.workflow.v1alpha1.WorkflowTemplate",
-    "ClusterWorkflowTemplate": "io.argoproj.workflow.v1alpha1.ClusterWorkflowTemplate",
-    "CronWorkflow": "io.argoproj.workflow.v1alpha1.CronWorkflow",
-}
 
 # Models that hera generates without fields but whose content is free-form JSON, so any keys are valid.
 # Every other field-less model (NoneStrategy, ZipStrategy, SuppliedValueFrom, RetryNodeAntiAffinity) is
@@ -101,7 +93,8 @@ class _Walker:
             self.models[name] = entry  # registered before recursing: models are recursive (Template)
             for attribute, info in model.model_fields.items():
                 key = info.alias or attribute
-                entry["fields"][key] = FIELD_OVERRIDES.get((name, key)) or self.type_of(info.annotation, f"{name}.{key}")
+                override = FIELD_OVERRIDES.get((name, key))
+                entry["fields"][key] = override or self.type_of(info.annotation, f"{name}.{key}")
                 if info.is_required():
                     entry["required"].append(key)
             entry["required"].sort()

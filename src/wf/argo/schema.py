@@ -16,6 +16,14 @@ from pathlib import Path as FilePath
 from typing import Any, Union
 
 API_VERSION = "argoproj.io/v1alpha1"
+# The kinds `wf lint` validates, and the hera model (swagger definition) of each.
+KIND_MODELS = {
+    "Workflow": "io.argoproj.workflow.v1alpha1.Workflow",
+    "WorkflowTemplate": "io.argoproj.workflow.v1alpha1.WorkflowTemplate",
+    "ClusterWorkflowTemplate": "io.argoproj.workflow.v1alpha1.ClusterWorkflowTemplate",
+    "CronWorkflow": "io.argoproj.workflow.v1alpha1.CronWorkflow",
+}
+KINDS: tuple[str, ...] = tuple(KIND_MODELS)
 
 # Written by `python -m wf.argo.generate` from hera's models.
 TABLE_PATH = FilePath(__file__).with_name("fields.json")
@@ -70,9 +78,6 @@ def _kind_models() -> dict[str, _Model]:
     return {kind: models[name] for kind, name in table["kinds"].items()}
 
 
-KINDS: tuple[str, ...] = ("Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate", "CronWorkflow")
-
-
 def validate(manifest: Any) -> list[Problem]:
     """All problems of one Argo manifest (empty when valid), in document order."""
     if not isinstance(manifest, dict):
@@ -82,13 +87,15 @@ def validate(manifest: Any) -> list[Problem]:
     if api_version is None:
         problems.append(((), f"missing required field 'apiVersion' (expected '{API_VERSION}')"))
     elif isinstance(api_version, str) and api_version != API_VERSION:
-        problems.append((("apiVersion",), f"apiVersion must be '{API_VERSION}', got '{api_version}'"))
+        problems.append((("apiVersion",), f"apiVersion must be '{API_VERSION}', got {_show(api_version)}"))
     kind = manifest.get("kind")
     model = _kind_models().get(kind) if isinstance(kind, str) else None
     if model is None:
         known = ", ".join(KINDS)
         if kind is None:
             problems.append(((), f"missing required field 'kind' (one of {known})"))
+        elif not isinstance(kind, str):
+            problems.append((("kind",), f"kind must be one of {known}, got {_describe(kind)}"))
         else:
             problems.append((("kind",), f"unknown kind {_show(kind)}{_suggest(kind, KINDS)}; wf lints {known}"))
         return problems

@@ -1,0 +1,42 @@
+"""Manifest size limits: Argo's maximum workflow size (1 MiB) and etcd's request limit (1.5 MiB)."""
+
+from __future__ import annotations
+
+import json
+
+from wf.argo import ARGO_MAX_WORKFLOW_BYTES, ETCD_MAX_REQUEST_BYTES, json_size, size_problems
+
+
+def test_limits_are_the_upstream_defaults() -> None:
+    assert ARGO_MAX_WORKFLOW_BYTES == 1_048_576  # argo-workflows workflow/packer: 1024 * 1024
+    assert ETCD_MAX_REQUEST_BYTES == 1_572_864  # etcd embed.DefaultMaxRequestBytes: 1.5 * 1024 * 1024
+
+
+def test_sizes_at_and_under_the_argo_limit_are_fine() -> None:
+    assert size_problems(0) == []
+    assert size_problems(ARGO_MAX_WORKFLOW_BYTES) == []  # Argo's check is "greater than"
+
+
+def test_over_argo_limit_only() -> None:
+    problems = size_problems(ARGO_MAX_WORKFLOW_BYTES + 1)
+    assert problems == [
+        "manifest is 1,048,577 bytes (1.00 MiB) as JSON, over Argo's maximum workflow size of 1,048,576 bytes "
+        "(1.00 MiB) (status included): split it into WorkflowTemplates referenced by templateRef"
+    ]
+
+
+def test_over_both_limits_names_the_measured_size() -> None:
+    problems = size_problems(2_000_000)
+    assert len(problems) == 2
+    assert problems[0].startswith(
+        "manifest is 2,000,000 bytes (1.91 MiB) as JSON, over etcd's request limit of 1,572,864 bytes"
+    )
+    assert "Argo's maximum workflow size" in problems[1]
+
+
+def test_json_size_counts_like_go_json_marshal() -> None:
+    manifest = {"a": "x<y", "b": ["é", 1]}
+    compact = json.dumps(manifest, separators=(",", ":"), ensure_ascii=False).encode()
+    # Go writes '<' as \u003c (5 more bytes) and 'é' as its two UTF-8 bytes.
+    assert json_size(manifest) == len(compact) + 5
+    assert json_size({}) == 2
