@@ -1,0 +1,301 @@
+"""Build the pinned local-cluster binaries from Go modules into ~/.cache/wf/<component>/<version>/bin.
+
+No release downloads are possible here, only the Go module proxy. Each component is built in a small wrapper
+module of our own (~/.cache/wf/src/<component>/<version>): that is the only way to build Kubernetes and etcd,
+whose own go.mod files carry `replace` directives that `go install pkg@version` refuses; using the same shape
+for every component keeps one code path. Binaries already present are skipped, so a warm `build` is instant.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from wf.errors import ClusterError
+
+KUBERNETES_VERSION = "1.36.3"
+ETCD_VERSION = "3.6.16"
+KWOK_VERSION = "0.8.0"
+# v4.0.5 is the only v4.0.x the proxy lists, but v4.0.7 resolves and fixes CVE-2026-54526 (fixed in 4.0.6).
+ARGO_VERSION = "4.0.7"
+
+_K8S_VERSION_PKGS = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+_BUILD_DATE = "1970-01-01T00:00:00Z"  # fixed, so rebuilding the same version gives the same bytes
+
+
+@dataclass(frozen=True)
+class SourcePatch:
+    """A small, exact edit of one upstream file, applied at build time through `go build -overlay`."""
+
+    file: str  # relative to the module root
+    old: str  # must occur exactly once, so an upstream change fails the build instead of passing silently
+    new: str
+    append: str = ""
+
+    def apply(self, text: str) -> str:
+        if text.count(self.old) != 1:
+            raise ClusterError(f"source patch for {self.file} no longer applies: {self.old!r} not found exactly once")
+        return text.replace(self.old, self.new) + self.append
+
+
+# Upstream's workflow-controller serves healthz/pprof on ":6060" (every interface, a fixed port). A local
+# cluster must listen on loopback only, and two clusters on one machine must not fight over the port.
+_ARGO_HEALTH_PATCH = SourcePatch(
+    file="cmd/workflow-controller/main.go",
+    old='http.ListenAndServe(":6060", nil)',
+    new="http.ListenAndServe(wfHealthAddr(), nil)",
+    append="""
+// wfHealthAddr was added by wf's local-cluster build (see wf/cluster/build.py).
+func wfHealthAddr() string {
+	if addr := os.Getenv("WF_HEALTH_ADDR"); addr != "" {
+		return addr
+	}
+	return "127.0.0.1:6060"
+}
+""",
+)
+
+
+@dataclass(frozen=True)
+class Component:
+    """One buildable unit: a Go module at a version and the commands it provides."""
+
+    name: str
+    version: str
+    module: str
+    packages: tuple[str, ...]
+    version_ldflags: tuple[str, ...] = ()
+    # k8s.io/kubernetes pins its staging modules at v0.0.0 and replaces them with local directories; a
+    # dependent module must map them to the published v0.<minor>.<patch> tags itself.
+    replace_staging_with: str | None = None
+    patches: tuple[SourcePatch, ...] = ()
+
+    # Command names, one per package; default: the package's last path element.
+    names: tuple[str, ...] = ()
+
+    @property
+    def binaries(self) -> tuple[str, ...]:
+        return self.names or tuple(pkg.rsplit("/", 1)[-1] for pkg in self.packages)
+
+    def bin_dir(self, cache: Path) -> Path:
+        return cache / self.name / self.version / "bin"
+
+    def src_dir(self, cache: Path) -> Path:
+        return cache / "src" / self.name / self.version
+
+    def log_file(self, cache: Path) -> Path:
+        return cache / "src" / self.name / f"{self.version}.build.log"
+
+    def is_built(self, cache: Path) -> bool:
+        return all((self.bin_dir(cache) / b).is_file() for b in self.binaries)
+
+
+def _k8s_ldflags(version: str) -> tuple[str, ...]:
+    major, minor, _ = version.split(".")
+    flags: list[str] = []
+    for pkg in _K8S_VERSION_PKGS:
+        flags += [
+            f"-X {pkg}.gitVersion=v{version}",
+            f"-X {pkg}.gitMajor={major}",
+            f"-X {pkg}.gitMinor={minor}",
+            f"-X {pkg}.gitTreeState=clean",
+            f"-X {pkg}.buildDate={_BUILD_DATE}",
+        ]
+    return tuple(flags)
+
+
+def _argo_ldflags(version: str) -> tuple[str, ...]:
+    root = "github.com/argoproj/argo-workflows/v4"
+    return (
+        f"-X {root}.version=v{version}",
+        f"-X {root}.gitTag=v{version}",
+        f"-X {root}.gitTreeState=clean",
+        f"-X {root}.buildDate={_BUILD_DATE}",
+    )
+
+
+def components() -> list[Component]:
+    """The pinned components, slowest-to-fail first so a broken proxy shows up early."""
+    k8s_minor = "0." + KUBERNETES_VERSION.split(".", 1)[1]
+    return [
+        Component(
+            name="kubernetes",
+            version=KUBERNETES_VERSION,
+            module="k8s.io/kubernetes",
+            packages=tuple(
+                f"k8s.io/kubernetes/cmd/{c}"
+                for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+            ),
+            version_ldflags=_k8s_ldflags(KUBERNETES_VERSION),
+            replace_staging_with=k8s_minor,
+        ),
+        # etcd's version is a constant in go.etcd.io/etcd/api/v3/version, so it needs no stamping.
+        Component(
+            name="etcd",
+            version=ETCD_VERSION,
+            module="go.etcd.io/etcd/server/v3",
+            packages=("go.etcd.io/etcd/server/v3",),
+            names=("etcd",),
+        ),
+        Component(
+            name="kwok",
+            version=KWOK_VERSION,
+            module="sigs.k8s.io/kwok",
+            packages=("sigs.k8s.io/kwok/cmd/kwok", "sigs.k8s.io/kwok/cmd/kwokctl"),
+            version_ldflags=(f"-X sigs.k8s.io/kwok/pkg/consts.Version=v{KWOK_VERSION}",),
+        ),
+        Component(
+            name="argo",
+            version=ARGO_VERSION,
+            module="github.com/argoproj/argo-workflows/v4",
+            packages=("github.com/argoproj/argo-workflows/v4/cmd/workflow-controller",),
+            version_ldflags=_argo_ldflags(ARGO_VERSION),
+            patches=(_ARGO_HEALTH_PATCH,),
+        ),
+    ]
+
+
+def cache_dir() -> Path:
+    """Where binaries and wrapper modules live; WF_CACHE_DIR overrides (tests, CI caches)."""
+    override = os.environ.get("WF_CACHE_DIR")
+    if override:
+        return Path(override)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "wf"
+
+
+def binary_path(name: str, cache: Path | None = None) -> Path:
+    """The cached path of one built command (e.g. "kube-apiserver"), whether or not it exists yet."""
+    cache = cache or cache_dir()
+    for comp in components():
+        if name in comp.binaries:
+            return comp.bin_dir(cache) / name
+    raise KeyError(name)
+
+
+# Progress is reported through a callback so the CLI can render it with rich and tests can record it.
+Progress = Callable[[Component, str, float], None]
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    component: Component
+    built: bool  # False: it was already in the cache
+    seconds: float
+
+
+def build_all(
+    only: Sequence[str] | None = None,
+    *,
+    cache: Path | None = None,
+    progress: Progress | None = None,
+) -> list[BuildResult]:
+    """Build every missing component (or the named ones), one after the other: builds use all cores."""
+    cache = cache or cache_dir()
+    go = _go_binary()
+    selected = [c for c in components() if not only or c.name in only]
+    unknown = set(only or ()) - {c.name for c in selected}
+    if unknown:
+        names = ", ".join(c.name for c in components())
+        raise ClusterError(f"unknown component(s) {', '.join(sorted(unknown))}; known: {names}")
+    results = []
+    for comp in selected:
+        started = time.monotonic()
+        if comp.is_built(cache):
+            results.append(BuildResult(comp, False, 0.0))
+            if progress:
+                progress(comp, "cached", 0.0)
+            continue
+        _build(go, comp, cache, progress)
+        results.append(BuildResult(comp, True, time.monotonic() - started))
+    return results
+
+
+def _go_binary() -> str:
+    go = shutil.which("go")
+    if not go:
+        raise ClusterError("the Go toolchain (`go`) is needed to build the local cluster and is not on PATH")
+    return go
+
+
+def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> None:
+    src = comp.src_dir(cache)
+    log = comp.log_file(cache)
+    src.mkdir(parents=True, exist_ok=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-trimpath -buildvcs=false", "GOTOOLCHAIN": "local"}
+    with log.open("w") as out:
+
+        def run(step: str, argv: list[str]) -> str:
+            if progress:
+                progress(comp, step, time.monotonic() - started)
+            out.write(f"$ {' '.join(argv)}\n")
+            out.flush()
+            proc = subprocess.run(argv, cwd=src, env=env, stdout=subprocess.PIPE, stderr=out, text=True)
+            out.write(proc.stdout)
+            out.flush()
+            if proc.returncode != 0:
+                raise ClusterError(
+                    f"building {comp.name} {comp.version} failed at `{step}` (exit {proc.returncode}); "
+                    f"see {log}"
+                )
+            return proc.stdout
+
+        if not (src / "go.mod").exists():
+            run("init", [go, "mod", "init", f"local.wf/build/{comp.name}"])
+        if comp.replace_staging_with:
+            info = json.loads(run("read upstream go.mod", [go, "mod", "download", "-json", f"{comp.module}@v{comp.version}"]))
+            replaces = staging_replaces(Path(info["GoMod"]).read_text(), comp.replace_staging_with)
+            run("pin staging modules", [go, "mod", "edit", *(f"-replace={m}={m}@v{v}" for m, v in replaces)])
+        run("download modules", [go, "get", *(f"{pkg}@v{comp.version}" for pkg in comp.packages)])
+        staging_bin = src / "bin"
+        staging_bin.mkdir(exist_ok=True)
+        ldflags = " ".join(("-s", "-w", *comp.version_ldflags))
+        overlay = []
+        if comp.patches:
+            module_dir = json.loads(run("locate sources", [go, "list", "-m", "-json", comp.module]))["Dir"]
+            overlay = ["-overlay", str(_write_overlay(src, Path(module_dir), comp.patches))]
+        # One package: name the output explicitly (a module path like .../server/v3 would name it "server").
+        output = str(staging_bin / comp.binaries[0]) if len(comp.packages) == 1 else str(staging_bin) + os.sep
+        argv = [go, "build", *overlay, "-ldflags", ldflags, "-o", output, *comp.packages]
+        run("compile", argv)
+        # Move into place only when every binary exists, so an interrupted build is never taken as done.
+        final = comp.bin_dir(cache)
+        final.mkdir(parents=True, exist_ok=True)
+        for name in comp.binaries:
+            os.replace(staging_bin / name, final / name)
+        out.write(f"# built {comp.name} {comp.version} in {time.monotonic() - started:.0f}s\n")
+    if progress:
+        progress(comp, "done", time.monotonic() - started)
+
+
+def _write_overlay(src: Path, module_dir: Path, patches: tuple[SourcePatch, ...]) -> Path:
+    replace = {}
+    for patch in patches:
+        original = module_dir / patch.file
+        patched = src / "overlay" / patch.file
+        patched.parent.mkdir(parents=True, exist_ok=True)
+        patched.write_text(patch.apply(original.read_text()))
+        replace[str(original)] = str(patched)
+    overlay = src / "overlay.json"
+    overlay.write_text(json.dumps({"Replace": replace}, indent=2))
+    return overlay
+
+
+_STAGING_REQUIRE = re.compile(r"^\s*(?:require\s+)?(k8s\.io/[A-Za-z0-9._-]+)\s+v0\.0\.0\s*$", re.MULTILINE)
+
+
+def staging_replaces(upstream_go_mod: str, version: str) -> list[tuple[str, str]]:
+    """Every staging module that Kubernetes' go.mod requires at v0.0.0, mapped to its published `version`."""
+    modules = sorted(set(_STAGING_REQUIRE.findall(upstream_go_mod)))
+    if not modules:
+        raise ClusterError("no k8s.io/* v0.0.0 requirements found in Kubernetes' go.mod: its layout changed")
+    return [(m, version) for m in modules]

@@ -1,0 +1,143 @@
+"""Unit tests of the local-cluster build plan (no Go build runs here: a fake `go` records its argv)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from wf.cluster import build
+from wf.errors import ClusterError
+
+UPSTREAM_GO_MOD = """module k8s.io/kubernetes
+
+go 1.26.0
+
+require (
+\tgithub.com/spf13/cobra v1.10.0
+\tk8s.io/api v0.0.0
+\tk8s.io/apimachinery v0.0.0
+\tk8s.io/utils v0.0.0-20260210185600-b8788abfbbc2
+)
+
+require (
+\tk8s.io/cri-streaming v0.0.0 // indirect
+)
+
+replace (
+\tk8s.io/api => ./staging/src/k8s.io/api
+)
+"""
+
+
+def test_staging_replaces_come_from_every_v0_0_0_requirement() -> None:
+    got = build.staging_replaces(UPSTREAM_GO_MOD, "0.36.3")
+    # Pseudo-versioned k8s.io/utils is a real dependency, not a staging module: it must not be replaced.
+    assert got == [("k8s.io/api", "0.36.3"), ("k8s.io/apimachinery", "0.36.3")]
+
+
+def test_staging_replaces_include_indirect_requirements() -> None:
+    text = UPSTREAM_GO_MOD.replace("k8s.io/cri-streaming v0.0.0 // indirect", "k8s.io/cri-streaming v0.0.0")
+    assert ("k8s.io/cri-streaming", "0.36.3") in build.staging_replaces(text, "0.36.3")
+
+
+def test_staging_replaces_fail_loudly_when_layout_changes() -> None:
+    with pytest.raises(ClusterError, match="layout changed"):
+        build.staging_replaces("module k8s.io/kubernetes\n", "0.36.3")
+
+
+def test_cache_layout_is_component_version_bin() -> None:
+    cache = Path("/c")
+    assert build.binary_path("kube-apiserver", cache) == cache / "kubernetes" / build.KUBERNETES_VERSION / "bin" / "kube-apiserver"
+    assert build.binary_path("etcd", cache) == cache / "etcd" / build.ETCD_VERSION / "bin" / "etcd"
+    assert build.binary_path("kwokctl", cache) == cache / "kwok" / build.KWOK_VERSION / "bin" / "kwokctl"
+    assert build.binary_path("workflow-controller", cache) == cache / "argo" / build.ARGO_VERSION / "bin" / "workflow-controller"
+
+
+def test_versions_are_stamped() -> None:
+    comps = {c.name: c for c in build.components()}
+    assert f"-X k8s.io/component-base/version.gitVersion=v{build.KUBERNETES_VERSION}" in comps["kubernetes"].version_ldflags
+    assert f"-X sigs.k8s.io/kwok/pkg/consts.Version=v{build.KWOK_VERSION}" in comps["kwok"].version_ldflags
+    assert f"-X github.com/argoproj/argo-workflows/v4.version=v{build.ARGO_VERSION}" in comps["argo"].version_ldflags
+
+
+def test_source_patch_must_match_exactly_once() -> None:
+    patch = build.SourcePatch(file="x.go", old="A", new="B", append="\n// tail\n")
+    assert patch.apply("xAy") == "xBy\n// tail\n"
+    with pytest.raises(ClusterError, match="no longer applies"):
+        patch.apply("no match")
+    with pytest.raises(ClusterError, match="no longer applies"):
+        patch.apply("AA")
+
+
+def test_unknown_component_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(_fake_go(tmp_path)))
+    with pytest.raises(ClusterError, match="unknown component"):
+        build.build_all(["nope"], cache=tmp_path / "cache")
+
+
+def test_existing_binaries_are_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(_fake_go(tmp_path)))
+    cache = tmp_path / "cache"
+    etcd = next(c for c in build.components() if c.name == "etcd")
+    etcd.bin_dir(cache).mkdir(parents=True)
+    (etcd.bin_dir(cache) / "etcd").write_text("")
+    seen: list[tuple[str, str]] = []
+    results = build.build_all(["etcd"], cache=cache, progress=lambda c, step, _: seen.append((c.name, step)))
+    assert [r.built for r in results] == [False]
+    assert seen == [("etcd", "cached")]
+    assert not (tmp_path / "go.log").exists()
+
+
+def test_build_runs_go_with_argv_lists_and_moves_binaries_into_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(_fake_go(tmp_path)))
+    cache = tmp_path / "cache"
+    results = build.build_all(["kwok"], cache=cache)
+    assert results[0].built
+    kwok = results[0].component
+    assert sorted(p.name for p in kwok.bin_dir(cache).iterdir()) == ["kwok", "kwokctl"]
+    calls = (tmp_path / "go.log").read_text().splitlines()
+    assert calls[0] == "mod init local.wf/build/kwok"
+    assert calls[1] == f"get sigs.k8s.io/kwok/cmd/kwok@v{build.KWOK_VERSION} sigs.k8s.io/kwok/cmd/kwokctl@v{build.KWOK_VERSION}"
+    assert calls[2].startswith("build -ldflags -s -w -X sigs.k8s.io/kwok/pkg/consts.Version=")
+    assert "built kwok" in kwok.log_file(cache).read_text()
+
+
+def test_failed_build_names_its_log_and_leaves_no_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(_fake_go(tmp_path, fail_on="build")))
+    cache = tmp_path / "cache"
+    with pytest.raises(ClusterError) as err:
+        build.build_all(["kwok"], cache=cache)
+    kwok = next(c for c in build.components() if c.name == "kwok")
+    assert str(kwok.log_file(cache)) in str(err.value)
+    assert "compile" in str(err.value)
+    assert "simulated compiler error" in kwok.log_file(cache).read_text()
+    assert not kwok.is_built(cache)
+
+
+def _fake_go(tmp_path: Path, fail_on: str = "") -> Path:
+    """A `go` that logs its arguments; `build -o DIR/` creates one file per package's last element."""
+    bindir = tmp_path / "fakebin"
+    bindir.mkdir(exist_ok=True)
+    script = bindir / "go"
+    script.write_text(
+        f"""#!/bin/sh
+echo "$*" >> {tmp_path}/go.log
+if [ "$1" = "{fail_on}" ]; then echo "simulated compiler error" >&2; exit 1; fi
+if [ "$1" = "mod" ] && [ "$2" = "init" ]; then echo "module $3" > go.mod; fi
+if [ "$1" = "build" ]; then
+  out=""; prev=""
+  for a in "$@"; do
+    if [ "$prev" = "-o" ]; then out="$a"; fi
+    prev="$a"
+  done
+  for a in "$@"; do
+    case "$a" in sigs.k8s.io/*|k8s.io/*|go.etcd.io/*|github.com/*) touch "$out$(basename $a)";; esac
+  done
+fi
+"""
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return Path(f"{bindir}{os.pathsep}/usr/bin:/bin")
