@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import Field, ValidationInfo, model_validator
+from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
 
 from wf.instances import InstanceType, instance_type
 from wf.labels import CAPACITIES, DOMAIN
@@ -92,13 +92,17 @@ class Catalog(StrictModel):
     kind: Literal["Catalog"] = "Catalog"
     cluster: ClusterInfo
     compute_classes: list[ComputeClass] = Field(alias="computeClasses", min_length=1)
-    source: str = Field(default="<python>", exclude=True, description="Where the catalog was read from")
+    _source: str = PrivateAttr(default="<python>")  # where it was read from, for messages
 
     @model_validator(mode="after")
     def _checked(self, info: ValidationInfo) -> Catalog:
         if not (info.context or {}).get(DEFER_CHECKS):
-            raise_problems(self.problems(), self.source)
+            raise_problems(self.problems(), self._source)
         return self
+
+    @property
+    def source(self) -> str:
+        return self._source
 
     def problems(self) -> ProblemList:
         out: ProblemList = []
@@ -142,7 +146,7 @@ class Catalog(StrictModel):
 
 def _parse(doc) -> Catalog:  # type: ignore[no-untyped-def]
     catalog = parse_model(Catalog, doc)
-    catalog.source = doc.file
+    catalog._source = doc.file
     return catalog
 
 

@@ -14,9 +14,12 @@ class Problem:
     line: int | None
     field: str | None
     message: str
+    severity: str = "error"  # "warning": reported, but the work is not failed
 
     def __str__(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
+        if self.severity != "error":
+            where += f": {self.severity}"
         return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
 
 

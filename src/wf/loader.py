@@ -8,7 +8,7 @@ and answer "which line is spec.steps[3].resources.cpu on?" for error messages.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,8 @@ class Document:
     index: int
     data: Any
     node: Node
+    # Keys given twice, as (line, key), when loaded leniently; the later value wins, as in Argo's own CLI.
+    duplicates: list[tuple[int, Any]] = field(default_factory=list)
 
     def line_of(self, path: Sequence[PathKey]) -> int:
         """1-based line of the value at `path`, or of its deepest existing parent."""
@@ -80,8 +82,10 @@ def _flattened_pairs(node: MappingNode) -> Iterator[tuple[Node, Node]]:
 
 
 class _Builder:
-    def __init__(self, file: str) -> None:
+    def __init__(self, file: str, strict: bool) -> None:
         self.file = file
+        self.strict = strict
+        self.duplicates: list[tuple[int, Any]] = []
         self.seen: set[int] = set()
         self.own = 0
         self.expanded = 0
@@ -128,7 +132,9 @@ class _Builder:
                 if isinstance(key, (list, dict)):
                     raise self.fail(key_node, "a mapping key must be a scalar")
                 if key in explicit:
-                    raise self.fail(key_node, f"duplicate key {key!r}")
+                    if self.strict:
+                        raise self.fail(key_node, f"duplicate key {key!r}")
+                    self.duplicates.append((key_node.start_mark.line + 1, key))
                 explicit.add(key)
                 out[key] = self.build(value_node, again)
             return out
@@ -143,14 +149,16 @@ def decode(raw: bytes, file: str) -> str:
         raise InputError([Problem(file, line, None, f"not UTF-8 text (byte 0x{raw[exc.start]:02x})")]) from None
 
 
-def parse_documents(text: str, file: str) -> list[Document]:
-    """All documents of a YAML stream; empty documents are skipped."""
+def parse_documents(text: str, file: str, strict: bool = True) -> list[Document]:
+    """All documents of a YAML stream; empty documents are skipped. Lenient mode records duplicate keys."""
     docs: list[Document] = []
     try:
         for index, node in enumerate(yaml.compose_all(text, Loader=_Loader)):
             if node is None:
                 continue
-            docs.append(Document(file, index, _Builder(file).build(node), node))
+            builder = _Builder(file, strict)
+            data = builder.build(node)
+            docs.append(Document(file, index, data, node, builder.duplicates))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -163,13 +171,13 @@ def parse_documents(text: str, file: str) -> list[Document]:
     return docs
 
 
-def load_documents(path: str | Path) -> list[Document]:
+def load_documents(path: str | Path, strict: bool = True) -> list[Document]:
     file = str(path)
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
         raise InputError([Problem(file, None, None, f"cannot read: {exc.strerror}")]) from None
-    return parse_documents(decode(raw, file), file)
+    return parse_documents(decode(raw, file), file, strict)
 
 
 def load_mapping(path: str | Path) -> Document:

@@ -100,13 +100,13 @@ class TrainingJob(StrictModel):
     kind: Literal["TrainingJob"] = "TrainingJob"
     metadata: Metadata
     spec: JobSpec
-    source: str = Field(default="<python>", exclude=True)
+    _source: str = PrivateAttr(default="<python>")  # where it was read from, for messages
     _document: Document | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _checked(self, info: ValidationInfo) -> TrainingJob:
         if not (info.context or {}).get(DEFER_CHECKS):
-            raise_problems(self.problems(), self.source)
+            raise_problems(self.problems(), self._source)
         return self
 
     @property
@@ -117,6 +117,10 @@ class TrainingJob(StrictModel):
     def document(self) -> Document | None:
         """The YAML document the job was read from: later checks (placement) report its lines."""
         return self._document
+
+    @property
+    def source(self) -> str:
+        return self._source
 
     def problems(self) -> ProblemList:
         """Rules the types can't express: names, labels, DAG edges and cycles."""
@@ -181,6 +185,6 @@ def find_cycle(steps: list[Step]) -> list[str] | None:
 def load_job(path: str | Path) -> TrainingJob:
     doc = load_mapping(path)
     job = parse_model(TrainingJob, doc)
-    job.source = doc.file
+    job._source = doc.file
     job._document = doc
     return job

@@ -1,0 +1,119 @@
+"""Offline commands: compile, lint, schema. No cluster, no network."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+import yaml
+
+from wf.errors import WorkFailed
+
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+CatalogOption = Annotated[
+    Optional[Path],
+    typer.Option("--catalog", envvar="WF_CATALOG", help="Compute-class catalog (default: eksctl/catalog.yaml)."),
+]
+
+
+class Output(str, Enum):
+    yaml = "yaml"
+    json = "json"
+
+
+class Format(str, Enum):
+    text = "text"
+    json = "json"
+
+
+class Kind(str, Enum):
+    workflow = "Workflow"
+    template = "WorkflowTemplate"
+    cron = "CronWorkflow"
+
+
+def dump(data: Any, output: Output) -> str:
+    if output is Output.json:
+        return json.dumps(data, indent=2) + "\n"
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
+def compile_command(
+    job: Annotated[Path, typer.Argument(help="Job spec (kind: TrainingJob).")],
+    output: Annotated[Output, typer.Option("-o", "--output", help="Output format.")] = Output.yaml,
+    kind: Annotated[Optional[Kind], typer.Option("--kind", help="Default: CronWorkflow with a schedule, else Workflow.")] = None,
+    catalog: CatalogOption = None,
+) -> None:
+    """Compile a job spec into an Argo manifest."""
+    from wf.catalog import load_catalog
+    from wf.compile import compile_job
+    from wf.spec import load_job
+
+    manifest = compile_job(load_job(job), load_catalog(catalog), kind=kind.value if kind else None)
+    sys.stdout.write(dump(manifest, output))
+
+
+def lint_command(
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders: job specs, Argo manifests, catalogs, eksctl configs.")],
+    format: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
+    server: Annotated[bool, typer.Option("--server", help="Also dry-run every manifest against the API server.")] = False,
+    context: Annotated[Optional[str], typer.Option("--context", help="Kubeconfig context for --server.")] = None,
+    namespace: Annotated[Optional[str], typer.Option("-n", "--namespace", help="Namespace for --server.")] = None,
+    catalog: CatalogOption = None,
+) -> None:
+    """Validate job specs and Argo manifests offline and prove every step can schedule (exit 1 on findings)."""
+    from wf.lint import lint_paths
+
+    result = lint_paths(paths, catalog)
+    if server:
+        from wf.server_lint import server_problems
+
+        result.problems += server_problems(result.manifests, context=context, namespace=namespace)
+    if format is Format.json:
+        payload = {
+            "ok": not result.errors,
+            "files": result.files,
+            "documents": result.documents,
+            "skipped": result.skipped,
+            "problems": [p.__dict__ for p in result.problems],
+        }
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+    else:
+        for problem in result.problems:
+            typer.echo(str(problem))
+        summary = f"{result.files} files, {result.documents} documents: "
+        warnings = len(result.problems) - len(result.errors)
+        summary += f"{len(result.errors)} errors" if result.errors else "ok"
+        summary += f", {warnings} warnings" if warnings else ""
+        typer.echo(summary, err=True)
+    if result.errors:
+        raise typer.Exit(WorkFailed.exit_code)
+
+
+class SchemaFor(str, Enum):
+    job = "job"
+    catalog = "catalog"
+
+
+def schema_command(
+    of: Annotated[SchemaFor, typer.Option("--for", help="Which document's schema.")] = SchemaFor.job,
+) -> None:
+    """Print the JSON Schema of job specs (for yaml-language-server and editors)."""
+    from wf.catalog import Catalog
+    from wf.spec import TrainingJob
+
+    model = TrainingJob if of is SchemaFor.job else Catalog
+    schema = model.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    sys.stdout.write(json.dumps(schema, indent=2) + "\n")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compile")(compile_command)
+    app.command("lint")(lint_command)
+    app.command("schema")(schema_command)

@@ -1,0 +1,201 @@
+"""`wf lint`: job specs, Argo manifests, catalogs and eksctl configs, checked offline.
+
+Every finding is a Problem (file, line, field, message). Argo manifests are validated strictly (fields from
+hera's models) and every pod they would create is checked against the catalog's node groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wf import argo
+from wf.catalog import Catalog, load_catalog
+from wf.compile import compile_job
+from wf.errors import InputError, Problem
+from wf.loader import Document, PathKey, format_path, load_documents
+from wf.modeling import parse_model
+from wf.nodegroups import NodeGroup, node_groups
+from wf.schedulability import PodConstraints, explain, pod_requests
+from wf.spec import TrainingJob
+
+YAML_SUFFIXES = (".yaml", ".yml")
+ARGO_KINDS = ("Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate", "CronWorkflow")
+_POD_TEMPLATE_KEYS = ("container", "script", "containerSet", "resource", "data")
+
+
+@dataclass
+class LintResult:
+    problems: list[Problem] = field(default_factory=list)
+    files: int = 0
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    documents: int = 0
+    skipped: list[str] = field(default_factory=list)  # documents of kinds lint does not check
+    manifests: list[tuple[Document, dict[str, Any]]] = field(default_factory=list)  # for --server
+
+
+def yaml_files(paths: Iterable[str | Path]) -> Iterator[Path]:
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            for child in sorted(path.rglob("*")):
+                rel = child.relative_to(path).parts
+                if child.suffix in YAML_SUFFIXES and child.is_file() and not any(p.startswith(".") for p in rel):
+                    yield child
+        elif path.is_file():
+            yield path
+        else:
+            raise InputError(f"no such file or directory: {path}", file=path)
+
+
+class _CatalogOnDemand:
+    """Read the catalog only when a document needs it (a folder of plain Argo manifests may not)."""
+
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = path
+        self._catalog: Catalog | None = None
+        self._groups: list[NodeGroup] | None = None
+
+    @property
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            self._catalog = load_catalog(self.path)
+        return self._catalog
+
+    @property
+    def groups(self) -> list[NodeGroup]:
+        if self._groups is None:
+            self._groups = node_groups(self.catalog)
+        return self._groups
+
+
+Checker = Callable[[Document, _CatalogOnDemand, LintResult], list[Problem]]
+
+
+def lint_paths(paths: Iterable[str | Path], catalog: str | Path | None = None) -> LintResult:
+    result = LintResult()
+    source = _CatalogOnDemand(catalog)
+    for path in yaml_files(paths):
+        result.files += 1
+        try:
+            docs = load_documents(path, strict=False)
+        except InputError as exc:
+            result.problems += exc.problems
+            continue
+        for doc in docs:
+            result.documents += 1
+            checker = _checker_for(doc)
+            if checker is None:
+                result.skipped.append(f"{doc.file}:{doc.line_of(())}")
+                continue
+            severity = "warning" if checker is _lint_argo else "error"
+            result.problems += [
+                Problem(doc.file, line, None, f"duplicate key {key!r}; the last value wins", severity)
+                for line, key in doc.duplicates
+            ]
+            result.problems += checker(doc, source, result)
+    return result
+
+
+def _checker_for(doc: Document) -> Checker | None:
+    data = doc.data
+    if not isinstance(data, dict):
+        return None
+    api, kind = data.get("apiVersion"), data.get("kind")
+    if api == "wf/v1" and kind == "TrainingJob":
+        return _lint_job
+    if api == "wf/v1" and kind == "Catalog":
+        return _lint_catalog
+    if isinstance(api, str) and api.startswith("argoproj.io/") and kind in ARGO_KINDS:
+        return _lint_argo
+    if api == "eksctl.io/v1alpha5" and kind == "ClusterConfig":
+        return _lint_cluster_config
+    return None
+
+
+def _lint_job(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:
+    try:
+        job = parse_model(TrainingJob, doc)
+        job._source, job._document = doc.file, doc
+        manifest = compile_job(job, source.catalog)
+    except InputError as exc:
+        return exc.problems
+    # The compiler's own output goes through the same checks as a hand-written manifest.
+    result.manifests.append((doc, manifest))
+    found = argo.validate(manifest) + unschedulable(manifest, source.groups)
+    return [Problem(doc.file, doc.line_of(()), format_path(p) or None, f"compiled workflow: {m}")
+            for p, m in found] + _size(doc, manifest)
+
+
+def _lint_catalog(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:
+    try:
+        parse_model(Catalog, doc)
+    except InputError as exc:
+        return exc.problems
+    return []
+
+
+def _lint_cluster_config(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:
+    from wf.eksctl import cluster_config_drift
+
+    return cluster_config_drift(source.catalog, doc)
+
+
+def _lint_argo(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:
+    manifest = doc.data
+    problems = [doc.problem(path, message) for path, message in argo.validate(manifest)]
+    problems += _size(doc, manifest)
+    if not problems:
+        result.manifests.append((doc, manifest))
+        problems += [doc.problem(path, message) for path, message in unschedulable(manifest, source.groups)]
+    return problems
+
+
+def _size(doc: Document, manifest: dict[str, Any]) -> list[Problem]:
+    return [Problem(doc.file, doc.line_of(()), None, m) for m in argo.size_problems(argo.json_size(manifest))]
+
+
+def unschedulable(manifest: dict[str, Any], groups: list[NodeGroup]) -> list[tuple[tuple[PathKey, ...], str]]:
+    """(path, reason) for every template whose pod no node group can hold."""
+    spec = manifest.get("spec") or {}
+    at: tuple[PathKey, ...] = ("spec",)
+    if manifest.get("kind") == "CronWorkflow":
+        spec, at = spec.get("workflowSpec") or {}, ("spec", "workflowSpec")
+    defaults = {**(spec.get("templateDefaults") or {})}
+    out = []
+    for i, template in enumerate(spec.get("templates") or []):
+        if not isinstance(template, dict) or not any(k in template for k in _POD_TEMPLATE_KEYS):
+            continue
+        pod = pod_constraints(spec, {**defaults, **template})
+        if pod is not None and (reason := explain(pod, groups)):
+            out.append(((*at, "templates", i), f"template {template.get('name')!r} cannot schedule: {reason}"))
+    return out
+
+
+def _templated(value: Any) -> bool:
+    return "{{" in str(value)
+
+
+def pod_constraints(spec: dict[str, Any], template: dict[str, Any]) -> PodConstraints | None:
+    """The scheduling constraints of the pod Argo would create, or None when they depend on run-time values."""
+    selector = {**(spec.get("nodeSelector") or {}), **(template.get("nodeSelector") or {})}
+    tolerations = [*(spec.get("tolerations") or []), *(template.get("tolerations") or [])]
+    affinity = template.get("affinity") or spec.get("affinity") or {}
+    terms = (((affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+             .get("nodeSelectorTerms") or [])
+    if _templated(selector) or _templated(tolerations) or _templated(terms):
+        return None
+    containers = []
+    if "containerSet" in template:
+        containers = list((template["containerSet"] or {}).get("containers") or [])
+    else:
+        containers = [template.get("container") or template.get("script") or {}]
+    containers += list(template.get("sidecars") or [])
+    requests, _ = pod_requests(containers, list(template.get("initContainers") or []))
+    return PodConstraints({str(k): str(v) for k, v in selector.items()}, terms, tolerations, requests)
