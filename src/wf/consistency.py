@@ -52,16 +52,36 @@ def admits(node_selector: Mapping[str, str], tolerations: Iterable[Mapping[str, 
     return not unmatched(node_selector, labels) and not untolerated(tolerations, taints)
 
 
-def class_placements(catalog: Catalog) -> list[tuple[ComputeClass, str, dict[str, str], list[dict[str, str]]]]:
-    """(class, capacity, nodeSelector, tolerations) exactly as compiled workflows carry them."""
-    return [(cls, cap, node_selector_for(cls, cap), tolerations_for(cls))
-            for cls in catalog.compute_classes for cap in cls.capacity]
+def accidental_tolerations(catalog: Catalog, owner: ComputeClass, taints: list[TaintTuple]) -> list[str]:
+    """Other classes whose tolerations cover a group's hard taints without declaring those taints themselves.
+
+    Classes that declare the same taint share it on purpose (say two NVIDIA classes); a valueless taint's
+    `Exists` toleration covering another class's `key=value` taint is an accident: only the class label then
+    keeps that class's pods off the group.
+    """
+    hard = [t for t in taints if t[2] in HARD_EFFECTS]
+    if not hard:
+        return []
+    out = []
+    for other in catalog.compute_classes:
+        declared = {(t.key, t.value, t.effect) for t in other.taints}
+        if other.name == owner.name or set(hard) <= declared:
+            continue
+        if not untolerated(tolerations_for(other), hard):
+            out.append(f"class {other.name}'s tolerations also tolerate {', '.join(map(_text, hard))} of class "
+                       f"{owner.name}'s node group; give the taints distinct keys or values")
+    return out
+
+
+def _text(taint: TaintTuple) -> str:
+    key, value, effect = taint
+    return f"{key}={value}:{effect}" if value else f"{key}:{effect}"
 
 
 def _node_labels(ng: dict[str, Any]) -> dict[str, str]:
     """The labels a node of a config group carries that placement may select on: its own plus its arch."""
-    labels = {str(k): str(v) for k, v in (ng.get("labels") or {}).items()} if isinstance(ng.get("labels"), dict) \
-        else {}
+    raw = ng.get("labels")
+    labels = {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
     arches = set()
     for name in group_instance_types(ng):
         try:
@@ -80,14 +100,14 @@ def check_cluster_config(catalog: Catalog, path: str | Path) -> list[Problem]:
     problems: list[Problem] = []
 
     for cls in catalog.compute_classes:
-        ours = [ng for _, ng in groups if (ng.get("labels") or {}).get(CLASS_LABEL) == cls.name]
+        ours = [ng for _, ng in groups if _node_labels(ng).get(CLASS_LABEL) == cls.name]
         if not ours:
             problems.append(doc.problem(("managedNodeGroups",),
                                         f"compute class {cls.name} has no node group (label {CLASS_LABEL}="
                                         f"{cls.name}): its steps would stay Pending"))
             continue
         for capacity in cls.capacity:
-            covered = {z for ng in ours if (ng.get("labels") or {}).get(CAPACITY_LABEL) == capacity
+            covered = {z for ng in ours if _node_labels(ng).get(CAPACITY_LABEL) == capacity
                        for z in group_zones(ng, doc)}
             missing = [z for z in cls.zones(catalog.cluster) if z not in covered]
             if missing:
@@ -95,26 +115,22 @@ def check_cluster_config(catalog: Catalog, path: str | Path) -> list[Problem]:
                                             f"compute class {cls.name} has no {capacity} node group in "
                                             f"{', '.join(missing)}"))
 
-    placements = class_placements(catalog)
     for at, ng in groups:
         labels = _node_labels(ng)
-        taints = group_taints(ng)
-        name = ng.get("name", "?")
         owner = labels.get(CLASS_LABEL)
-        for cls, capacity, selector, tolerations in placements:
-            own = cls.name == owner and labels.get(CAPACITY_LABEL) == capacity
-            if own:
-                missing_labels = unmatched(selector, labels)
-                blocked = untolerated(tolerations, taints)
-                if missing_labels or blocked:
-                    why = [f"label {k}={selector[k]} missing" for k in missing_labels]
-                    why += [f"taint {k}={v}:{e} not tolerated" for k, v, e in blocked]
-                    problems.append(doc.problem(at, f"node group {name}: class {cls.name} ({capacity}) pods "
-                                                    f"cannot schedule here: {'; '.join(why)}"))
-            elif admits(selector, tolerations, labels, taints):
-                problems.append(doc.problem(at, f"node group {name}: pods of class {cls.name} ({capacity}) "
-                                                "can schedule here too: its labels and taints do not keep "
-                                                "other classes out"))
+        if owner not in catalog.class_names:
+            continue  # not ours (system groups), or an unknown class, which the drift check reports
+        cls = catalog.compute_class(owner)
+        name = ng.get("name", "?")
+        taints = group_taints(ng)
+        capacity = labels.get(CAPACITY_LABEL, cls.default_capacity)
+        selector, tolerations = node_selector_for(cls, capacity), tolerations_for(cls)
+        why = [f"label {k}={selector[k]} missing" for k in unmatched(selector, labels)]
+        why += [f"taint {_text(t)} not tolerated" for t in untolerated(tolerations, taints)]
+        if why:
+            problems.append(doc.problem(at, f"node group {name}: class {cls.name} pods cannot schedule here: "
+                                            f"{'; '.join(why)}"))
+        problems += [doc.problem((*at, "taints"), message) for message in accidental_tolerations(catalog, cls, taints)]
 
     seen = {(p.line, p.message) for p in problems}
     problems += [p for p in cluster_config_drift(catalog, path) if (p.line, p.message) not in seen]

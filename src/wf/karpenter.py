@@ -121,6 +121,20 @@ def node_pool(catalog: Catalog, cls: ComputeClass, capacity: str) -> dict[str, A
     }
 
 
+def pool_node_labels(pool: dict[str, Any]) -> dict[str, str]:
+    """Labels every node of the pool carries: the template's, plus requirements pinned to a single value."""
+    spec = pool["spec"]["template"]
+    labels = dict(spec["metadata"].get("labels", {}))
+    for req in spec["spec"].get("requirements", []):
+        if req["operator"] == "In" and len(req["values"]) == 1:
+            labels[req["key"]] = req["values"][0]
+    return labels
+
+
+def pool_taints(pool: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [(t["key"], t.get("value", ""), t["effect"]) for t in pool["spec"]["template"]["spec"].get("taints", [])]
+
+
 def pool_limits(cls: ComputeClass, zones: int) -> dict[str, str]:
     """The eksctl groups' ceiling (maxSize per zone) in resources, so both styles cap spend alike."""
     nodes = cls.max_size * zones
