@@ -19,6 +19,8 @@ FAILED_PHASES = frozenset({"Failed", "Error"})
 # Messages of attempts that ended because their node went away, not because the program failed.
 INTERRUPTION_MARKERS = ("pod deleted", "imminent node shutdown", "node is draining", "node no longer exists",
                         "deletionbytaintmanager", "deletionbypodgc")
+_STEP_TYPES = ("Retry", "Pod", "Skipped")
+_CONTAINER_TYPES = ("Retry", "DAG", "Steps", "StepGroup", "TaskGroup")
 _MAX_POD_PREFIX = 253 - 10  # Kubernetes name limit minus the hash suffix (Argo's maxPrefixLength)
 
 
@@ -164,6 +166,12 @@ def pod_name(workflow: dict[str, Any], attempt: Attempt) -> str:
     return f"{prefix}-{digest}"
 
 
+def contained_children(node: dict[str, Any]) -> list[str]:
+    """Children a node contains. A pod's "children" are the DAG tasks that depend on it (Argo links dependents
+    to their dependencies' outbound nodes), not parts of it, so they are not followed."""
+    return list(node.get("children") or []) if node.get("type") in _CONTAINER_TYPES else []
+
+
 def workflow_view(workflow: dict[str, Any]) -> WorkflowView:
     """Per-step rows from a Workflow object (pure: the same dict always gives the same view)."""
     metadata = workflow.get("metadata") or {}
@@ -172,23 +180,44 @@ def workflow_view(workflow: dict[str, Any]) -> WorkflowView:
     templates = _templates(workflow)
     parent: dict[str, str] = {}
     for node_id, node in nodes.items():
-        for child in node.get("children") or []:
+        for child in contained_children(node):
             parent.setdefault(child, node_id)
+
+    def descendants(node_id: str) -> list[dict[str, Any]]:
+        out, stack, seen = [], list(contained_children(nodes.get(node_id, {}))), set()
+        while stack:
+            child = stack.pop()
+            if child in seen or child not in nodes:
+                continue
+            seen.add(child)
+            out.append(nodes[child])
+            stack.extend(contained_children(nodes[child]))
+        return out
+
+    def inside_step(node_id: str) -> bool:
+        seen = set()
+        while (up := parent.get(node_id)) is not None and up not in seen:
+            seen.add(up)
+            if nodes.get(up, {}).get("type") in _STEP_TYPES:
+                return True
+            node_id = up
+        return False
 
     rows: list[StepRow] = []
     for node_id, node in nodes.items():
         kind = node.get("type")
-        in_retry = nodes.get(parent.get(node_id, ""), {}).get("type") == "Retry"
-        if kind == "Retry":
-            children = [nodes[c] for c in node.get("children") or [] if c in nodes]
-            attempts = tuple(sorted((_attempt(c) for c in children),
-                                    key=lambda a: (a.started or datetime.max.replace(tzinfo=UTC), a.node_id)))
-        elif kind == "Pod" and not in_retry:
-            attempts = (_attempt(node),)
-        elif kind == "Skipped":
-            attempts = ()
-        else:
+        # A step is the outermost Retry/Pod node of its chain: the compiler nests the application retries
+        # (outer Retry) around the interruption retries (inner Retry) around the pods.
+        if kind not in _STEP_TYPES or inside_step(node_id):
             continue
+        if kind == "Retry":
+            pods = [n for n in descendants(node_id) if n.get("type") == "Pod"]
+            attempts = tuple(sorted((_attempt(p) for p in pods),
+                                    key=lambda a: (a.started or datetime.max.replace(tzinfo=UTC), a.node_id)))
+        elif kind == "Pod":
+            attempts = (_attempt(node),)
+        else:
+            attempts = ()
         template_name = attempts[-1].template if attempts else node.get("templateName")
         compute_class, capacity = _placement(templates.get(template_name or ""))
         rows.append(StepRow(
