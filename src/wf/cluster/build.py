@@ -32,7 +32,7 @@ _BUILD_DATE = "1970-01-01T00:00:00Z"  # fixed, so rebuilding the same version gi
 
 @dataclass(frozen=True)
 class SourcePatch:
-    """A small, exact edit of one upstream file, applied at build time through `go build -overlay`."""
+    """A small, exact edit of one upstream file, applied to a copy of the module before building."""
 
     file: str  # relative to the module root
     old: str  # must occur exactly once, so an upstream change fails the build instead of passing silently
@@ -259,13 +259,13 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
         staging_bin = src / "bin"
         staging_bin.mkdir(exist_ok=True)
         ldflags = " ".join(("-s", "-w", *comp.version_ldflags))
-        overlay = []
         if comp.patches:
             module_dir = json.loads(run("locate sources", [go, "list", "-m", "-json", comp.module]))["Dir"]
-            overlay = ["-overlay", str(_write_overlay(src, Path(module_dir), comp.patches))]
+            patched = _patched_copy(src, Path(module_dir), comp.patches)
+            run("use patched sources", [go, "mod", "edit", f"-replace={comp.module}=./{patched.relative_to(src)}"])
         # One package: name the output explicitly (a module path like .../server/v3 would name it "server").
         output = str(staging_bin / comp.binaries[0]) if len(comp.packages) == 1 else str(staging_bin) + os.sep
-        argv = [go, "build", *overlay, "-ldflags", ldflags, "-o", output, *comp.packages]
+        argv = [go, "build", "-ldflags", ldflags, "-o", output, *comp.packages]
         run("compile", argv)
         # Move into place only when every binary exists, so an interrupted build is never taken as done.
         final = comp.bin_dir(cache)
@@ -277,17 +277,19 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
         progress(comp, "done", time.monotonic() - started)
 
 
-def _write_overlay(src: Path, module_dir: Path, patches: tuple[SourcePatch, ...]) -> Path:
-    replace = {}
+def _patched_copy(src: Path, module_dir: Path, patches: tuple[SourcePatch, ...]) -> Path:
+    """A writable copy of the module with the patches applied (the module cache is read-only, and
+    `go build -overlay` refuses to replace files inside it)."""
+    copy = src / "patched" / module_dir.name.split("@")[0]
+    if copy.exists():
+        shutil.rmtree(copy)
+    shutil.copytree(module_dir, copy)
+    for path in (copy, *copy.rglob("*")):
+        path.chmod(path.stat().st_mode | 0o200)
     for patch in patches:
-        original = module_dir / patch.file
-        patched = src / "overlay" / patch.file
-        patched.parent.mkdir(parents=True, exist_ok=True)
-        patched.write_text(patch.apply(original.read_text()))
-        replace[str(original)] = str(patched)
-    overlay = src / "overlay.json"
-    overlay.write_text(json.dumps({"Replace": replace}, indent=2))
-    return overlay
+        target = copy / patch.file
+        target.write_text(patch.apply(target.read_text()))
+    return copy
 
 
 _STAGING_REQUIRE = re.compile(r"^\s*(?:require\s+)?(k8s\.io/[A-Za-z0-9._-]+)\s+v0\.0\.0\s*$", re.MULTILINE)

@@ -1,0 +1,117 @@
+"""Put wf's platform objects into the local cluster: Argo's CRDs and ConfigMap, namespaces, RBAC, the
+catalog ConfigMap and the simulated nodes. Everything is server-side applied, so a repeated `up` that has
+nothing to change changes nothing.
+
+Imports the Kubernetes client; only the cluster commands import this module.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from wf.catalog import Catalog
+from wf.cluster.nodes import SIMULATED_ANNOTATION, node_manifests
+from wf.errors import ClusterError
+
+FIELD_MANAGER = "wf-cluster"
+CATALOG_NAMESPACE = "wf-system"
+CATALOG_CONFIGMAP = "wf-catalog"
+CATALOG_KEY = "catalog.yaml"
+WORKFLOW_NAMESPACE = "wf"
+CONTROLLER_NAMESPACE = "argo"
+# Applied in this order: namespaces before what lives in them, CRDs before the controller starts.
+MANIFEST_FILES = ("namespaces.yaml", "argo-crds.yaml", "workflow-controller-configmap.yaml", "rbac.yaml")
+
+
+def manifests_dir() -> Path:
+    """The repository's manifests/ directory (next to src/), found from this file's location."""
+    for parent in Path(__file__).resolve().parents:
+        candidate = parent / "manifests"
+        if (candidate / "argo-crds.yaml").is_file():
+            return candidate
+    raise ClusterError("cannot find wf's manifests/ directory (argo-crds.yaml) above " + str(Path(__file__).parent))
+
+
+def platform_manifests() -> list[dict[str, Any]]:
+    directory = manifests_dir()
+    docs: list[dict[str, Any]] = []
+    for name in MANIFEST_FILES:
+        docs += [d for d in yaml.safe_load_all((directory / name).read_text()) if d]
+    return docs
+
+
+def catalog_configmap(catalog: Catalog) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": CATALOG_CONFIGMAP, "namespace": CATALOG_NAMESPACE},
+        "data": {CATALOG_KEY: catalog.to_yaml()},
+    }
+
+
+def install(kubeconfig: Path, catalog: Catalog, nodes_per_group: int) -> None:
+    """Apply the platform objects and nodes; delete simulated nodes that are no longer wanted."""
+    from kubernetes import config as kconfig
+    from kubernetes.dynamic import DynamicClient
+
+    api_client = kconfig.new_client_from_config(config_file=str(kubeconfig))
+    try:
+        client = DynamicClient(api_client)
+        for manifest in platform_manifests():
+            _apply(client, manifest)
+        _wait_crds_established(client)
+        _apply(client, catalog_configmap(catalog))
+        wanted = node_manifests(catalog, nodes_per_group)
+        for node in wanted:
+            _apply(client, node)
+        _delete_unwanted_nodes(client, {n["metadata"]["name"] for n in wanted})
+    finally:
+        api_client.close()
+
+
+def _apply(client: Any, manifest: dict[str, Any]) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    resource = client.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
+    meta = manifest["metadata"]
+    try:
+        client.server_side_apply(
+            resource,
+            body=manifest,
+            name=meta["name"],
+            namespace=meta.get("namespace"),
+            field_manager=FIELD_MANAGER,
+            force_conflicts=True,
+        )
+    except ApiException as exc:
+        raise ClusterError(f"applying {manifest['kind']} {meta['name']}: {exc.status} {exc.reason}") from exc
+
+
+def _wait_crds_established(client: Any, timeout: float = 30.0) -> None:
+    crds = client.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
+    deadline = time.monotonic() + timeout
+    while True:
+        pending = [
+            item.metadata.name
+            for item in crds.get(label_selector="").items
+            if item.spec.group == "argoproj.io"
+            and not any(c.type == "Established" and c.status == "True" for c in (item.status.conditions or []))
+        ]
+        if not pending:
+            client.resources.invalidate_cache()
+            return
+        if time.monotonic() > deadline:
+            raise ClusterError(f"CRDs not established after {timeout:.0f}s: {', '.join(pending)}")
+        time.sleep(0.2)
+
+
+def _delete_unwanted_nodes(client: Any, wanted: set[str]) -> None:
+    nodes = client.resources.get(api_version="v1", kind="Node")
+    for node in nodes.get().items:
+        annotations = dict(node.metadata.annotations or {})
+        if annotations.get(SIMULATED_ANNOTATION) == "true" and node.metadata.name not in wanted:
+            nodes.delete(name=node.metadata.name)

@@ -1,0 +1,104 @@
+"""Start, check and stop the local cluster's processes by pid, and pick free loopback ports.
+
+A pid file alone is not proof: pids are reused and, where PID 1 does not reap orphans, a killed process
+lingers as a zombie that still answers signal 0. A pid counts as ours and running only if it is alive, not a
+zombie, and runs the binary we expect.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+LOOPBACK = "127.0.0.1"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+def read_pid(pid_file: Path) -> int | None:
+    try:
+        return int(pid_file.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def is_running(pid: int | None, binary: Path | None = None) -> bool:
+    """True if `pid` is a live, non-zombie process (running `binary`, when given)."""
+    if not pid:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    # The state letter follows the parenthesised command name, which may itself contain spaces.
+    state = stat.rsplit(")", 1)[1].split()[0]
+    if state in ("Z", "X"):
+        _reap(pid)
+        return False
+    if binary is None:
+        return True
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return False
+    return os.path.realpath(exe.removesuffix(" (deleted)")) == os.path.realpath(binary)
+
+
+def _reap(pid: int) -> None:
+    # Only succeeds when the process is our child (e.g. the test session started it); harmless otherwise.
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def start(argv: Sequence[str], *, env: Mapping[str, str], log_file: Path, pid_file: Path, cwd: Path) -> int:
+    """Start a detached process (own session, so a terminal's Ctrl-C does not reach it); record its pid."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    pid_file.parent.mkdir(parents=True, exist_ok=True)
+    with log_file.open("ab") as log:
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    pid_file.write_text(str(proc.pid))
+    return proc.pid
+
+
+def stop(pid: int, binary: Path | None = None, *, grace_seconds: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after the grace period; only if the pid still runs the expected binary."""
+    if not is_running(pid, binary):
+        return
+    _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_seconds
+    while time.monotonic() < deadline:
+        if not is_running(pid):
+            return
+        time.sleep(0.05)
+    _signal(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while is_running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+    _reap(pid)

@@ -1,0 +1,104 @@
+"""The `local_cluster` fixture: one throwaway local cluster per test session.
+
+It builds what is missing (cached under ~/.cache/wf), starts the cluster in a temporary work directory on
+free loopback ports, and tears it down at the end, checking that no process it started is left. The user's
+own kubeconfig is never touched: the context is merged into a kubeconfig inside the temp directory.
+
+If the cluster cannot start, every test using it errors loudly; it is never skipped.
+
+Usage:
+    @pytest.mark.cluster
+    def test_x(local_cluster):
+        api = local_cluster.api_client()      # kubernetes.client.ApiClient for the cluster (close it)
+        local_cluster.kubeconfig              # Path of a kubeconfig whose current context is the cluster
+        local_cluster.context                 # e.g. "wf-e2e1234"
+        local_cluster.namespace               # "wf": where workflows run
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wf.cluster.install import WORKFLOW_NAMESPACE
+from wf.cluster.runtime import ClusterState, LocalCluster
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+@dataclass(frozen=True)
+class ClusterHandle:
+    name: str
+    context: str
+    kubeconfig: Path
+    namespace: str
+    cluster: LocalCluster
+    state: ClusterState
+    up_seconds: float
+
+    def api_client(self) -> Any:
+        """A kubernetes ApiClient for this cluster; the caller closes it."""
+        from kubernetes import config as kconfig
+
+        return kconfig.new_client_from_config(config_file=str(self.kubeconfig), context=self.context)
+
+
+def become_subreaper() -> None:
+    """Make this process adopt orphaned descendants. kwokctl starts the components and exits; where PID 1
+    does not reap (containers), a killed component would otherwise stay a zombie forever."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def start_cluster(root: Path, name: str, nodes_per_group: int = 1) -> ClusterHandle:
+    cluster = LocalCluster(name, root=root / "clusters")
+    kubeconfig = root / "kubeconfig"
+    started = time.monotonic()
+    try:
+        state = cluster.up(nodes_per_group=nodes_per_group, merge_into=kubeconfig)
+    except BaseException:
+        cluster.down()  # a half-started cluster must not leak processes either
+        raise
+    return ClusterHandle(
+        name=name,
+        context=state.context,
+        kubeconfig=kubeconfig,
+        namespace=WORKFLOW_NAMESPACE,
+        cluster=cluster,
+        state=state,
+        up_seconds=time.monotonic() - started,
+    )
+
+
+def stop_cluster(handle: ClusterHandle) -> None:
+    pids = [c.pid for c in handle.cluster.status() if c.pid]
+    handle.cluster.down()
+    left = [pid for pid in pids if _alive(pid)]
+    assert not left, f"cluster {handle.name}: processes left after down: {left}"
+
+
+def _alive(pid: int) -> bool:
+    from wf.cluster.processes import is_running
+
+    return is_running(pid)
+
+
+@pytest.fixture(scope="session")
+def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
+    become_subreaper()
+    root = tmp_path_factory.mktemp("wf-cluster")
+    handle = start_cluster(root, f"e2e{os.getpid()}")
+    try:
+        yield handle
+    finally:
+        stop_cluster(handle)
