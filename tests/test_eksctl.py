@@ -335,3 +335,13 @@ def test_cli_bad_catalog_exits_2(tmp_path):
     result = run_wf("eksctl", "generate", "--catalog", str(bad))
     assert result.returncode == 2
     assert "catalog.yaml" in result.stderr and "instanceTypes" in result.stderr
+
+
+def test_drift_accepts_a_loaded_document(tmp_path, default):
+    from wf.loader import load_documents
+
+    text = eksctl.render(default).replace("maxSize: 40", "maxSize: 41", 1)
+    doc = load_documents(write(tmp_path, text))[0]
+    problems = eksctl.cluster_config_drift(default, doc)
+    assert problems[0].field == "managedNodeGroups[" + str(
+        [g.name for g in node_groups(default)].index("gpu-spot-us-east-1a")) + "].maxSize"

@@ -8,17 +8,16 @@ admits its own groups and no other class's, and hand-edited configs have not dri
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from wf.catalog import Catalog, ComputeClass
 from wf.eksctl import (
-    cluster_config_drift, config_node_groups, group_taints, group_zones, group_instance_types, single_cluster_config,
+    ConfigSource, cluster_config_drift, config_node_groups, group_instance_types, group_taints, group_zones,
+    read_cluster_config,
 )
 from wf.errors import Problem
 from wf.instances import instance_type
 from wf.labels import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL
-from wf.loader import load_documents
 from wf.placement import node_selector_for, tolerations_for
 
 TaintTuple = tuple[str, str, str]
@@ -93,9 +92,10 @@ def _node_labels(ng: dict[str, Any]) -> dict[str, str]:
     return labels
 
 
-def check_cluster_config(catalog: Catalog, path: str | Path) -> list[Problem]:
-    """Every finding about an eksctl ClusterConfig against the catalog, in file order where it has one."""
-    doc = single_cluster_config(load_documents(path), str(path))
+def check_cluster_config(catalog: Catalog, config: ConfigSource) -> list[Problem]:
+    """Every finding about an eksctl ClusterConfig (a path or a loaded document) against the catalog:
+    coverage of each class x capacity x zone, taints each class tolerates, and drift (`cluster_config_drift`)."""
+    doc, _ = read_cluster_config(config)
     groups = list(config_node_groups(doc))
     problems: list[Problem] = []
 
@@ -133,5 +133,5 @@ def check_cluster_config(catalog: Catalog, path: str | Path) -> list[Problem]:
         problems += [doc.problem((*at, "taints"), message) for message in accidental_tolerations(catalog, cls, taints)]
 
     seen = {(p.line, p.message) for p in problems}
-    problems += [p for p in cluster_config_drift(catalog, path) if (p.line, p.message) not in seen]
+    problems += [p for p in cluster_config_drift(catalog, config) if (p.line, p.message) not in seen]
     return problems

@@ -212,30 +212,36 @@ def _indent(text: str, prefix: str) -> str:
 # --- drift ------------------------------------------------------------------------------------------------
 
 
-def cluster_config_drift(catalog: Catalog, path: str | Path) -> list[Problem]:
-    """Where the ClusterConfig at `path` disagrees with the catalog; empty when it agrees.
+ConfigSource = str | Path | Document
+
+
+def cluster_config_drift(catalog: Catalog, config: ConfigSource) -> list[Problem]:
+    """Where the ClusterConfig (a path, or a document lint already loaded) disagrees with the catalog.
 
     A generated file (it carries the generated header) must equal the generated output: every differing field
     is reported, node group by node group. A hand-written config is checked on what placement relies on:
     each node group that carries our compute-class label must have the class's labels, taints, zones and
     instance types, and Spot only when labelled Spot.
     """
-    file = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError([Problem(file, None, None, f"cannot read: {exc.strerror}")]) from None
-    doc = single_cluster_config(load_documents(path), file)
+    doc, text = read_cluster_config(config)
     if GENERATED_MARK in text:
         return generated_drift(catalog, doc, text)
     return hand_written_drift(catalog, doc)
 
 
-def single_cluster_config(docs: list[Document], file: str) -> Document:
+def read_cluster_config(config: ConfigSource) -> tuple[Document, str]:
+    """The ClusterConfig document and its file's text (empty when the document came from no readable file)."""
+    if isinstance(config, Document):
+        try:
+            return config, Path(config.file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return config, ""
+    file = str(config)
+    docs = load_documents(config)
     configs = [d for d in docs if isinstance(d.data, dict) and d.data.get("kind") == "ClusterConfig"]
     if len(configs) != 1:
         raise InputError([Problem(file, None, "kind", f"expected one eksctl ClusterConfig, found {len(configs)}")])
-    return configs[0]
+    return configs[0], Path(config).read_text(encoding="utf-8")
 
 
 def generated_drift(catalog: Catalog, doc: Document, text: str) -> list[Problem]:
