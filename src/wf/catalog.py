@@ -74,7 +74,7 @@ class ComputeClass(StrictModel):
     def instances(self) -> list[InstanceType]:
         return [instance_type(name) for name in self.instance_types]
 
-    @property
+    @cached_property
     def largest(self) -> InstanceType:
         """The instance that can hold the biggest pod: what a request is checked against."""
         return max(self.instances, key=lambda i: (i.allocatable_cpu_millis, i.allocatable_memory_mib))

@@ -28,6 +28,7 @@ ATTEMPTS_SUFFIX = "-Attempts"
 # workflows for a day (failed ones a week) so `wf get` can explain them.
 POD_GC = {"strategy": "OnPodSuccess", "deleteDelayDuration": "10m"}
 TTL = {"secondsAfterSuccess": 86400, "secondsAfterFailure": 7 * 86400}
+HOST_IPC_PATCH = json.dumps({"hostIPC": True})
 INTERRUPTION_BACKOFF = {"duration": "30s", "factor": 2, "maxDuration": "10m"}
 APPLICATION_BACKOFF = {"duration": "10s", "factor": 2, "maxDuration": "5m"}
 
@@ -140,7 +141,7 @@ def _pod_template(job: TrainingJob, step: Step, placement: Placement) -> dict[st
         # Template `timeout` counts Pending time too: a step that can't schedule fails instead of waiting forever.
         template["timeout"] = f"{parse_duration(step.timeout)}s"
     if placement.host_ipc:
-        template["podSpecPatch"] = json.dumps({"hostIPC": True})
+        template["podSpecPatch"] = HOST_IPC_PATCH
     return template
 
 

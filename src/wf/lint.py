@@ -142,9 +142,9 @@ def _lint_catalog(doc: Document, source: _CatalogOnDemand, result: LintResult) -
 
 
 def _lint_cluster_config(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:
-    from wf.eksctl import cluster_config_drift
+    from wf.consistency import check_cluster_config
 
-    return cluster_config_drift(source.catalog, doc)
+    return check_cluster_config(source.catalog, doc)
 
 
 def _lint_argo(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:

@@ -21,6 +21,7 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _constructor = yaml.constructor.SafeConstructor()
 _STR = "tag:yaml.org,2002:str"
 _MERGE = "tag:yaml.org,2002:merge"
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
 # Values reached a second time through aliases may add at most this many nodes beyond the document's own:
 # generous for real anchors (shared env blocks), fatal for "billion laughs".
 ALIAS_EXPANSION_ALLOWANCE = 10_000
@@ -72,13 +73,17 @@ def _child(node: Node, key: PathKey) -> Node | None:
 
 
 def _flattened_pairs(node: MappingNode) -> Iterator[tuple[Node, Node]]:
-    for k, v in node.value:
+    """Pairs in the order that decides the value: explicit keys (the last of duplicates wins), then merge
+    sources in order (the first source that has the key wins), as the data is built."""
+    merges: list[Node] = []
+    for k, v in reversed(node.value):
         if k.tag == _MERGE:
-            for source in (v.value if isinstance(v, SequenceNode) else [v]):
-                if isinstance(source, MappingNode):
-                    yield from _flattened_pairs(source)
+            merges[:0] = v.value if isinstance(v, SequenceNode) else [v]
         else:
             yield k, v
+    for source in merges:
+        if isinstance(source, MappingNode):
+            yield from _flattened_pairs(source)
 
 
 class _Builder:
@@ -94,6 +99,8 @@ class _Builder:
         return InputError([Problem(self.file, node.start_mark.line + 1, None, message)])
 
     def build(self, node: Node, again: bool = False) -> Any:
+        if node.tag == _STR and type(node) is ScalarNode:  # the common case, first: loading is on the compile path
+            return node.value
         if not again and id(node) in self.seen:
             again = True
         if again:
@@ -104,13 +111,17 @@ class _Builder:
             self.own += 1
             self.seen.add(id(node))
         if isinstance(node, ScalarNode):
-            if node.tag == _STR:
+            # Timestamps and binary stay text: manifests are JSON-shaped (and "2001-13-45" is no date to reject).
+            if node.tag == _TIMESTAMP:
                 return node.value
             construct = _constructor.yaml_constructors.get(node.tag)
             if construct is None:
                 raise self.fail(node, f"unsupported YAML tag {node.tag}")
-            value = construct(_constructor, node)
-            # Timestamps and binary stay text: manifests are JSON-shaped.
+            try:
+                value = construct(_constructor, node)
+            except ValueError as exc:  # e.g. an integer of more than 4300 digits
+                reason = str(exc).split(";")[0]
+                raise self.fail(node, f"invalid {node.tag.rsplit(':', 1)[-1]} {node.value[:40]!r}: {reason}") from None
             return value if isinstance(value, (int, float, bool, type(None))) else node.value
         if isinstance(node, SequenceNode):
             return [self.build(item, again) for item in node.value]
@@ -120,7 +131,8 @@ class _Builder:
             for key_node, value_node in node.value:
                 if key_node.tag == _MERGE:
                     sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
-                    for source in sources:
+                    # The first source that has a key wins (YAML merge semantics, as yaml.safe_load).
+                    for source in reversed(sources):
                         merged = self.build(source, again)
                         if not isinstance(merged, dict):
                             raise self.fail(source, "'<<' merges only mappings")

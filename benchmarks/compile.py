@@ -1,0 +1,147 @@
+"""Compile benchmark: a 4,000-step DAG with scheduling constraints, wf against hera's own builder, same run.
+
+    python benchmarks/compile.py [--steps 4000] [--repeat 3] [--no-processes]
+
+In-process: wf = TrainingJob model -> compile_job -> strict Argo validation -> json.dumps;
+hera = Workflow/DAG/Container context-manager builder -> to_dict -> json.dumps, for the same DAG, placement
+included (nodeSelector, tolerations, resources, retryStrategy). Whole process: `wf compile job.yaml -o json`
+against a Python process that builds and prints the same workflow with hera. Ratios, not absolute times, are the
+result: these machines are shared and noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+CLASSES = ("cpu", "gaudi", "graviton")
+
+
+def job_document(steps: int) -> dict[str, Any]:
+    """Step i needs i-1 and i//2: a connected DAG with fan-out and fan-in, classes rotating."""
+    out = []
+    for i in range(steps):
+        step: dict[str, Any] = {"name": f"s{i}", "command": ["python", "train.py", "--shard", str(i)]}
+        needs = sorted({f"s{j}" for j in (i - 1, i // 2) if 0 <= j < i})
+        if needs:
+            step["needs"] = needs
+        cls = CLASSES[i % len(CLASSES)]
+        step["compute"] = cls
+        if cls == "gaudi":
+            step["accelerators"] = 8
+        else:
+            step["resources"] = {"cpu": 4, "memory": "16Gi"}
+        out.append(step)
+    return {"apiVersion": "wf/v1", "kind": "TrainingJob", "metadata": {"name": "bench"},
+            "spec": {"image": "python:3.11", "compute": "cpu", "retries": 0, "steps": out}}
+
+
+def wf_compile(document: dict[str, Any]) -> str:
+    from wf import argo
+    from wf.catalog import load_catalog
+    from wf.compile import compile_job
+    from wf.spec import TrainingJob
+
+    manifest = compile_job(TrainingJob.model_validate(document), load_catalog())
+    problems = argo.validate(manifest)
+    assert not problems, problems[:3]
+    return json.dumps(manifest)
+
+
+def hera_compile(document: dict[str, Any]) -> str:
+    """The same workflow with hera's builder: what a team writes without wf (placement copied from wf's output)."""
+    from hera.workflows import DAG, Container, Workflow
+    from hera.workflows.models import ResourceRequirements, RetryStrategy, Toleration
+
+    from wf.catalog import load_catalog
+    from wf.placement import INTERRUPTION_EXPRESSION, node_selector_for, tolerations_for
+
+    catalog = load_catalog()
+    classes = {c.name: c for c in catalog.compute_classes}
+    with Workflow(generate_name="bench-", entrypoint="main") as w:
+        containers = {}
+        for step in document["spec"]["steps"]:
+            cls = classes[step["compute"]]
+            requests = ({"habana.ai/gaudi": "8", "cpu": "86", "memory": "640Gi"} if "accelerators" in step
+                        else {"cpu": "4", "memory": "16Gi"})
+            containers[step["name"]] = Container(
+                name=step["name"],
+                image=document["spec"]["image"],
+                command=step["command"],
+                node_selector=node_selector_for(cls, cls.default_capacity),
+                tolerations=[Toleration(**t) for t in tolerations_for(cls)],
+                resources=ResourceRequirements(requests=requests, limits=requests),
+                retry_strategy=RetryStrategy(limit=5, expression=INTERRUPTION_EXPRESSION),
+            )
+        with DAG(name="main"):
+            tasks = {}
+            for step in document["spec"]["steps"]:
+                task = containers[step["name"]](name=step["name"])
+                for need in step.get("needs", []):
+                    tasks[need] >> task
+                tasks[step["name"]] = task
+    return json.dumps(w.to_dict())
+
+
+def best_of(fn: Callable[[], Any], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+HERA_SCRIPT = """
+import json, sys
+sys.path.insert(0, {bench!r})
+from compile import hera_compile
+sys.stdout.write(hera_compile(json.load(open({doc!r}))))
+"""
+
+
+def processes(document: dict[str, Any], repeat: int) -> tuple[float, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        job = Path(tmp, "job.yaml")
+        job.write_text(yaml.safe_dump(document, sort_keys=False))
+        doc_json = Path(tmp, "job.json")
+        doc_json.write_text(json.dumps(document))
+        ours = [sys.executable, "-m", "wf", "compile", str(job), "-o", "json"]
+        theirs = [sys.executable, "-c", HERA_SCRIPT.format(bench=str(Path(__file__).parent), doc=str(doc_json))]
+
+        def run(argv: list[str]) -> None:
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+
+        return best_of(lambda: run(ours), repeat), best_of(lambda: run(theirs), repeat)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=4000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-processes", action="store_true", help="skip the whole-process comparison")
+    args = parser.parse_args()
+    document = job_document(args.steps)
+    wf_compile(document), hera_compile(document)  # warm imports and caches: in-process means steady state
+    ours = best_of(lambda: wf_compile(document), args.repeat)
+    theirs = best_of(lambda: hera_compile(document), args.repeat)
+    rows = [("in-process (compile + validate + JSON)", ours, theirs)]
+    if not args.no_processes:
+        rows.append(("whole process (wf compile -o json vs hera script)", *processes(document, args.repeat)))
+    print(f"{args.steps} steps, best of {args.repeat}")
+    print(f"{'':52} {'wf':>9} {'hera':>9} {'hera/wf':>8}")
+    for label, a, b in rows:
+        print(f"{label:52} {a:8.3f}s {b:8.3f}s {b / a:7.1f}x")
+
+
+if __name__ == "__main__":
+    main()
