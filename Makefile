@@ -1,0 +1,42 @@
+# Two commands do all the set-up on a fresh machine: `make run` and `make test`.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: install run test unit e2e bench lint clean down
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+# Set up, start the local cluster (built from Go modules on first use, cached in ~/.cache/wf),
+# submit the example jobs and watch them to the end, then show where each step ran.
+run: install
+	wf lint examples/ workflows/ eksctl/
+	wf cluster up
+	wf submit examples/ --watch
+	wf list
+
+test: install
+	$(PY) -m pytest -q tests
+
+unit: install
+	$(PY) -m pytest -q tests --ignore=tests/e2e
+
+e2e: install
+	$(PY) -m pytest -q tests/e2e
+
+bench: install
+	$(PY) benchmarks/compile.py
+	$(PY) benchmarks/watch.py
+
+down: install
+	wf cluster down
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .hypothesis
