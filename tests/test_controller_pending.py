@@ -1,0 +1,73 @@
+"""Pending explained in catalog terms: waiting for capacity vs never schedulable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from controller_fakes import workflow
+from wf.catalog import load_catalog
+from wf.controller.pending import explain
+
+CATALOG = load_catalog(Path(__file__).resolve().parents[1] / "eksctl" / "catalog.yaml")
+SCHEDULER = ("0/12 nodes are available: 2 Insufficient habana.ai/gaudi, 10 node(s) didn't match Pod's node "
+             "affinity/selector. preemption: 0/12 nodes are available: 12 Preemption is not helpful.")
+
+
+def train_template(gaudi: str = "8") -> dict:
+    template = next(t for t in workflow()["spec"]["templates"] if t["name"] == "train")
+    template["container"]["resources"]["requests"]["habana.ai/gaudi"] = gaudi
+    template["container"]["resources"]["limits"]["habana.ai/gaudi"] = gaudi
+    template["container"]["resources"]["requests"]["memory"] = "100Gi"
+    return template
+
+
+def test_all_gaudi_in_use_and_the_group_can_grow() -> None:
+    result = explain(train_template(), "Unschedulable: " + SCHEDULER, CATALOG,
+                     nodes_per_group={"gaudi-spot-us-east-1a": 2})
+    assert result.kind == "capacity"
+    assert "waiting for a gaudi (spot) node: all habana.ai/gaudi on dl1.24xlarge nodes in us-east-1a are in use" in result.text
+    assert "can grow (2 of 16 nodes)" in result.text
+
+
+def test_group_at_its_maximum_waits_for_room() -> None:
+    result = explain(train_template(), SCHEDULER, CATALOG, nodes_per_group={"gaudi-spot-us-east-1a": 16})
+    assert result.kind == "capacity" and "at their maximum (16 of 16 nodes)" in result.text
+
+
+def test_more_devices_than_a_node_has_can_never_schedule() -> None:
+    result = explain(train_template("16"), SCHEDULER, CATALOG)
+    assert result.kind == "never"
+    assert "habana.ai/gaudi 16 (a node has 8)" in result.text and "dl1.24xlarge" in result.text
+
+
+def test_missing_toleration_can_never_schedule() -> None:
+    template = train_template()
+    template["tolerations"] = []
+    result = explain(template, SCHEDULER, CATALOG)
+    assert result.kind == "never" and "habana.ai/gaudi=true:NoSchedule not tolerated" in result.text
+
+
+def test_unknown_class_or_capacity_can_never_schedule() -> None:
+    template = train_template()
+    template["nodeSelector"] = {"wf.dev/compute-class": "tpu"}
+    assert explain(template, SCHEDULER, CATALOG).kind == "never"
+    template["nodeSelector"] = {"wf.dev/compute-class": "gaudi", "wf.dev/capacity": "on-demand"}
+    result = explain(template, SCHEDULER, CATALOG)
+    assert result.kind == "never" and "no on-demand node groups (capacity: spot)" in result.text
+
+
+@pytest.mark.parametrize(("reason", "message", "kind"), [
+    ("TriggeredScaleUp", "pod triggered scale-up: [{gaudi-spot-us-east-1a 2->3 (max: 16)}]", "capacity"),
+    ("NotTriggerScaleUp", "pod didn't trigger scale-up: 1 max node group size reached", "capacity"),
+    ("NotTriggerScaleUp", "pod didn't trigger scale-up: 1 node(s) had untolerated taint", "never"),
+])
+def test_the_autoscalers_verdict_is_used(reason: str, message: str, kind: str) -> None:
+    result = explain(train_template(), SCHEDULER, CATALOG, events=[("FailedScheduling", SCHEDULER), (reason, message)])
+    assert result.kind == kind
+
+
+def test_without_catalog_the_scheduler_message_is_passed_on() -> None:
+    result = explain(train_template(), SCHEDULER, None)
+    assert result.kind == "unknown" and result.text == SCHEDULER

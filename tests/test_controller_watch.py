@@ -1,0 +1,84 @@
+"""The watch consumer: follows named workflows to their end through a scripted stream."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from urllib3.exceptions import ProtocolError
+
+from controller_fakes import FakeTransport, nested_run, workflow
+from wf.controller.client import Kube
+from wf.controller.view import PlainDisplay
+from wf.controller.watch import watch_workflows
+from wf.errors import ClusterError, InputError
+
+KUBE = Kube(api_client=None, namespace="wf", context="test", server="https://127.0.0.1:6443")
+
+
+def factory(transport: FakeTransport, calls: list[tuple[str, str, str]]):
+    def make(ns: str, label: str, field: str) -> FakeTransport:
+        calls.append((ns, label, field))
+        return transport
+    return make
+
+
+def modified(obj: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "MODIFIED", "object": obj}
+
+
+def test_watch_ends_at_the_terminal_phase_and_reports_it(capsys: pytest.CaptureFixture[str]) -> None:
+    running = workflow("bert-x7k2p", "Running", rv="5")
+    transport = FakeTransport(lists=[([running], "5")],
+                              watches=[[ProtocolError("dropped")], [modified(nested_run(final="Failed"))]])
+    # a drop before anything changed: the stream reconnects; the consumer reports trouble then recovery
+    calls: list[tuple[str, str, str]] = []
+    import io
+
+    out = io.StringIO()
+    outcome = watch_workflows(KUBE, [("wf", "bert-x7k2p")], display=PlainDisplay(out), with_cost=False,
+                              transport_factory=factory(transport, calls))
+    assert calls == [("wf", "", "metadata.name=bert-x7k2p")]
+    view = outcome.views[("wf", "bert-x7k2p")]
+    assert view.phase == "Failed" and [s.name for s in view.failed_steps] == ["train"]
+    assert ("wf", "bert-x7k2p") in outcome.noticed_at and not outcome.succeeded
+    text = out.getvalue()
+    assert "lost the API server" in text and "connected again" in text
+    assert "bert-x7k2p train: Failed [gaudi/spot] on gaudi-2 retries 1" in text
+    assert "interrupted 1x" in text and "Error (exit code 1)" in text
+
+
+def test_several_workflows_share_one_stream_with_the_label_selector() -> None:
+    a, b = workflow("a", "Running", rv="1"), workflow("b", "Running", rv="1")
+    other = workflow("c", "Running", rv="1")
+    done_a, done_b = workflow("a", "Succeeded", rv="2"), workflow("b", "Succeeded", rv="3")
+    transport = FakeTransport(lists=[([a, b, other], "1")], watches=[[modified(done_a), modified(workflow("c", "Failed")), modified(done_b)]])
+    calls: list[tuple[str, str, str]] = []
+    outcome = watch_workflows(KUBE, [("wf", "a"), ("wf", "b")], label_selector="wf.dev/batch=x", with_cost=False,
+                              transport_factory=factory(transport, calls))
+    assert calls == [("wf", "wf.dev/batch=x", "")]
+    assert outcome.succeeded and set(outcome.views) == {("wf", "a"), ("wf", "b")}
+
+
+def test_unknown_name_is_input_error() -> None:
+    transport = FakeTransport(lists=[([], "1")], watches=[[]] * 5)
+    with pytest.raises(InputError, match="no workflow nope in namespace wf"):
+        watch_workflows(KUBE, [("wf", "nope")], with_cost=False, transport_factory=factory(transport, []))
+
+
+def test_deleted_while_watching_ends_the_watch_unsuccessfully() -> None:
+    transport = FakeTransport(lists=[([workflow("a", "Running")], "1")],
+                              watches=[[{"type": "DELETED", "object": workflow("a", "Running", rv="2")}]])
+    outcome = watch_workflows(KUBE, [("wf", "a")], with_cost=False, transport_factory=factory(transport, []))
+    assert outcome.deleted == {("wf", "a")} and not outcome.succeeded
+
+
+def test_forbidden_becomes_a_cluster_error_with_the_server_message() -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    forbidden = ApiException(status=403, reason="Forbidden")
+    forbidden.body = ('{"kind":"Status","message":"workflows.argoproj.io is forbidden: User \\"dev\\" cannot watch '
+                      'resource \\"workflows\\" in API group \\"argoproj.io\\" in the namespace \\"kube-system\\"","code":403}')
+    transport = FakeTransport(lists=[forbidden], watches=[])
+    with pytest.raises(ClusterError, match='User "dev" cannot watch resource "workflows"'):
+        watch_workflows(KUBE, [("kube-system", "a")], with_cost=False, transport_factory=factory(transport, []))
