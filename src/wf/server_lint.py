@@ -1,0 +1,61 @@
+"""`wf lint --server`: what the API server itself says of each manifest, by dry run (nothing is persisted).
+
+Workflows with only generateName are dry-run created; named objects are dry-run server-side applied, so one that
+already exists is checked as an update instead of failing with AlreadyExists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wf.errors import Problem
+from wf.loader import Document
+
+PLURALS = {
+    "Workflow": "workflows",
+    "WorkflowTemplate": "workflowtemplates",
+    "ClusterWorkflowTemplate": "clusterworkflowtemplates",
+    "CronWorkflow": "cronworkflows",
+}
+FIELD_MANAGER = "wf-lint"
+
+
+def server_problems(
+    manifests: list[tuple[Document, dict[str, Any]]], *, context: str | None = None, namespace: str | None = None,
+    kubeconfig: str | None = None,
+) -> list[Problem]:
+    from kubernetes.client.exceptions import ApiException
+
+    from wf.controller.client import GROUP, VERSION, cluster_error, connect, server_message
+
+    kube = connect(kubeconfig=kubeconfig, context=context, namespace=namespace)
+    problems = []
+    for doc, manifest in manifests:
+        kind = manifest["kind"]
+        plural = PLURALS[kind]
+        metadata = manifest.get("metadata") or {}
+        ns = namespace or metadata.get("namespace") or kube.namespace
+        name = metadata.get("name")
+        try:
+            if kind == "ClusterWorkflowTemplate":
+                kube.custom.patch_cluster_custom_object(
+                    GROUP, VERSION, plural, name, manifest, dry_run="All", field_manager=FIELD_MANAGER, force=True,
+                    _content_type="application/apply-patch+yaml")
+            elif name:
+                kube.custom.patch_namespaced_custom_object(
+                    GROUP, VERSION, ns, plural, name, manifest, dry_run="All", field_manager=FIELD_MANAGER,
+                    force=True, _content_type="application/apply-patch+yaml")
+            else:
+                kube.custom.create_namespaced_custom_object(GROUP, VERSION, ns, plural, manifest, dry_run="All")
+        except ApiException as exc:
+            if exc.status in (400, 404, 409, 422):
+                problems.append(Problem(doc.file, doc.line_of(()), None,
+                                        f"the API server ({kube.context}) rejects this {kind}: {server_message(exc)}"))
+                continue
+            raise cluster_error(exc, kube, f"dry-run of {kind} from {doc.file}", ns) from None
+        except Exception as exc:
+            mapped = cluster_error(exc, kube, f"dry-run of {kind} from {doc.file}", ns)
+            if mapped is exc:
+                raise
+            raise mapped from None
+    return problems
