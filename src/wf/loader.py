@@ -98,15 +98,22 @@ class _Builder:
     def fail(self, node: Node, message: str) -> InputError:
         return InputError([Problem(self.file, node.start_mark.line + 1, None, message)])
 
+    def expand(self, node: Node) -> None:
+        self.expanded += 1
+        if self.expanded > ALIAS_EXPANSION_ALLOWANCE + self.own:
+            raise self.fail(node, "YAML aliases expand too far (an alias bomb?); write the values out instead")
+
     def build(self, node: Node, again: bool = False) -> Any:
         if node.tag == _STR and type(node) is ScalarNode:  # the common case, first: loading is on the compile path
+            if again:  # strings inside an aliased collection count too, or a wide bomb of plain strings expands
+                self.expand(node)
+            else:
+                self.own += 1
             return node.value
         if not again and id(node) in self.seen:
             again = True
         if again:
-            self.expanded += 1
-            if self.expanded > ALIAS_EXPANSION_ALLOWANCE + self.own:
-                raise self.fail(node, "YAML aliases expand too far (an alias bomb?); write the values out instead")
+            self.expand(node)
         else:
             self.own += 1
             self.seen.add(id(node))
