@@ -8,17 +8,19 @@ the application's own retries.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from wf.labels import CAPACITY_LABEL, CLASS_LABEL
+from wf.placement import INTERRUPTION_EXPRESSION
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed", "Error"})
 FAILED_PHASES = frozenset({"Failed", "Error"})
-# Messages of attempts that ended because their node went away, not because the program failed.
-INTERRUPTION_MARKERS = ("pod deleted", "imminent node shutdown", "node is draining", "node no longer exists",
-                        "deletionbytaintmanager", "deletionbypodgc")
+# What the compiled retryStrategy treats as an interruption (wf.placement): the same messages, read from the
+# expression itself so the view and the retry budget never disagree.
+_INTERRUPTION_MESSAGES = re.compile(re.search(r'matches "([^"]+)"', INTERRUPTION_EXPRESSION).group(1))  # type: ignore[union-attr]
 _STEP_TYPES = ("Retry", "Pod", "Skipped")
 _CONTAINER_TYPES = ("Retry", "DAG", "Steps", "StepGroup", "TaskGroup")
 _MAX_POD_PREFIX = 253 - 10  # Kubernetes name limit minus the hash suffix (Argo's maxPrefixLength)
@@ -30,9 +32,13 @@ def parse_time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-def is_interruption(message: str | None) -> bool:
-    text = (message or "").lower()
-    return any(marker in text for marker in INTERRUPTION_MARKERS)
+def is_interruption(phase: str | None, message: str | None) -> bool:
+    """An attempt that ended because its node went away (Argo phase Error, or a drain/shutdown/eviction
+    message), not because the program failed; OOM kills are the program's."""
+    text = message or ""
+    if "OOMKilled" in text:
+        return False
+    return phase == "Error" or bool(_INTERRUPTION_MESSAGES.search(text))
 
 
 @dataclass(frozen=True)
@@ -146,7 +152,7 @@ def _attempt(node: dict[str, Any]) -> Attempt:
         finished=parse_time(node.get("finishedAt")),
         message=message,
         template=node.get("templateName") or "",
-        interrupted=node.get("phase") in FAILED_PHASES and is_interruption(message),
+        interrupted=node.get("phase") in FAILED_PHASES and is_interruption(node.get("phase"), message),
     )
 
 

@@ -1,0 +1,245 @@
+"""The controller on the real local cluster: submit, watch, failures, outages, 410, RBAC, Spot interruptions, scale."""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from wf.controller.client import connect
+from wf.labels import SIM_DURATION, SIM_EXIT_CODE
+
+from .conftest import ClusterHandle
+
+pytestmark = pytest.mark.cluster
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def wf_cli(handle: ClusterHandle, *args: str, kubeconfig: Path | None = None, timeout: float = 300,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real `wf` command line against the cluster."""
+    environment = {**os.environ, "KUBECONFIG": str(kubeconfig or handle.kubeconfig), **(env or {})}
+    environment.pop("WF_CATALOG", None)
+    return subprocess.run([sys.executable, "-m", "wf", *args], cwd=ROOT, env=environment, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def job_file(tmp_path: Path, name: str, steps: list[dict[str, Any]], **spec: Any) -> Path:
+    doc = {"apiVersion": "wf/v1", "kind": "TrainingJob", "metadata": {"name": name, "namespace": "wf"},
+           "spec": {"image": "busybox:1.36", "compute": "cpu", "retries": 0, **spec, "steps": steps}}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def step(name: str, *, needs: list[str] | None = None, **annotations: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name, "command": ["sh", "-c", f"echo {name}"], "resources": {"cpu": 1, "memory": "1Gi"}}
+    if needs:
+        out["needs"] = needs
+    if annotations:
+        out["annotations"] = annotations
+    return out
+
+
+def test_every_example_submits_and_watches_to_succeeded(local_cluster: ClusterHandle, tmp_path: Path) -> None:
+    examples = sorted((ROOT / "examples").glob("*.yaml"))
+    assert examples
+    for example in examples:
+        doc = yaml.safe_load(example.read_text())
+        doc["metadata"]["namespace"] = local_cluster.namespace  # the local cluster's workflow namespace
+        copy = tmp_path / example.name
+        copy.write_text(yaml.safe_dump(doc, sort_keys=False))
+        result = wf_cli(local_cluster, "submit", str(copy), "--watch", "--plain", "--context", local_cluster.context)
+        assert result.returncode == 0, f"{example.name}:\n{result.stdout}\n{result.stderr}"
+        assert ": Succeeded" in result.stdout and "cost of" in result.stdout
+        for s in doc["spec"]["steps"]:
+            assert f" {s['name']}: Succeeded [" in result.stdout, (s["name"], result.stdout)
+
+
+def test_a_failed_step_exits_1_naming_it(local_cluster: ClusterHandle, tmp_path: Path) -> None:
+    path = job_file(tmp_path, "fails", [step("prep"), step("train", needs=["prep"], **{SIM_EXIT_CODE: "3"})])
+    result = wf_cli(local_cluster, "submit", str(path), "--watch", "--plain")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "step train failed" in result.stderr and "exit code 3" in result.stderr
+    assert "Traceback" not in result.stderr
+    name = next(line.split()[1].split("/")[1] for line in result.stdout.splitlines() if line.startswith("Workflow "))
+    # get shows the same verdict; get -o json is the object
+    got = wf_cli(local_cluster, "get", name)
+    assert got.returncode == 0 and "train: Failed" in got.stdout
+    as_json = wf_cli(local_cluster, "get", name, "-o", "json")
+    assert '"phase": "Failed"' in as_json.stdout
+    listed = wf_cli(local_cluster, "list")
+    assert name in listed.stdout and "Failed" in listed.stdout
+
+
+def test_watch_survives_the_api_server_restarting(local_cluster: ClusterHandle, tmp_path: Path) -> None:
+    import wf
+
+    path = job_file(tmp_path, "outage", [step("slow", **{SIM_DURATION: "25s"})])
+    (submitted,) = wf.submit(str(path), kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
+    env = {**os.environ, "KUBECONFIG": str(local_cluster.kubeconfig)}
+    watcher = subprocess.Popen([sys.executable, "-m", "wf", "watch", submitted.name, "-n", "wf", "--plain"], cwd=ROOT,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(watcher.stdout), daemon=True)  # type: ignore[arg-type]
+        reader.start()
+        deadline = time.monotonic() + 60
+        while not any("slow: Running" in line for line in lines):
+            assert time.monotonic() < deadline and watcher.poll() is None, lines
+            time.sleep(0.2)
+        apiserver = next(c for c in local_cluster.cluster.status() if c.name == "kube-apiserver")
+        os.kill(apiserver.pid, signal.SIGKILL)
+        time.sleep(5)  # the watch is cut and reconnects fail meanwhile
+        local_cluster.cluster.up(merge_into=local_cluster.kubeconfig)  # repairs the dead API server only
+        rc = watcher.wait(timeout=180)
+        reader.join(timeout=5)
+        text = "".join(lines)
+        assert rc == 0, text + watcher.stderr.read()  # type: ignore[union-attr]
+        assert "lost the API server" in text and "connected again" in text
+        assert f"{submitted.name}: Succeeded" in text
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()
+
+
+def test_a_stale_resource_version_is_relisted(local_cluster: ClusterHandle, tmp_path: Path) -> None:
+    import wf
+    from wf.controller.stream import KubeWorkflowTransport, NamespaceStream
+
+    path = job_file(tmp_path, "gone", [step("one")])
+    kube = connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
+    (submitted,) = wf.submit(str(path), kube=kube)
+    seen: list[str] = []
+    stream = NamespaceStream(KubeWorkflowTransport(kube, "wf", field_selector=f"metadata.name={submitted.name}"),
+                             sink=lambda kind, obj: seen.append((obj.get("status") or {}).get("phase", "")))
+    stream.resource_version = "1"  # far older than the API server's watch window: 410 Gone
+    stream._connected = True
+    thread = threading.Thread(target=stream.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while "Succeeded" not in seen and time.monotonic() < deadline:
+        time.sleep(0.2)
+    stream.stop()
+    assert stream.stats.relists_after_gone >= 1, stream.stats
+    assert "Succeeded" in seen
+
+
+def test_an_unreachable_cluster_exits_3_without_a_traceback(local_cluster: ClusterHandle, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again: nothing listens there
+    config = yaml.safe_load(local_cluster.kubeconfig.read_text())
+    for cluster in config["clusters"]:
+        cluster["cluster"]["server"] = f"https://127.0.0.1:{port}"
+    dead = tmp_path / "dead-kubeconfig"
+    dead.write_text(yaml.safe_dump(config))
+    dead.chmod(0o600)
+    path = job_file(tmp_path, "unreachable", [step("one")])
+    for args in (("list",), ("watch", "nope"), ("submit", str(path)), ("get", "nope"), ("logs", "nope")):
+        result = wf_cli(local_cluster, *args, kubeconfig=dead)
+        assert result.returncode == 3, (args, result.stdout, result.stderr)
+        assert "cannot reach the API server" in result.stderr and "Traceback" not in result.stderr
+
+
+def developer_kubeconfig(handle: ClusterHandle, path: Path) -> Path:
+    """A kubeconfig acting as the wf-developer service account (the developer role), by a bound token."""
+    from kubernetes import client
+
+    with handle.api_client() as api:
+        request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600))
+        token = client.CoreV1Api(api).create_namespaced_service_account_token("wf-developer", "wf", request).status.token
+    config = yaml.safe_load(handle.kubeconfig.read_text())
+    context = next(c for c in config["contexts"] if c["name"] == handle.context)
+    user = context["context"]["user"]
+    config["users"] = [{"name": user, "user": {"token": token}}]
+    config["contexts"] = [context]
+    config["current-context"] = handle.context
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+def test_developer_role_forbidden_namespace_exits_3_with_the_rbac_message(local_cluster: ClusterHandle, tmp_path: Path) -> None:
+    dev = developer_kubeconfig(local_cluster, tmp_path / "dev-kubeconfig")
+    forbidden = wf_cli(local_cluster, "list", "-n", "kube-system", kubeconfig=dev)
+    assert forbidden.returncode == 3, forbidden.stderr
+    assert "forbidden by RBAC" in forbidden.stderr
+    assert 'cannot list resource "workflows" in API group "argoproj.io" in the namespace "kube-system"' in forbidden.stderr
+    assert "Traceback" not in forbidden.stderr
+    watch = wf_cli(local_cluster, "watch", "x", "-n", "kube-system", kubeconfig=dev)
+    assert watch.returncode == 3 and "forbidden by RBAC" in watch.stderr
+    # In its own namespace the developer submits and watches (no node reads: cost shows what it can).
+    path = job_file(tmp_path, "devjob", [step("one")])
+    ok = wf_cli(local_cluster, "submit", str(path), "--watch", "--plain", kubeconfig=dev)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+def test_a_spot_node_taken_away_is_an_interruption_and_the_job_still_succeeds(local_cluster: ClusterHandle, tmp_path: Path) -> None:
+    import wf
+    from kubernetes import client
+
+    path = job_file(tmp_path, "spot", [step("train", **{SIM_DURATION: "20s"})], capacity="spot", retries=1)
+    kube = connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
+    (submitted,) = wf.submit(str(path), kube=kube)
+    result: list[Any] = []
+    watcher = threading.Thread(target=lambda: result.append(wf.watch([submitted], kube=kube)), daemon=True)
+    watcher.start()
+    core = kube.core
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            pods = core.list_namespaced_pod("wf", label_selector=f"workflows.argoproj.io/workflow={submitted.name}").items
+            running = [p for p in pods if p.status.phase == "Running"]
+            if running:
+                break
+            assert time.monotonic() < deadline, [p.status.phase for p in pods]
+            time.sleep(0.3)
+        victim = running[0]
+        node = victim.spec.node_name
+        assert core.read_node(node).metadata.labels["wf.dev/capacity"] == "spot"
+        # What a Spot interruption does on EKS: cordon, evict (drain), then the instance and its node go away.
+        core.patch_node(node, {"spec": {"unschedulable": True}})
+        core.create_namespaced_pod_eviction(victim.metadata.name, "wf", client.V1Eviction(
+            metadata=client.V1ObjectMeta(name=victim.metadata.name, namespace="wf")))
+        core.delete_node(node)
+        watcher.join(timeout=240)
+        assert result, "watch did not end"
+        (run,) = result[0].runs
+        assert run.phase == "Succeeded", run
+        view = result[0].outcome.views[("wf", submitted.name)]
+        (train,) = view.steps
+        assert train.interruptions == 1 and train.retries == 0, train
+        assert train.attempts[0].host == node and train.attempts[-1].host != node
+    finally:
+        local_cluster.cluster.up(merge_into=local_cluster.kubeconfig)  # puts the deleted node back
+
+
+def test_250_workflows_are_submitted_and_watched_through_one_stream(local_cluster: ClusterHandle, tmp_path: Path) -> None:
+    import wf
+
+    path = job_file(tmp_path, "many", [{"name": "one", "command": ["true"], "resources": {"cpu": "100m", "memory": "64Mi"}}])
+    kube = connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
+    started = time.monotonic()
+    submitted = wf.submit([str(path)] * 250, kube=kube, rate=50, burst=50)
+    submit_requests = kube.requests.total
+    runs = wf.watch(submitted, kube=kube, with_cost=False)
+    assert runs.succeeded, runs.failures[:5]
+    stats = runs.outcome.stats["wf"]
+    assert stats.lists == 1 and stats.watches <= 3, stats  # one stream served all 250
+    watch_requests = kube.requests.total - submit_requests
+    assert watch_requests <= 5, kube.requests.by_method
+    print(f"\n250 workflows: {time.monotonic() - started:.0f}s, submit {submit_requests} requests, "
+          f"watch {watch_requests} requests, stream {stats}")
