@@ -100,8 +100,9 @@ def test_build_runs_go_with_argv_lists_and_moves_binaries_into_place(tmp_path: P
     assert sorted(p.name for p in kwok.bin_dir(cache).iterdir()) == ["kwok", "kwokctl"]
     calls = (tmp_path / "go.log").read_text().splitlines()
     assert calls[0] == "mod init local.wf/build/kwok"
-    assert calls[1] == f"get sigs.k8s.io/kwok/cmd/kwok@v{build.KWOK_VERSION} sigs.k8s.io/kwok/cmd/kwokctl@v{build.KWOK_VERSION}"
-    assert calls[2].startswith("build -ldflags -s -w -X sigs.k8s.io/kwok/pkg/consts.Version=")
+    assert calls[1] == f"mod download -json sigs.k8s.io/kwok@v{build.KWOK_VERSION}"
+    assert calls[2] == f"get sigs.k8s.io/kwok/cmd/kwok@v{build.KWOK_VERSION} sigs.k8s.io/kwok/cmd/kwokctl@v{build.KWOK_VERSION}"
+    assert calls[3].startswith("build -ldflags -s -w -X sigs.k8s.io/kwok/pkg/consts.Version=")
     assert "built kwok" in kwok.log_file(cache).read_text()
 
 
@@ -127,6 +128,7 @@ def _fake_go(tmp_path: Path, fail_on: str = "") -> Path:
 echo "$*" >> {tmp_path}/go.log
 if [ "$1" = "{fail_on}" ]; then echo "simulated compiler error" >&2; exit 1; fi
 if [ "$1" = "mod" ] && [ "$2" = "init" ]; then echo "module $3" > go.mod; fi
+if [ "$1" = "mod" ] && [ "$2" = "download" ]; then echo '{{"Dir": "/nonexistent", "Origin": {{"Hash": "0123456789abcdef"}}}}'; fi
 if [ "$1" = "build" ]; then
   out=""; prev=""
   for a in "$@"; do

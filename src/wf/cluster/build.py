@@ -76,6 +76,8 @@ class Component:
     # dependent module must map them to the published v0.<minor>.<patch> tags itself.
     replace_staging_with: str | None = None
     patches: tuple[SourcePatch, ...] = ()
+    # Linker variable that gets the upstream commit (from the module proxy's Origin record), if any.
+    commit_variable: str | None = None
 
     # Command names, one per package; default: the package's last path element.
     names: tuple[str, ...] = ()
@@ -116,7 +118,9 @@ def _argo_ldflags(version: str) -> tuple[str, ...]:
     return (
         f"-X {root}.version=v{version}",
         f"-X {root}.gitTag=v{version}",
-        f"-X {root}.gitTreeState=clean",
+        # Our build patches one file (see _ARGO_HEALTH_PATCH), so it is not the clean upstream tree; the
+        # version then reads "v4.0.7+<commit>.dirty", saying exactly that.
+        f"-X {root}.gitTreeState=dirty",
         f"-X {root}.buildDate={_BUILD_DATE}",
     )
 
@@ -158,6 +162,7 @@ def components() -> list[Component]:
             packages=("github.com/argoproj/argo-workflows/v4/cmd/workflow-controller",),
             version_ldflags=_argo_ldflags(ARGO_VERSION),
             patches=(_ARGO_HEALTH_PATCH,),
+            commit_variable="github.com/argoproj/argo-workflows/v4.gitCommit",
         ),
     ]
 
@@ -251,17 +256,20 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
 
         if not (src / "go.mod").exists():
             run("init", [go, "mod", "init", f"local.wf/build/{comp.name}"])
+        info = json.loads(run("read upstream module", [go, "mod", "download", "-json", f"{comp.module}@v{comp.version}"]))
         if comp.replace_staging_with:
-            info = json.loads(run("read upstream go.mod", [go, "mod", "download", "-json", f"{comp.module}@v{comp.version}"]))
             replaces = staging_replaces(Path(info["GoMod"]).read_text(), comp.replace_staging_with)
             run("pin staging modules", [go, "mod", "edit", *(f"-replace={m}={m}@v{v}" for m, v in replaces)])
         run("download modules", [go, "get", *(f"{pkg}@v{comp.version}" for pkg in comp.packages)])
         staging_bin = src / "bin"
         staging_bin.mkdir(exist_ok=True)
-        ldflags = " ".join(("-s", "-w", *comp.version_ldflags))
+        version_flags = list(comp.version_ldflags)
+        commit = (info.get("Origin") or {}).get("Hash")
+        if comp.commit_variable and commit:
+            version_flags.append(f"-X {comp.commit_variable}={commit}")
+        ldflags = " ".join(("-s", "-w", *version_flags))
         if comp.patches:
-            module_dir = json.loads(run("locate sources", [go, "list", "-m", "-json", comp.module]))["Dir"]
-            patched = _patched_copy(src, Path(module_dir), comp.patches)
+            patched = _patched_copy(src, Path(info["Dir"]), comp.patches)
             run("use patched sources", [go, "mod", "edit", f"-replace={comp.module}=./{patched.relative_to(src)}"])
         # One package: name the output explicitly (a module path like .../server/v3 would name it "server").
         output = str(staging_bin / comp.binaries[0]) if len(comp.packages) == 1 else str(staging_bin) + os.sep

@@ -1,0 +1,107 @@
+"""The local cluster's lifecycle: idempotent `up`, repair of a dead component, clean `down`, two clusters
+side by side, loopback-only listeners."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from wf.cluster import processes
+from wf.cluster.install import FIELD_MANAGER
+from wf.cluster.runtime import CONTROLLER, ComponentStatus
+
+from .conftest import ClusterHandle, start_cluster, stop_cluster
+
+pytestmark = pytest.mark.cluster
+
+
+def _by_name(handle: ClusterHandle) -> dict[str, ComponentStatus]:
+    return {c.name: c for c in handle.cluster.status()}
+
+
+def test_status_lists_every_component_running_with_pid_port_and_log(local_cluster: ClusterHandle) -> None:
+    components = _by_name(local_cluster)
+    assert set(components) == {
+        "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller", CONTROLLER,
+    }
+    for comp in components.values():
+        assert comp.running, comp
+        assert comp.pid and comp.port, comp
+        assert Path(comp.log).is_file(), comp
+
+
+def test_up_twice_is_harmless(local_cluster: ClusterHandle) -> None:
+    before = {c.name: c.pid for c in local_cluster.cluster.status()}
+    applied_before = _our_apply_times(local_cluster)
+    local_cluster.cluster.up(nodes_per_group=local_cluster.state.nodes_per_group, merge_into=local_cluster.kubeconfig)
+    assert {c.name: c.pid for c in local_cluster.cluster.status()} == before
+    # Re-applying unchanged objects is a no-op: server-side apply did not touch our fields on any node.
+    assert _our_apply_times(local_cluster) == applied_before
+
+
+def test_up_repairs_a_killed_api_server_and_leaves_the_rest_alone(local_cluster: ClusterHandle) -> None:
+    before = {c.name: c.pid for c in local_cluster.cluster.status()}
+    os.kill(before["kube-apiserver"], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _by_name(local_cluster)["kube-apiserver"].running and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _by_name(local_cluster)["kube-apiserver"].running
+
+    local_cluster.cluster.up(nodes_per_group=local_cluster.state.nodes_per_group, merge_into=local_cluster.kubeconfig)
+    after = _by_name(local_cluster)
+    assert after["kube-apiserver"].running
+    assert after["kube-apiserver"].pid != before["kube-apiserver"]
+    assert {n: c.pid for n, c in after.items() if n != "kube-apiserver"} == {
+        n: p for n, p in before.items() if n != "kube-apiserver"
+    }
+    from kubernetes import client
+
+    with local_cluster.api_client() as api:
+        assert client.CoreV1Api(api).list_node().items
+
+
+def test_every_listener_is_on_loopback(local_cluster: ClusterHandle) -> None:
+    pids = {str(c.pid) for c in local_cluster.cluster.status()}
+    out = subprocess.run(["ss", "-Htlnp"], capture_output=True, text=True, check=True).stdout
+    ours = [line for line in out.splitlines() if any(f"pid={pid}," in line for pid in pids)]
+    assert ours, out
+    for line in ours:
+        local = line.split()[3]
+        assert local.startswith("127.0.0.1:"), line
+
+
+def test_second_cluster_runs_beside_the_first_and_down_leaves_nothing(
+    local_cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    root = tmp_path_factory.mktemp("wf-cluster-2")
+    second = start_cluster(root, f"e2eb{os.getpid()}", nodes_per_group=0)
+    try:
+        ports = {c.port for c in second.cluster.status()}
+        assert not ports & {c.port for c in local_cluster.cluster.status()}
+        assert all(c.running for c in second.cluster.status())
+    finally:
+        pids = [c.pid for c in second.cluster.status() if c.pid]
+        stop_cluster(second)
+    assert pids and not any(processes.is_running(pid) for pid in pids)
+    assert not second.cluster.workdir.exists()
+    import yaml
+
+    merged = yaml.safe_load((root / "kubeconfig").read_text())
+    assert second.context not in [c["name"] for c in merged.get("contexts") or []]
+    # The first cluster is untouched.
+    assert all(c.running for c in local_cluster.cluster.status())
+
+
+def _our_apply_times(handle: ClusterHandle) -> dict[str, list[str]]:
+    from kubernetes import client
+
+    with handle.api_client() as api:
+        return {
+            n.metadata.name: [str(m.time) for m in n.metadata.managed_fields or [] if m.manager == FIELD_MANAGER]
+            for n in client.CoreV1Api(api).list_node().items
+        }
