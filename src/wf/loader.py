@@ -22,9 +22,13 @@ _constructor = yaml.constructor.SafeConstructor()
 _STR = "tag:yaml.org,2002:str"
 _MERGE = "tag:yaml.org,2002:merge"
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
+_NULL = "tag:yaml.org,2002:null"
 # Values reached a second time through aliases may add at most this many nodes beyond the document's own:
 # generous for real anchors (shared env blocks), fatal for "billion laughs".
 ALIAS_EXPANSION_ALLOWANCE = 10_000
+# Deeper than any manifest, and than the builder's own recursion allows.
+MAX_NESTING = 1000
+_NESTING_SCAN_ABOVE = 2000
 
 PathKey = str | int
 Path_ = tuple[PathKey, ...]
@@ -126,7 +130,7 @@ class _Builder:
                 raise self.fail(node, f"unsupported YAML tag {node.tag}")
             try:
                 value = construct(_constructor, node)
-            except ValueError as exc:  # e.g. an integer of more than 4300 digits
+            except (ValueError, IndexError, KeyError) as exc:  # 4301 digits, `!!int ''`, `!!bool maybe`
                 reason = str(exc).split(";")[0]
                 raise self.fail(node, f"invalid {node.tag.rsplit(':', 1)[-1]} {node.value[:40]!r}: {reason}") from None
             return value if isinstance(value, (int, float, bool, type(None))) else node.value
@@ -168,13 +172,30 @@ def decode(raw: bytes, file: str) -> str:
         raise InputError([Problem(file, line, None, f"not UTF-8 text (byte 0x{raw[exc.start]:02x})")]) from None
 
 
+def _check_nesting(text: str, file: str) -> None:
+    """libyaml's composer recurses in C: some 30,000 levels of nesting (60 KB of "- - - ...") overflow the C stack
+    and kill the process, out of RecursionError's reach. Each level takes a bracket or a column, so only texts
+    that could nest that deep pay for a walk of the (non-recursive) event stream."""
+    if text.count("[") + text.count("{") + 2 * max(map(len, text.splitlines()), default=0) <= _NESTING_SCAN_ABOVE:
+        return
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_NESTING:
+                raise InputError([Problem(file, event.start_mark.line + 1, None, "YAML nested too deeply")])
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
 def parse_documents(text: str, file: str, strict: bool = True) -> list[Document]:
     """All documents of a YAML stream; empty documents are skipped. Lenient mode records duplicate keys."""
     docs: list[Document] = []
     try:
+        _check_nesting(text, file)
         for index, node in enumerate(yaml.compose_all(text, Loader=_Loader)):
-            if node is None:
-                continue
+            if node is None or (type(node) is ScalarNode and node.tag == _NULL and node.value == ""):
+                continue  # nothing between two `---` (or after a trailing one) is no document
             builder = _Builder(file, strict)
             data = builder.build(node)
             docs.append(Document(file, index, data, node, builder.duplicates))
