@@ -1,0 +1,131 @@
+"""Shared fixtures of the unit tests: the repository's catalog and examples, YAML files in a temp dir, and
+validators built from upstream's Argo schemas and CRDs (read in place from ../shared/schemas, never copied)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from wf.catalog import Catalog, load_catalog
+from wf.spec import TrainingJob
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+CATALOG_FILE = ROOT / "eksctl" / "catalog.yaml"
+SCHEMAS = ROOT.parent / "shared" / "schemas" / "argo-workflows"
+INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
+QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+CRD_FILES = {
+    "Workflow": "argoproj.io_workflows.yaml",
+    "WorkflowTemplate": "argoproj.io_workflowtemplates.yaml",
+    "CronWorkflow": "argoproj.io_cronworkflows.yaml",
+}
+
+needs_schemas = pytest.mark.skipif(not SCHEMAS.exists(), reason="../shared/schemas is not present")
+
+
+@pytest.fixture(scope="session")
+def catalog() -> Catalog:
+    return load_catalog(CATALOG_FILE)
+
+
+@pytest.fixture
+def write(tmp_path: Path) -> Callable[..., Path]:
+    """write("job.yaml", text) -> path of the dedented text in a fresh temp dir."""
+
+    def _write(name: str, text: str | bytes) -> Path:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(text, bytes):
+            path.write_bytes(text)
+        else:
+            path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+        return path
+
+    return _write
+
+
+def _job_data(steps: list[dict[str, Any]] | None = None, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "wf/v1",
+        "kind": "TrainingJob",
+        "metadata": {"name": "demo", "labels": {"team": "ml"}},
+        "spec": {"image": "busybox:1.36", "compute": "cpu",
+                 "steps": steps if steps is not None else [{"name": "main", "command": ["echo", "hi"]}], **spec},
+    }
+
+
+@pytest.fixture
+def job_data() -> Callable[..., dict[str, Any]]:
+    """job_data(steps, **spec): a valid TrainingJob document as plain data; keywords override spec fields."""
+    return _job_data
+
+
+@pytest.fixture
+def make_job() -> Callable[..., TrainingJob]:
+    """make_job(steps, **spec): the same document validated into a TrainingJob (Python API path)."""
+    return lambda steps=None, **spec: TrainingJob.model_validate(_job_data(steps, **spec))
+
+
+def _strictify(node: Any) -> Any:
+    # The recipe of shared/schemas/README.md: unknown keys rejected wherever a node lists properties.
+    if isinstance(node, dict):
+        if "properties" in node and "additionalProperties" not in node and not node.get(
+            "x-kubernetes-preserve-unknown-fields"
+        ):
+            node["additionalProperties"] = False
+        for value in node.values():
+            _strictify(value)
+    elif isinstance(node, list):
+        for value in node:
+            _strictify(value)
+    return node
+
+
+class ArgoSchemas:
+    """Strict validators per (Argo version, kind): upstream's JSON Schema with the int-or-string overlay, and
+    the v4.0.5 full CRDs' openAPIV3Schema (what the API server enforces), each loaded once per session."""
+
+    def __init__(self) -> None:
+        self._json: dict[str, dict[str, Any]] = {}
+        self._crd: dict[str, Any] = {}
+
+    def json_errors(self, version: str, manifest: dict[str, Any]) -> list[str]:
+        from jsonschema import Draft202012Validator
+
+        if version not in self._json:
+            doc = json.loads((SCHEMAS / version / "api/jsonschema/schema.json").read_text(encoding="utf-8"))
+            doc["definitions"][INT_OR_STRING] = {"type": ["integer", "string"]}
+            doc["definitions"][QUANTITY] = {"type": ["integer", "number", "string"]}
+            self._json[version] = _strictify(doc)
+        root = copy.copy(self._json[version])
+        root.pop("oneOf", None)
+        root["$ref"] = f"#/definitions/io.argoproj.workflow.v1alpha1.{manifest['kind']}"
+        validator = Draft202012Validator(root)
+        return [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(manifest)]
+
+    def crd_errors(self, manifest: dict[str, Any]) -> list[str]:
+        from jsonschema import Draft4Validator
+
+        kind = manifest["kind"]
+        if kind not in self._crd:
+            path = SCHEMAS / "v4.0.5/manifests/base/crds/full" / CRD_FILES[kind]
+            with path.open("rb") as stream:
+                crd = yaml.load(stream, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            schema = next(v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1")["schema"]["openAPIV3Schema"]
+            self._crd[kind] = Draft4Validator(_strictify(schema))
+        return [f"{list(e.absolute_path)}: {e.message}" for e in self._crd[kind].iter_errors(manifest)]
+
+
+@pytest.fixture(scope="session")
+def argo_schemas() -> ArgoSchemas:
+    if not SCHEMAS.exists():
+        pytest.skip("../shared/schemas is not present")
+    return ArgoSchemas()
