@@ -20,7 +20,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-err = Console(stderr=True)
+# soft_wrap: one problem per line whatever the width, so CI can parse `file:line: field: message`.
+err = Console(stderr=True, soft_wrap=True)
 
 
 def _register() -> None:
