@@ -93,7 +93,9 @@ def place_step(job: TrainingJob, index: int, catalog: Catalog) -> tuple[Placemen
         problems.append(((*at, "accelerators"),
                          f"no {cls.name} node offers {devices} {device}; {largest.name} has {per_node}"))
     prof = profile(device)
-    share = Decimal(devices) / per_node if devices and per_node else None
+    # Defaults follow the cards a node can hold, so too many cards is one error, not three about fields never written.
+    sized = min(devices, per_node)
+    share = Decimal(sized) / per_node if devices and per_node else None
 
     cpu_millis = _millis(step.resources.cpu) if step.resources.cpu is not None else (
         int(largest.allocatable_cpu_millis * _NODE_SHARE * share) // 1000 * 1000 if share else _DEFAULT_CPU_MILLIS)
@@ -101,7 +103,7 @@ def place_step(job: TrainingJob, index: int, catalog: Catalog) -> tuple[Placemen
     if step.resources.memory is not None:
         memory_mib = int(parse_quantity(step.resources.memory) / _MIB)
     elif share and prof.memory_mib_per_device:
-        memory_mib = prof.memory_mib_per_device * devices
+        memory_mib = prof.memory_mib_per_device * sized
     elif share:
         memory_mib = int(largest.allocatable_memory_mib * _NODE_SHARE * share) // 1024 * 1024
     else:
