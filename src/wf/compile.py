@@ -45,6 +45,8 @@ def compile_job(
     if problems:
         raise InputError([_problem(job, path, message) for path, message in problems])
     kind = kind or ("CronWorkflow" if job.spec.schedule else "Workflow")
+    if kind == "CronWorkflow" and not job.spec.schedule:
+        raise InputError([_problem(job, ("spec", "schedule"), "a CronWorkflow needs a schedule (cron syntax)")])
     spec = _workflow_spec(job, placements)  # type: ignore[arg-type]
     labels = {**job.metadata.labels, JOB_LABEL: job.name}
     metadata: dict[str, Any] = {}
