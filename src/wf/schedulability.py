@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from wf.instances import instance_type
 from wf.labels import CLASS_LABEL
 from wf.nodegroups import NodeGroup
 from wf.units import parse_quantity
@@ -77,13 +78,19 @@ def _term_holds(term: dict[str, Any], labels: dict[str, str]) -> bool:
 def judge(pod: PodConstraints, group: NodeGroup) -> Verdict:
     """Why the pod can't run on any instance of `group` (empty reasons: it can)."""
     best: list[str] | None = None
-    for instance in group.instance_types:
+    # Largest first: when every instance falls short, the message names the one that comes closest.
+    for instance in sorted(group.instance_types, key=_size, reverse=True):
         reasons = _judge_instance(pod, group, instance)
         if not reasons:
             return Verdict(group, [])
         if best is None or len(reasons) < len(best):
             best = reasons
     return Verdict(group, best or [])
+
+
+def _size(name: str) -> tuple[int, int]:
+    facts = instance_type(name)
+    return facts.allocatable_cpu_millis, facts.allocatable_memory_mib
 
 
 def _judge_instance(pod: PodConstraints, group: NodeGroup, instance: str) -> list[str]:
@@ -119,13 +126,14 @@ def explain(pod: PodConstraints, groups: list[NodeGroup]) -> str | None:
         return None
     if not verdicts:
         return "the catalog has no node groups"
-    nearest = min(verdicts, key=lambda v: (len(v.reasons), v.group.name))
+    wanted_class = pod.node_selector.get(CLASS_LABEL)
+    # The class the pod asks for is nearest, whatever other groups miss by: its reasons are the ones to fix.
+    nearest = min(verdicts, key=lambda v: (v.group.compute_class != wanted_class, len(v.reasons), v.group.name))
     cls = nearest.group.compute_class
     requested = [r for r in nearest.reasons if r.startswith("requests ")]
     if requested and len(requested) == len(nearest.reasons):
         # Only size is wrong: say it the way a developer asks ("no gaudi node offers 16 habana.ai/gaudi").
         return "; ".join(f"no {cls} node offers " + r.removeprefix("requests ") for r in requested)
-    wanted_class = pod.node_selector.get(CLASS_LABEL)
     if wanted_class and not any(g.compute_class == wanted_class for g in groups):
         known = sorted({g.compute_class for g in groups})
         return f"no node group of compute class {wanted_class!r}; the catalog has {', '.join(known)}"
