@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from wf.cluster import processes
-from wf.cluster.install import FIELD_MANAGER
+from wf.cluster.install import CATALOG_CONFIGMAP, CATALOG_NAMESPACE, FIELD_MANAGER
 from wf.cluster.runtime import CONTROLLER, ComponentStatus
 
 from .conftest import ClusterHandle, start_cluster, stop_cluster
@@ -98,10 +98,15 @@ def test_second_cluster_runs_beside_the_first_and_down_leaves_nothing(
 
 
 def _our_apply_times(handle: ClusterHandle) -> dict[str, list[str]]:
+    """When wf last wrote each node and the catalog ConfigMap (managedFields of our field manager)."""
     from kubernetes import client
 
     with handle.api_client() as api:
-        return {
-            n.metadata.name: [str(m.time) for m in n.metadata.managed_fields or [] if m.manager == FIELD_MANAGER]
-            for n in client.CoreV1Api(api).list_node().items
+        core = client.CoreV1Api(api)
+        objects = [*core.list_node().items, core.read_namespaced_config_map(CATALOG_CONFIGMAP, CATALOG_NAMESPACE)]
+        times = {
+            o.metadata.name: [str(m.time) for m in o.metadata.managed_fields or [] if m.manager == FIELD_MANAGER]
+            for o in objects
         }
+    assert all(times.values()), f"objects not written by {FIELD_MANAGER}: {[n for n, t in times.items() if not t]}"
+    return times

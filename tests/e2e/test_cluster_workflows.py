@@ -74,7 +74,7 @@ def test_trivial_workflow_succeeds_on_a_node_the_scheduler_chose(local_cluster: 
         events = core.list_namespaced_event(
             local_cluster.namespace, field_selector=f"involvedObject.name={pod.metadata.name},reason=Scheduled"
         ).items
-    assert events and events[0].source.component == "default-scheduler"
+    assert events and events[0].reporting_component == "default-scheduler"
 
 
 def test_exit_code_annotation_fails_the_step_with_that_code(local_cluster: ClusterHandle) -> None:

@@ -67,7 +67,7 @@ def install(kubeconfig: Path, catalog: Catalog, nodes_per_group: int) -> None:
         _apply(client, catalog_configmap(catalog))
         wanted = node_manifests(catalog, nodes_per_group)
         for node in wanted:
-            _apply(client, node)
+            _ensure_node(client, node)
         _delete_unwanted_nodes(client, {n["metadata"]["name"] for n in wanted})
     finally:
         api_client.close()
@@ -89,6 +89,48 @@ def _apply(client: Any, manifest: dict[str, Any]) -> None:
         )
     except ApiException as exc:
         raise ClusterError(f"applying {manifest['kind']} {meta['name']}: {exc.status} {exc.reason}") from exc
+
+
+def _ensure_node(client: Any, manifest: dict[str, Any]) -> None:
+    """Create the node with its status (capacity), or recreate it if the catalog changed what it should be.
+
+    Not server-side applied: a node's status can only be set at creation (updates ignore it), so applying
+    the same manifest again would still rewrite our managed fields; an unchanged node is left alone."""
+    from kubernetes.client.exceptions import ApiException
+
+    nodes = client.resources.get(api_version="v1", kind="Node")
+    name = manifest["metadata"]["name"]
+    try:
+        current = nodes.get(name=name).to_dict()
+    except ApiException as exc:
+        if exc.status != 404:
+            raise ClusterError(f"reading node {name}: {exc.status} {exc.reason}") from exc
+        current = None
+    if current is not None:
+        if _node_matches(current, manifest):
+            return
+        nodes.delete(name=name)
+    try:
+        nodes.create(body=manifest, field_manager=FIELD_MANAGER)
+    except ApiException as exc:
+        raise ClusterError(f"creating node {name}: {exc.status} {exc.reason}") from exc
+
+
+def _node_matches(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Our labels and taints are there (others may add more) and allocatable is the same quantity
+    (the API server may rewrite a quantity in canonical form, e.g. 1024Mi as 1Gi)."""
+    from wf.units import parse_quantity
+
+    labels = current["metadata"].get("labels") or {}
+    taints = {(t["key"], t.get("value", ""), t["effect"]) for t in (current.get("spec") or {}).get("taints") or []}
+    allocatable = (current.get("status") or {}).get("allocatable") or {}
+    wanted_allocatable = wanted["status"]["allocatable"]
+    return (
+        wanted["metadata"]["labels"].items() <= labels.items()
+        and all((t["key"], t["value"], t["effect"]) in taints for t in wanted["spec"]["taints"])
+        and allocatable.keys() == wanted_allocatable.keys()
+        and all(parse_quantity(allocatable[k]) == parse_quantity(v) for k, v in wanted_allocatable.items())
+    )
 
 
 def _wait_crds_established(client: Any, timeout: float = 30.0) -> None:

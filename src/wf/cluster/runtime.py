@@ -308,7 +308,10 @@ class LocalCluster:
             return
         state = self.state()
         pid = processes.read_pid(self.controller_pid_file)
-        processes.stop(pid, build.binary_path(CONTROLLER)) if pid else None
+        if pid:
+            # Its state lives in the API server, so a short grace is safe; on SIGTERM it otherwise spends
+            # ~10s draining queues that nobody will read.
+            processes.stop(pid, build.binary_path(CONTROLLER), grace_seconds=2)
         if self.exists():
             by_name = {c["name"]: c for c in self._kwok_components()}
             order = [n for n in STOP_ORDER if n in by_name] + [n for n in by_name if n not in STOP_ORDER]

@@ -1,0 +1,1 @@
+"""End-to-end tests on the local cluster (see conftest.py for the `local_cluster` fixture)."""
