@@ -55,12 +55,12 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit:
         raise
     except Exception as exc:  # click's usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(2)
-        if isinstance(exc, click.exceptions.Abort):
+        # typer >= 0.20 vendors click (typer._click), so `click.ClickException` no longer matches: test the shape.
+        if isinstance(exc, typer.Abort):
             sys.exit(130)
+        show = getattr(exc, "show", None)
+        if callable(show) and isinstance(getattr(exc, "exit_code", None), int):
+            show()
+            sys.exit(2)
         raise
     sys.exit(rc if isinstance(rc, int) else 0)
