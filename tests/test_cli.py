@@ -1,0 +1,172 @@
+"""The offline commands as users and CI run them (whole processes): exit codes of DESIGN.md, problems printed as
+file:line: field: message without tracebacks, YAML/JSON output, and `wf schema` as a JSON Schema editors can use."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CATALOG = ROOT / "eksctl" / "catalog.yaml"
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+PROBLEM_LINE = re.compile(r"^\S+:\d+: [\w.\[\]/ -]+: \S.*$")
+
+
+def wf(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run([sys.executable, "-m", "wf", *args], capture_output=True, text=True, timeout=60, cwd=cwd,
+                          env={**os.environ, "COLUMNS": "60", **(env or {})})
+
+
+BAD_JOB = """\
+apiVersion: wf/v1
+kind: TrainingJob
+metadata: {name: demo}
+spec:
+  image: img
+  compute: cpu
+  steps:
+    - name: a
+      command: python train.py --a-long-argument-list-that-makes-this-message-wider-than-eighty-columns
+      resourcs: {cpu: 1}
+"""
+
+
+def test_compile_succeeds_with_yaml_by_default() -> None:
+    result = wf("compile", str(EXAMPLES[0]))
+    assert result.returncode == 0, result.stderr
+    manifest = yaml.safe_load(result.stdout)
+    assert manifest["kind"] == "Workflow" and manifest["spec"]["templates"]
+
+
+def test_compile_json_equals_yaml_but_for_the_submission() -> None:
+    as_yaml = yaml.safe_load(wf("compile", str(EXAMPLES[1])).stdout)
+    as_json = json.loads(wf("compile", "-o", "json", str(EXAMPLES[1])).stdout)
+    for manifest in (as_yaml, as_json):
+        manifest["metadata"]["labels"].pop("wf.dev/submission")
+    assert as_yaml == as_json
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_yaml_output_has_no_anchors(example: Path) -> None:
+    result = wf("compile", str(example))
+    assert result.returncode == 0
+    events = list(yaml.parse(result.stdout))
+    assert not any(getattr(e, "anchor", None) for e in events)
+    assert not any(isinstance(e, yaml.AliasEvent) for e in events)
+
+
+def test_compile_kinds() -> None:
+    template = yaml.safe_load(wf("compile", "--kind", "WorkflowTemplate", str(EXAMPLES[0])).stdout)
+    assert template["kind"] == "WorkflowTemplate" and template["metadata"]["name"]
+
+
+def test_bad_input_exits_2_with_one_line_per_problem_and_no_traceback(tmp_path: Path) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text(BAD_JOB)
+    result = wf("compile", str(job))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert lines == [
+        f"{job}:9: spec.steps[0].command: command is an argv list, e.g. [python, train.py, --epochs, '40'], "
+        "not a shell string",
+        f"{job}:10: spec.steps[0].resourcs: unknown field",
+    ]
+    assert all(PROBLEM_LINE.match(line) for line in lines)
+
+
+def test_lint_exit_codes(tmp_path: Path) -> None:
+    clean = wf("lint", "--catalog", str(CATALOG), "examples")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "ok" in clean.stderr
+    (tmp_path / "job.yaml").write_text(BAD_JOB)
+    findings = wf("lint", "--catalog", str(CATALOG), str(tmp_path))
+    assert findings.returncode == 1 and "Traceback" not in findings.stderr
+    assert all(PROBLEM_LINE.match(line) for line in findings.stdout.splitlines()), findings.stdout
+    assert len(findings.stdout.splitlines()) == 2
+    assert "2 errors" in findings.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("compile", "no-such-job.yaml"),
+        ("lint", "no-such-dir"),
+        ("compile", "--output", "xml", "examples/data-prep.yaml"),
+        ("compile",),
+        ("lint", "--bogus", "examples"),
+        ("compile", "--catalog", "no-such-catalog.yaml", "examples/data-prep.yaml"),
+        ("compile", "--kind", "CronWorkflow", "examples/data-prep.yaml"),
+    ],
+)
+def test_usage_and_missing_files_exit_2(args: tuple[str, ...]) -> None:
+    result = wf(*args)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_missing_file_names_the_file() -> None:
+    result = wf("compile", "no-such-job.yaml")
+    assert result.stderr.startswith("no-such-job.yaml: cannot read")
+
+
+def test_catalog_from_the_environment(tmp_path: Path) -> None:
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(CATALOG.read_text().replace("name: gpu", "name: gpus"))
+    result = wf("compile", str(ROOT / "examples" / "mme-load-test.yaml"), env={"WF_CATALOG": str(catalog)})
+    assert result.returncode == 2
+    assert "unknown compute class 'gpu'; the catalog has: cpu, gaudi, graviton, gpus" in result.stderr
+
+
+def test_default_catalog_is_the_projects(tmp_path: Path) -> None:
+    # Outside a project (no eksctl/catalog.yaml), compiling names the missing catalog instead of crashing.
+    result = wf("compile", str(EXAMPLES[0]), cwd=tmp_path, env={"WF_CATALOG": ""})
+    assert result.returncode == 2 and "eksctl/catalog.yaml" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def job_schema() -> dict[str, Any]:
+    result = wf("schema")
+    assert result.returncode == 0
+    return json.loads(result.stdout)
+
+
+def test_schema_is_a_valid_draft_2020_12_schema(job_schema: dict[str, Any]) -> None:
+    from jsonschema import Draft202012Validator
+
+    assert job_schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    Draft202012Validator.check_schema(job_schema)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_schema_accepts_the_examples(job_schema: dict[str, Any], example: Path) -> None:
+    from jsonschema import Draft202012Validator
+
+    assert list(Draft202012Validator(job_schema).iter_errors(yaml.safe_load(example.read_text()))) == []
+
+
+def test_schema_rejects_typos_like_the_loader(job_schema: dict[str, Any]) -> None:
+    from jsonschema import Draft202012Validator
+
+    data = yaml.safe_load(EXAMPLES[0].read_text())
+    data["spec"]["steps"][0]["resourcs"] = {"cpu": 1}
+    data["spec"]["capacity"] = "reserved"
+    errors = list(Draft202012Validator(job_schema).iter_errors(data))
+    assert len(errors) == 2
+
+
+def test_catalog_schema() -> None:
+    from jsonschema import Draft202012Validator
+
+    schema = json.loads(wf("schema", "--for", "catalog").stdout)
+    Draft202012Validator.check_schema(schema)
+    assert list(Draft202012Validator(schema).iter_errors(yaml.safe_load(CATALOG.read_text()))) == []
