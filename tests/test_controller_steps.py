@@ -108,3 +108,18 @@ def test_retry_plan_refuses_running_or_succeeded_workflows() -> None:
     running["status"]["nodes"]["prep"]["phase"] = "Running"
     with pytest.raises(InputError, match="still has prep Running"):
         retry_plan(running)
+
+
+def test_a_real_run_of_the_bert_example_has_one_row_per_step() -> None:
+    """Captured from Argo v4.0.7 on the local cluster: DAG tasks hang off their dependencies' nested attempt
+    DAGs, which must not fold the dependents into the first step."""
+    import json
+    from pathlib import Path
+
+    doc = json.loads((Path(__file__).parent / "controller_data" / "bert-large-pretrain-run.json").read_text())
+    view = workflow_view(doc)
+    assert sorted(r.name for r in view.steps) == sorted(t["name"] for t in doc["spec"]["templates"][0]["dag"]["tasks"])
+    assert all(r.phase == "Succeeded" and len(r.attempts) == 1 and r.retries == 0 for r in view.steps)
+    by_name = {r.name: r for r in view.steps}
+    assert by_name["download"].compute_class == "cpu" and by_name["pretrain-phase1"].compute_class == "gaudi"
+    assert by_name["pretrain-phase1"].node.startswith("gaudi-")

@@ -18,7 +18,7 @@ import yaml
 from wf.controller.client import connect
 from wf.labels import SIM_DURATION, SIM_EXIT_CODE
 
-from .conftest import ClusterHandle
+ClusterHandle = Any  # tests/e2e/conftest.py's handle: .kubeconfig, .context, .namespace, .cluster
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any, Callable, Iterator
 
 from wf.controller.client import GROUP, VERSION, WORKFLOWS, Kube, api_errors
-from wf.controller.steps import FAILED_PHASES, TERMINAL_PHASES, contained_children, pod_name, workflow_view
+from wf.controller.steps import FAILED_PHASES, TERMINAL_PHASES, containment, contents, pod_name, workflow_view
 from wf.errors import InputError
 from wf.labels import STEP_LABEL
 
@@ -99,15 +99,11 @@ def retry_plan(workflow: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     nodes: dict[str, dict[str, Any]] = status.get("nodes") or {}
     on_exit = f"{metadata.get('name')}.onExit"
     dropped: set[str] = set()
+    parent = containment(nodes)
 
     def drop(node_id: str) -> None:
-        stack = [node_id]
-        while stack:
-            current = stack.pop()
-            if current in dropped or current not in nodes:
-                continue
-            dropped.add(current)
-            stack.extend(contained_children(nodes[current]))
+        dropped.add(node_id)
+        dropped.update(contents(nodes, parent, node_id))
 
     for node_id, node in nodes.items():
         node_phase = node.get("phase")

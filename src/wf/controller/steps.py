@@ -22,7 +22,6 @@ FAILED_PHASES = frozenset({"Failed", "Error"})
 # expression itself so the view and the retry budget never disagree.
 _INTERRUPTION_MESSAGES = re.compile(re.search(r'matches "([^"]+)"', INTERRUPTION_EXPRESSION).group(1))  # type: ignore[union-attr]
 _STEP_TYPES = ("Retry", "Pod", "Skipped")
-_CONTAINER_TYPES = ("Retry", "DAG", "Steps", "StepGroup", "TaskGroup")
 _MAX_POD_PREFIX = 253 - 10  # Kubernetes name limit minus the hash suffix (Argo's maxPrefixLength)
 
 
@@ -172,10 +171,33 @@ def pod_name(workflow: dict[str, Any], attempt: Attempt) -> str:
     return f"{prefix}-{digest}"
 
 
-def contained_children(node: dict[str, Any]) -> list[str]:
-    """Children a node contains. A pod's "children" are the DAG tasks that depend on it (Argo links dependents
-    to their dependencies' outbound nodes), not parts of it, so they are not followed."""
-    return list(node.get("children") or []) if node.get("type") in _CONTAINER_TYPES else []
+def containment(nodes: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Each node's container: the Retry node it is an attempt of, else its boundary (the DAG/Steps node whose
+    template holds it). Argo's `children` are no guide here: it links DAG tasks to the outbound nodes of
+    the tasks they depend on, so a pod's or a nested DAG's children include its dependents."""
+    parent: dict[str, str] = {}
+    for node_id, node in nodes.items():
+        if node.get("type") == "Retry":
+            for child in node.get("children") or []:
+                parent[child] = node_id
+    for node_id, node in nodes.items():
+        boundary = node.get("boundaryID")
+        if node_id not in parent and boundary and boundary != node_id and boundary in nodes:
+            parent[node_id] = boundary
+    return parent
+
+
+def contents(nodes: dict[str, dict[str, Any]], parent: dict[str, str], node_id: str) -> list[str]:
+    """Every node inside node_id (transitively), by containment."""
+    inside: dict[str, list[str]] = {}
+    for child, up in parent.items():
+        inside.setdefault(up, []).append(child)
+    out, stack = [], list(inside.get(node_id, []))
+    while stack:
+        current = stack.pop()
+        out.append(current)
+        stack.extend(inside.get(current, []))
+    return out
 
 
 def workflow_view(workflow: dict[str, Any]) -> WorkflowView:
@@ -184,21 +206,7 @@ def workflow_view(workflow: dict[str, Any]) -> WorkflowView:
     status = workflow.get("status") or {}
     nodes: dict[str, dict[str, Any]] = status.get("nodes") or {}
     templates = _templates(workflow)
-    parent: dict[str, str] = {}
-    for node_id, node in nodes.items():
-        for child in contained_children(node):
-            parent.setdefault(child, node_id)
-
-    def descendants(node_id: str) -> list[dict[str, Any]]:
-        out, stack, seen = [], list(contained_children(nodes.get(node_id, {}))), set()
-        while stack:
-            child = stack.pop()
-            if child in seen or child not in nodes:
-                continue
-            seen.add(child)
-            out.append(nodes[child])
-            stack.extend(contained_children(nodes[child]))
-        return out
+    parent = containment(nodes)
 
     def inside_step(node_id: str) -> bool:
         seen = set()
@@ -217,7 +225,7 @@ def workflow_view(workflow: dict[str, Any]) -> WorkflowView:
         if kind not in _STEP_TYPES or inside_step(node_id):
             continue
         if kind == "Retry":
-            pods = [n for n in descendants(node_id) if n.get("type") == "Pod"]
+            pods = [nodes[n] for n in contents(nodes, parent, node_id) if nodes[n].get("type") == "Pod"]
             attempts = tuple(sorted((_attempt(p) for p in pods),
                                     key=lambda a: (a.started or datetime.max.replace(tzinfo=UTC), a.node_id)))
         elif kind == "Pod":
