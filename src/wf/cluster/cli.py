@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from wf.cluster import build as buildmod
-from wf.errors import InputError
+from wf.errors import ClusterError
 
 
 class Runtime(str, Enum):
@@ -185,15 +185,13 @@ def register(app: typer.Typer) -> None:
                     indent=2,
                 )
             )
-        elif not components:
-            typer.echo(f"cluster {name} does not exist (wf cluster up --name {name})")
-        else:
+        elif components:
             table = Table("component", "pid", "port", "running", "log")
             for c in components:
                 table.add_row(c.name, str(c.pid or "-"), str(c.port or "-"), "yes" if c.running else "NO", c.log)
             Console().print(table)
         if not components:
-            raise InputError(f"cluster {name} does not exist")
+            raise ClusterError(f"cluster {name} does not exist (wf cluster up --name {name})")
         if not all(c.running for c in components):
             raise WorkFailed(f"cluster {name}: not running: " + ", ".join(c.name for c in components if not c.running))
 

@@ -43,6 +43,10 @@ STAGES_FILE = Path(__file__).with_name("kwok-stages.yaml")
 STOP_ORDER = ("kwok-controller", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
 
 Say = Callable[[str], None]
+_PORT_OPTIONS = (
+    "kubeApiserverPort", "etcdPort", "etcdPeerPort", "kubeControllerManagerPort", "kubeSchedulerPort",
+    "kwokControllerPort",
+)
 
 
 @dataclass(frozen=True)
@@ -235,6 +239,9 @@ class LocalCluster:
             "kubectlBinary": str(build.binary_path("kubectl")),
             "etcdBinary": str(build.binary_path("etcd")),
             "kwokControllerBinary": str(build.binary_path("kwok")),
+            # kwokctl would scan down from port 32767, so two clusters created at the same moment (parallel
+            # test sessions) pick the same ports; ports the OS hands out at random do not collide.
+            **{option: processes.free_port() for option in _PORT_OPTIONS},
             "kubeVersion": f"v{build.KUBERNETES_VERSION}",
             "etcdVersion": build.ETCD_VERSION,
         }
