@@ -316,6 +316,7 @@ class LocalCluster:
         state = self.state()
         pid = processes.read_pid(self.controller_pid_file)
         if pid:
+            say(f"stopping {CONTROLLER} (pid {pid})")
             # Its state lives in the API server, so a short grace is safe; on SIGTERM it otherwise spends
             # ~10s draining queues that nobody will read.
             processes.stop(pid, build.binary_path(CONTROLLER), grace_seconds=2)

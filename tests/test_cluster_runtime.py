@@ -1,0 +1,116 @@
+"""Unit tests of the local cluster's runtime pieces that need no cluster: process checks, the kwokctl
+config we generate, the stages' contract with wf.labels, the manifests' least-privilege RBAC."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from wf.cluster import processes
+from wf.cluster.install import MANIFEST_FILES, manifests_dir, platform_manifests
+from wf.cluster.runtime import STAGES_FILE, LocalCluster, _serving_port
+from wf.errors import ClusterError
+from wf.labels import SIM_DURATION, SIM_EXIT_CODE
+
+
+def test_free_port_is_on_loopback_and_bindable() -> None:
+    port = processes.free_port()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))
+
+
+def test_is_running_checks_the_binary_and_sees_through_zombies(tmp_path: Path) -> None:
+    pid = processes.start(
+        [sys.executable, "-c", "import time; time.sleep(30)"],
+        env={}, log_file=tmp_path / "log", pid_file=tmp_path / "pid", cwd=tmp_path,
+    )
+    assert processes.read_pid(tmp_path / "pid") == pid
+    assert processes.is_running(pid, Path(sys.executable))
+    assert not processes.is_running(pid, Path("/bin/sh"))  # a reused pid running something else is not ours
+    processes.stop(pid, Path(sys.executable), grace_seconds=5)
+    # Our own child: stop() reaps it, so no zombie is left and the pid is gone.
+    assert not processes.is_running(pid)
+    assert not Path(f"/proc/{pid}").exists()
+
+
+def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(30)"
+    pid = processes.start([sys.executable, "-c", code], env={}, log_file=tmp_path / "log", pid_file=tmp_path / "pid", cwd=tmp_path)
+    deadline = time.monotonic() + 10
+    while "ready" not in (tmp_path / "log").read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    started = time.monotonic()
+    processes.stop(pid, grace_seconds=0.5)
+    assert not processes.is_running(pid)
+    assert time.monotonic() - started < 5
+
+
+def test_missing_or_garbage_pid_file_reads_as_none(tmp_path: Path) -> None:
+    assert processes.read_pid(tmp_path / "none") is None
+    (tmp_path / "bad").write_text("x")
+    assert processes.read_pid(tmp_path / "bad") is None
+    assert not processes.is_running(None)
+
+
+def test_serving_port_prefers_the_client_port() -> None:
+    assert _serving_port([{"name": "peer-http", "port": 2}, {"name": "http", "port": 1}]) == 1
+    assert _serving_port([{"name": "https", "port": 5}]) == 5
+    assert _serving_port([]) is None
+
+
+@pytest.mark.parametrize("name", ["", "UPPER", "1abc", "a_b", "a b"])
+def test_cluster_names_are_validated(name: str, tmp_path: Path) -> None:
+    with pytest.raises(ClusterError):
+        LocalCluster(name, root=tmp_path)
+
+
+def test_kwokctl_config_binds_loopback_on_distinct_ports_with_our_stages_and_logs(tmp_path: Path) -> None:
+    cluster = LocalCluster("unit", root=tmp_path)
+    cluster.workdir.mkdir(parents=True)
+    docs = cluster._kwokctl_config()
+    options = docs[0]["options"]
+    assert docs[0]["kind"] == "KwokctlConfiguration"
+    assert options["bindAddress"] == "127.0.0.1"
+    ports = [v for k, v in options.items() if k.endswith("Port")]
+    assert len(ports) == 6 and len(set(ports)) == 6
+    assert all(Path(options[k]).name for k in options if k.endswith("Binary"))
+    stages = [d["metadata"]["name"] for d in docs if d["kind"] == "Stage"]
+    assert stages == [d["metadata"]["name"] for d in yaml.safe_load_all(STAGES_FILE.read_text()) if d]
+    logs = next(d for d in docs if d["kind"] == "ClusterLogs")
+    log_file = Path(logs["spec"]["logs"][0]["logsFile"])
+    assert log_file.is_file() and " stdout F " in log_file.read_text()  # CRI log format, which kwok parses
+
+
+def test_stages_cover_nodes_and_pods_and_read_our_annotations() -> None:
+    stages = {d["metadata"]["name"]: d for d in yaml.safe_load_all(STAGES_FILE.read_text()) if d}
+    kinds = {s["spec"]["resourceRef"]["kind"] for s in stages.values()}
+    assert kinds == {"Node", "Pod"}
+    # A config with any Stage gets none of kwok's defaults: node and pod basics must be ours.
+    assert {"node-initialize", "node-heartbeat-with-lease", "pod-ready", "pod-delete"} <= stages.keys()
+    text = STAGES_FILE.read_text()
+    assert f'.metadata.annotations["{SIM_DURATION}"]' in text
+    assert f'.metadata.annotations["{SIM_EXIT_CODE}"]' in text
+    succeed, fail = stages["wf-pod-succeed"]["spec"], stages["wf-pod-exit"]["spec"]
+    exit_key = f'.metadata.annotations["{SIM_EXIT_CODE}"]'
+    assert {"key": exit_key, "operator": "DoesNotExist"} in succeed["selector"]["matchExpressions"]
+    assert {"key": exit_key, "operator": "Exists"} in fail["selector"]["matchExpressions"]
+
+
+def test_manifests_are_what_install_applies_and_rbac_is_least_privilege() -> None:
+    assert sorted(p.name for p in manifests_dir().glob("*.yaml")) == sorted(MANIFEST_FILES)
+    docs = platform_manifests()
+    crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
+    assert len(crds) == 8 and all(d["spec"]["group"] == "argoproj.io" for d in crds)
+    roles = {d["metadata"]["name"]: d for d in docs if d["kind"] in ("Role", "ClusterRole")}
+    assert set(roles) == {"wf-executor", "wf-developer"}
+    assert all(r["kind"] == "Role" for r in roles.values())  # namespaced: nothing cluster-wide
+    verbs = {v for r in roles.values() for rule in r["rules"] for v in rule["verbs"]}
+    assert not verbs & {"*", "delete", "deletecollection", "escalate", "bind", "impersonate"}
+    resources = {res for r in roles.values() for rule in r["rules"] for res in rule["resources"]}
+    assert "secrets" not in resources and "*" not in resources
