@@ -215,12 +215,26 @@ def test_find_cycle_agrees_with_graphlib(steps: list[Step]) -> None:
         assert all(b in graph[a] for a, b in zip(cycle, cycle[1:]))
 
 
-@pytest.mark.parametrize("command", ["python train.py", "", ["python", 40]])
+@pytest.mark.parametrize("command", ["python train.py", "", ["python", {"x": 1}]])
 def test_command_is_an_argv_list_of_strings(write: Any, job_data: Any, command: Any) -> None:
     found = problems(write, job_data([{"name": "a", "command": command}]))
     assert found and found[0][1].startswith("spec.steps[0].command")
     if isinstance(command, str):
         assert "argv list" in found[0][2] and "shell string" in found[0][2]
+
+
+def test_yaml_scalars_in_argv_env_and_annotations_are_taken_as_text(write: Any, job_data: Any) -> None:
+    data = job_data([{"name": "a", "command": ["sleep", 10, 1.5, True], "env": {"THREADS": 32},
+                      "annotations": {"sidecar.istio.io/inject": False}}])
+    job = load_job(write("job.yaml", yaml.safe_dump(data, sort_keys=False)))
+    step = job.spec.steps[0]
+    assert step.command == ["sleep", "10", "1.5", "true"]
+    assert step.env == {"THREADS": "32"} and step.annotations == {"sidecar.istio.io/inject": "false"}
+
+
+def test_a_bad_env_value_names_the_field_not_pydantics_union_labels(write: Any, job_data: Any) -> None:
+    [(_, field, _msg)] = problems(write, job_data([{"name": "a", "command": ["x"], "env": {"A": [1, 2]}}]))
+    assert field == "spec.steps[0].env.A"
 
 
 def test_an_empty_command_list_is_rejected(write: Any, job_data: Any) -> None:

@@ -5,33 +5,39 @@
                       "steps": [Step(name="train", command=["python", "train.py"], accelerators=8)]})
     manifest = compile_job(job, load_catalog())
 
-Cluster operations (`wf.submit`, `wf.watch`, ...) load the Kubernetes client on first use only.
+Names are imported on first use, so `import wf.argo` stays free of pydantic and cluster operations (`wf.submit`,
+`wf.watch`, ...) load the Kubernetes client only when called.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
-
-from wf.catalog import Catalog, ComputeClass, load_catalog
-from wf.compile import compile_job
-from wf.errors import ClusterError, InputError, Problem, WfError, WorkFailed
-from wf.spec import JobSpec, Metadata, Resources, SecretRef, Step, TrainingJob, load_job
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-# Imported on first use: the Kubernetes client costs 0.4 s that `wf compile` and `wf lint` must not pay.
-_CLUSTER_API = ("submit", "watch", "get", "list_workflows", "logs", "retry", "stop", "delete")
+_EXPORTS = {
+    "wf.catalog": ("Catalog", "ComputeClass", "load_catalog"),
+    "wf.compile": ("compile_job",),
+    "wf.errors": ("ClusterError", "InputError", "Problem", "WfError", "WorkFailed"),
+    "wf.spec": ("JobSpec", "Metadata", "Resources", "SecretRef", "Step", "TrainingJob", "load_job"),
+    "wf.controller.api": ("submit", "watch", "get", "list_workflows", "logs", "retry", "stop", "delete"),
+}
+_HOME = {name: module for module, names in _EXPORTS.items() for name in names}
+
+if TYPE_CHECKING:
+    from wf.catalog import Catalog, ComputeClass, load_catalog
+    from wf.compile import compile_job
+    from wf.errors import ClusterError, InputError, Problem, WfError, WorkFailed
+    from wf.spec import JobSpec, Metadata, Resources, SecretRef, Step, TrainingJob, load_job
 
 
 def __getattr__(name: str) -> Any:
-    if name in _CLUSTER_API:
-        return getattr(import_module("wf.controller.api"), name)
+    if name in _HOME:
+        value = getattr(import_module(_HOME[name]), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'wf' has no attribute {name!r}")
 
 
-__all__ = [
-    "Catalog", "ClusterError", "ComputeClass", "InputError", "JobSpec", "Metadata", "Problem", "Resources",
-    "SecretRef", "Step", "TrainingJob", "WfError", "WorkFailed", "compile_job", "load_catalog", "load_job",
-    *_CLUSTER_API,
-]
+__all__ = sorted(_HOME)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from wf.errors import InputError, Problem
 from wf.loader import Document, PathKey, format_path
@@ -20,6 +20,19 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 # Set in the validation context when the caller will run the semantic checks itself, to map them to lines.
 DEFER_CHECKS = "wf.defer_checks"
+
+
+def _as_text(value: Any) -> Any:
+    """YAML reads `sleep 10` args, env values and annotations like `inject: false` as numbers and booleans;
+    Kubernetes wants strings, so scalars are taken as the text the developer wrote."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+Text = Annotated[str, BeforeValidator(_as_text)]
 
 
 class StrictModel(BaseModel):
@@ -70,12 +83,34 @@ def _message(error: Any) -> str:
     return str(error["msg"]).removeprefix("Value error, ")
 
 
+def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[PathKey, ...]:
+    """pydantic's error location as a path into the document: union member labels ("str", "SecretRef") dropped."""
+    path: list[PathKey] = []
+    node = data
+    for key in loc:
+        if isinstance(node, dict) and key in node:
+            node = node[key]
+        elif isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+            node = node[key]
+        elif isinstance(node, dict) and isinstance(key, str) and key[:1].islower():
+            path.append(key)  # a missing field's name: keep it, the line is its parent's
+            break
+        else:
+            continue
+        path.append(key)
+    return tuple(path)
+
+
 def parse_model(model: type[M], doc: Document, checks: str = "problems") -> M:
     """Validate a document into `model`, reporting every error with its file, line and field."""
     try:
         value = model.model_validate(doc.data, context={DEFER_CHECKS: True})
     except ValidationError as exc:
-        raise InputError([doc.problem(tuple(e["loc"]), _message(e)) for e in exc.errors()]) from None
+        found: dict[tuple[PathKey, ...], str] = {}
+        for error in exc.errors():
+            # A union reports one error per member at the same place; the first says enough.
+            found.setdefault(_data_path(doc.data, tuple(error["loc"])), _message(error))
+        raise InputError([doc.problem(path, message) for path, message in found.items()]) from None
     problems = getattr(value, checks)()
     if problems:
         raise InputError([doc.problem(path, message) for path, message in problems])

@@ -29,11 +29,12 @@ _MIB = Decimal(2**20)
 INTERRUPTION_RETRIES = {"spot": 5, "on-demand": 2}
 # How Spot reclaims, drains and evictions reach Argo: "pod deleted" (Error), graceful node shutdown
 # ("Pod was terminated in response to imminent node shutdown.", Failed), node-pressure eviction
-# ("The node was low on resource: ...") and drains. An OOM kill also exits 137, so it is excluded by name:
+# ("The node was low on resource: ..."), admission refused on a node under pressure ("The node had condition:
+# [DiskPressure]") and drains. An OOM kill also exits 137, so it is excluded by name:
 # it is the application's failure and spends the application's retries.
 _INTERRUPTION = (
     '(lastRetry.status == "Error" || lastRetry.message matches '
-    '"pod deleted|imminent node shutdown|node is draining|node was low on resource|[Ee]vict")'
+    '"pod deleted|imminent node shutdown|node is draining|node was low on resource|node had condition|[Ee]vict")'
     ' && !(lastRetry.message contains "OOMKilled")'
 )
 INTERRUPTION_EXPRESSION = _INTERRUPTION

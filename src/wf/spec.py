@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from wf.loader import Document, PathKey, load_mapping
-from wf.modeling import DEFER_CHECKS, StrictModel, dns_label_problem, labels_problems, parse_model, raise_problems
+from wf.modeling import DEFER_CHECKS, StrictModel, Text, dns_label_problem, labels_problems, parse_model, raise_problems
 from wf.units import parse_duration, parse_quantity
 
 ProblemList = list[tuple[tuple[PathKey, ...], str]]
@@ -45,7 +45,7 @@ Duration = Annotated[str | int, AfterValidator(_duration)]
 
 class Step(StrictModel):
     name: str
-    command: list[str] = Field(min_length=1, description="argv list; never a shell string")
+    command: list[Text] = Field(min_length=1, description="argv list; never a shell string")
     image: str | None = Field(default=None, description="Overrides the job's image")
     needs: list[str] = Field(default_factory=list, description="Steps that must succeed first (DAG edges)")
     compute: str | None = Field(default=None, description="Compute class; default: the job's")
@@ -54,10 +54,10 @@ class Step(StrictModel):
     resources: Resources = Field(default_factory=Resources)
     timeout: Duration | None = Field(default=None, description="Includes time spent waiting to be scheduled")
     retries: int | None = Field(default=None, ge=0, le=50, description="Application retries; default: the job's")
-    env: dict[str, str | SecretRef] = Field(default_factory=dict)
+    env: dict[str, Text | SecretRef] = Field(default_factory=dict)
     working_dir: str | None = Field(default=None, alias="workingDir")
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, Text] = Field(default_factory=dict)
+    annotations: dict[str, Text] = Field(default_factory=dict)
 
     @field_validator("command", mode="before")
     @classmethod
@@ -79,20 +79,12 @@ class JobSpec(StrictModel):
     capacity: Literal["spot", "on-demand"] | None = Field(default=None, description="Default: the class's default")
     retries: int = Field(default=0, ge=0, le=50, description="Application retries per step")
     timeout: Duration | None = Field(default=None, description="Whole job")
-    env: dict[str, str | SecretRef] = Field(default_factory=dict)
-    parameters: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, Text | SecretRef] = Field(default_factory=dict)
+    parameters: dict[str, Text] = Field(default_factory=dict)
     schedule: str | None = Field(default=None, description="Cron schedule: compile to a CronWorkflow")
     service_account: str | None = Field(default=None, alias="serviceAccount")
     steps: list[Step] = Field(min_length=1)
 
-    @field_validator("parameters", mode="before")
-    @classmethod
-    def _parameter_text(cls, value: object) -> object:
-        # YAML turns `epochs: 40` into an int; Argo parameters are strings, so accept scalars as text.
-        if isinstance(value, dict):
-            return {k: str(v).lower() if isinstance(v, bool) else (str(v) if isinstance(v, (int, float)) else v)
-                    for k, v in value.items()}
-        return value
 
 
 class TrainingJob(StrictModel):
