@@ -16,9 +16,11 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 import wf.compile
-from wf.catalog import Catalog
+from wf import argo
+from wf.catalog import Catalog, load_catalog
 from wf.compile import ATTEMPTS_SUFFIX, ENTRYPOINT, POD_GC, TTL, compile_job
 from wf.errors import InputError
 from wf.labels import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
@@ -268,3 +270,35 @@ def test_python_built_jobs_report_fields_without_lines(catalog: Catalog, make_jo
 def test_json_round_trip(catalog: Catalog) -> None:
     manifest = compiled(EXAMPLES[0], catalog)
     assert json.loads(json.dumps(manifest)) == manifest
+
+
+def test_volumes_are_declared_once_and_mounted_in_every_step() -> None:
+    job = TrainingJob.model_validate({
+        "metadata": {"name": "v"},
+        "spec": {"image": "i", "compute": "cpu", "volumes": [
+            {"name": "data", "claim": "fsx-datasets", "mountPath": "/data", "readOnly": True},
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}, "mountPath": "/dev/shm"}],
+            "steps": [{"name": "a", "command": ["x"]}, {"name": "b", "command": ["y"], "needs": ["a"]}]},
+    })
+    manifest = compile_job(job, load_catalog(ROOT / "eksctl" / "catalog.yaml"))
+    assert manifest["spec"]["volumes"] == [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "fsx-datasets", "readOnly": True}},
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}},
+    ]
+    pods = [t for t in manifest["spec"]["templates"] if "container" in t]
+    assert [p["container"]["volumeMounts"] for p in pods] == [[
+        {"name": "data", "mountPath": "/data", "readOnly": True}, {"name": "shm", "mountPath": "/dev/shm"}]] * 2
+    assert not argo.validate(manifest)
+
+
+@pytest.mark.parametrize("volume, message", [
+    ({"name": "d", "mountPath": "/d"}, "exactly one of claim"),
+    ({"name": "d", "claim": "c", "emptyDir": {}, "mountPath": "/d"}, "exactly one of claim"),
+    ({"name": "d", "claim": "c", "mountPath": "relative"}, "should match pattern"),
+    ({"name": "D_", "claim": "c", "mountPath": "/d"}, "DNS-1123"),
+])
+def test_bad_volumes_are_rejected(volume: dict, message: str) -> None:
+    with pytest.raises((InputError, ValidationError)) as exc:
+        TrainingJob.model_validate({"metadata": {"name": "v"}, "spec": {
+            "image": "i", "compute": "cpu", "volumes": [volume], "steps": [{"name": "a", "command": ["x"]}]}})
+    assert message in str(exc.value)

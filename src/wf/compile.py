@@ -15,7 +15,7 @@ from wf.errors import InputError, Problem
 from wf.labels import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
 from wf.loader import format_path
 from wf.placement import APPLICATION_EXPRESSION, INTERRUPTION_EXPRESSION, Placement, place_step
-from wf.spec import SecretRef, Step, TrainingJob
+from wf.spec import SecretRef, Step, TrainingJob, Volume
 from wf.units import parse_duration
 
 Kind = Literal["Workflow", "WorkflowTemplate", "CronWorkflow"]
@@ -96,6 +96,8 @@ def _workflow_spec(job: TrainingJob, placements: list[Placement]) -> dict[str, A
         spec["activeDeadlineSeconds"] = parse_duration(job.spec.timeout)
     if job.spec.service_account:
         spec["serviceAccountName"] = job.spec.service_account
+    if job.spec.volumes:
+        spec["volumes"] = [_volume(v) for v in job.spec.volumes]
     return spec
 
 
@@ -124,6 +126,11 @@ def _pod_template(job: TrainingJob, step: Step, placement: Placement) -> dict[st
         container["env"] = env
     if step.working_dir:
         container["workingDir"] = step.working_dir
+    if job.spec.volumes:
+        container["volumeMounts"] = [
+            {"name": v.name, "mountPath": v.mount_path, **({"readOnly": True} if v.read_only else {})}
+            for v in job.spec.volumes
+        ]
     if placement.capabilities:
         container["securityContext"] = {"capabilities": {"add": list(placement.capabilities)}}
     template: dict[str, Any] = {
@@ -145,6 +152,20 @@ def _pod_template(job: TrainingJob, step: Step, placement: Placement) -> dict[st
     if placement.host_ipc:
         template["podSpecPatch"] = HOST_IPC_PATCH
     return template
+
+
+def _volume(volume: Volume) -> dict[str, Any]:
+    if volume.claim is not None:
+        claim: dict[str, Any] = {"claimName": volume.claim}
+        if volume.read_only:
+            claim["readOnly"] = True
+        return {"name": volume.name, "persistentVolumeClaim": claim}
+    empty: dict[str, Any] = {}
+    if volume.empty_dir and volume.empty_dir.medium:
+        empty["medium"] = volume.empty_dir.medium
+    if volume.empty_dir and volume.empty_dir.size_limit is not None:
+        empty["sizeLimit"] = str(volume.empty_dir.size_limit)
+    return {"name": volume.name, "emptyDir": empty}
 
 
 def _env(env: dict[str, str | SecretRef]) -> list[dict[str, Any]]:

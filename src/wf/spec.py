@@ -67,6 +67,27 @@ class Step(StrictModel):
         return value
 
 
+class EmptyDir(StrictModel):
+    medium: Literal["", "Memory"] = Field(default="", description="Memory: a tmpfs, e.g. /dev/shm for data loaders")
+    size_limit: Quantity | None = Field(default=None, alias="sizeLimit")
+
+
+class Volume(StrictModel):
+    """Storage mounted into every step: a PersistentVolumeClaim (shared datasets, checkpoints) or scratch space."""
+
+    name: str
+    mount_path: str = Field(alias="mountPath", pattern=r"^/")
+    claim: str | None = Field(default=None, description="PersistentVolumeClaim in the job's namespace")
+    empty_dir: EmptyDir | None = Field(default=None, alias="emptyDir")
+    read_only: bool = Field(default=False, alias="readOnly")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Volume:
+        if (self.claim is None) == (self.empty_dir is None):
+            raise ValueError("give exactly one of claim (a PersistentVolumeClaim) or emptyDir")
+        return self
+
+
 class Metadata(StrictModel):
     name: str
     namespace: str | None = None
@@ -83,8 +104,8 @@ class JobSpec(StrictModel):
     parameters: dict[str, Text] = Field(default_factory=dict)
     schedule: str | None = Field(default=None, description="Cron schedule: compile to a CronWorkflow")
     service_account: str | None = Field(default=None, alias="serviceAccount")
+    volumes: list[Volume] = Field(default_factory=list, description="Mounted into every step")
     steps: list[Step] = Field(min_length=1)
-
 
 
 class TrainingJob(StrictModel):
@@ -133,6 +154,18 @@ class TrainingJob(StrictModel):
                 out.append(((*at, "name"), f"duplicate step name {step.name!r} (first at steps[{index[step.name]}])"))
             index.setdefault(step.name, i)
             out += labels_problems(step.labels, (*at, "labels"))
+        seen_volumes: set[str] = set()
+        mounts: set[str] = set()
+        for v, volume in enumerate(self.spec.volumes):
+            at = ("spec", "volumes", v)
+            if problem := dns_label_problem(volume.name, "volume name"):
+                out.append(((*at, "name"), problem))
+            if volume.name in seen_volumes:
+                out.append(((*at, "name"), f"duplicate volume name {volume.name!r}"))
+            if volume.mount_path in mounts:
+                out.append(((*at, "mountPath"), f"two volumes are mounted at {volume.mount_path}"))
+            seen_volumes.add(volume.name)
+            mounts.add(volume.mount_path)
         for i, step in enumerate(self.spec.steps):
             for j, need in enumerate(step.needs):
                 if need not in index:
