@@ -143,3 +143,16 @@ fi
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return Path(f"{bindir}{os.pathsep}/usr/bin:/bin")
+
+
+def test_cached_binaries_need_no_go_toolchain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "cache"
+    for comp in build.components():
+        comp.bin_dir(cache).mkdir(parents=True)
+        for name in comp.binaries:
+            (comp.bin_dir(cache) / name).write_text("")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert not any(r.built for r in build.build_all(cache=cache))
+    (build.binary_path("etcd", cache)).unlink()
+    with pytest.raises(ClusterError, match="Go toolchain"):
+        build.build_all(cache=cache)

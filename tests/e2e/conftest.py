@@ -93,6 +93,13 @@ def _alive(pid: int) -> bool:
     return is_running(pid)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Whatever uses the cluster is a cluster test, marked or not, so `-m "not cluster"` leaves it out.
+    for item in items:
+        if "local_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.cluster)
+
+
 @pytest.fixture(scope="session")
 def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
     become_subreaper()

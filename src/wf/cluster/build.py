@@ -204,7 +204,6 @@ def build_all(
 ) -> list[BuildResult]:
     """Build every missing component (or the named ones), one after the other: builds use all cores."""
     cache = cache or cache_dir()
-    go = _go_binary()
     selected = [c for c in components() if not only or c.name in only]
     unknown = set(only or ()) - {c.name for c in selected}
     if unknown:
@@ -218,7 +217,8 @@ def build_all(
             if progress:
                 progress(comp, "cached", 0.0)
             continue
-        _build(go, comp, cache, progress)
+        # Only now is Go needed: a machine with every binary cached runs without a toolchain.
+        _build(_go_binary(), comp, cache, progress)
         results.append(BuildResult(comp, True, time.monotonic() - started))
     return results
 
