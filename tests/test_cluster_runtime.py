@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from wf.cluster import processes
-from wf.cluster.install import MANIFEST_FILES, manifests_dir, platform_manifests
+from wf.cluster.install import MANIFEST_FILES, manifests_dir, platform_manifests, workflow_namespace_manifests
 from wf.cluster.runtime import STAGES_FILE, LocalCluster, _serving_port
-from wf.errors import ClusterError
+from wf.errors import ClusterError, InputError
 from wf.labels import SIM_DURATION, SIM_EXIT_CODE
 
 
@@ -114,3 +114,22 @@ def test_manifests_are_what_install_applies_and_rbac_is_least_privilege() -> Non
     assert not verbs & {"*", "delete", "deletecollection", "escalate", "bind", "impersonate"}
     resources = {res for r in roles.values() for rule in r["rules"] for res in rule["resources"]}
     assert "secrets" not in resources and "*" not in resources
+
+
+def test_extra_workflow_namespaces_get_the_same_accounts_and_roles() -> None:
+    docs = workflow_namespace_manifests("ml-training")
+    assert docs[0] == {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml-training"}}
+    assert {d["metadata"]["namespace"] for d in docs[1:]} == {"ml-training"}
+    subjects = [s for d in docs if d["kind"] == "RoleBinding" for s in d["subjects"]]
+    assert subjects and all(s["namespace"] == "ml-training" for s in subjects)
+    names = {(d["kind"], d["metadata"]["name"]) for d in docs[1:]}
+    assert ("ServiceAccount", "wf-workflow") in names and ("Role", "wf-developer") in names
+    # The original documents are untouched (deep copies).
+    assert {d["metadata"].get("namespace") for d in platform_manifests() if d["kind"] == "Role"} == {"wf"}
+
+
+def test_bad_namespace_is_an_input_error_before_anything_starts(tmp_path: Path) -> None:
+    cluster = LocalCluster("unit", root=tmp_path)
+    with pytest.raises(InputError, match="Bad_NS"):
+        cluster.up(namespaces=["Bad_NS"])
+    assert not cluster.workdir.exists()

@@ -12,7 +12,8 @@ Usage:
         api = local_cluster.api_client()      # kubernetes.client.ApiClient for the cluster (close it)
         local_cluster.kubeconfig              # Path of a kubeconfig whose current context is the cluster
         local_cluster.context                 # e.g. "wf-e2e1234"
-        local_cluster.namespace               # "wf": where workflows run
+        local_cluster.namespace               # "wf": where workflows run (the context's namespace)
+        local_cluster.state.namespaces        # every namespace set up for workflows (wf + the examples')
 """
 
 from __future__ import annotations
@@ -20,17 +21,19 @@ from __future__ import annotations
 import ctypes
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from wf.cluster.install import WORKFLOW_NAMESPACE
 from wf.cluster.runtime import ClusterState, LocalCluster
 
 _PR_SET_CHILD_SUBREAPER = 36
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @dataclass(frozen=True)
@@ -60,12 +63,23 @@ def become_subreaper() -> None:
         pass
 
 
-def start_cluster(root: Path, name: str, nodes_per_group: int = 1) -> ClusterHandle:
+def example_namespaces() -> list[str]:
+    """Every namespace the example job specs name, so examples run unmodified on the test cluster."""
+    found: set[str] = set()
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            namespace = ((doc or {}).get("metadata") or {}).get("namespace") if isinstance(doc, dict) else None
+            if namespace:
+                found.add(namespace)
+    return sorted(found)
+
+
+def start_cluster(root: Path, name: str, nodes_per_group: int = 1, namespaces: Sequence[str] = ()) -> ClusterHandle:
     cluster = LocalCluster(name, root=root / "clusters")
     kubeconfig = root / "kubeconfig"
     started = time.monotonic()
     try:
-        state = cluster.up(nodes_per_group=nodes_per_group, merge_into=kubeconfig)
+        state = cluster.up(nodes_per_group=nodes_per_group, namespaces=namespaces, merge_into=kubeconfig)
     except BaseException:
         cluster.down()  # a half-started cluster must not leak processes either
         raise
@@ -104,7 +118,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
     become_subreaper()
     root = tmp_path_factory.mktemp("wf-cluster")
-    handle = start_cluster(root, f"e2e{os.getpid()}")
+    handle = start_cluster(root, f"e2e{os.getpid()}", namespaces=example_namespaces())
     try:
         yield handle
     finally:

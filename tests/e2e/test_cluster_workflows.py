@@ -34,24 +34,27 @@ def _workflow(name: str, annotations: dict[str, str] | None = None) -> dict[str,
     }
 
 
-def _run(handle: ClusterHandle, workflow: dict[str, Any], timeout: float = 90) -> tuple[dict[str, Any], Any]:
+def _run(
+    handle: ClusterHandle, workflow: dict[str, Any], timeout: float = 90, namespace: str | None = None
+) -> tuple[dict[str, Any], Any]:
     """Submit, wait for a final phase, return (workflow, its pod)."""
     from kubernetes import client
 
+    namespace = namespace or handle.namespace
     with handle.api_client() as api:
         custom = client.CustomObjectsApi(api)
         name = workflow["metadata"]["name"]
-        custom.create_namespaced_custom_object("argoproj.io", "v1alpha1", handle.namespace, "workflows", workflow)
+        custom.create_namespaced_custom_object("argoproj.io", "v1alpha1", namespace, "workflows", workflow)
         deadline = time.monotonic() + timeout
         while True:
-            wf = custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", handle.namespace, "workflows", name)
+            wf = custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", namespace, "workflows", name)
             phase = (wf.get("status") or {}).get("phase")
             if phase in ("Succeeded", "Failed", "Error"):
                 break
             assert time.monotonic() < deadline, f"workflow {name} still {phase!r} after {timeout}s: {wf.get('status')}"
             time.sleep(0.3)
         pods = client.CoreV1Api(api).list_namespaced_pod(
-            handle.namespace, label_selector=f"workflows.argoproj.io/workflow={name}"
+            namespace, label_selector=f"workflows.argoproj.io/workflow={name}"
         ).items
         assert len(pods) == 1, [p.metadata.name for p in pods]
         return wf, pods[0]
@@ -75,6 +78,14 @@ def test_trivial_workflow_succeeds_on_a_node_the_scheduler_chose(local_cluster: 
             local_cluster.namespace, field_selector=f"involvedObject.name={pod.metadata.name},reason=Scheduled"
         ).items
     assert events and events[0].reporting_component == "default-scheduler"
+
+
+def test_workflows_run_in_every_provisioned_namespace(local_cluster: ClusterHandle) -> None:
+    others = [n for n in local_cluster.state.namespaces if n != local_cluster.namespace]
+    assert others, "the fixture provisions the examples' namespaces too"
+    wf, pod = _run(local_cluster, _workflow("elsewhere"), namespace=others[0])
+    assert wf["status"]["phase"] == "Succeeded", wf["status"]
+    assert pod.spec.service_account_name == "wf-workflow"
 
 
 def test_exit_code_annotation_fails_the_step_with_that_code(local_cluster: ClusterHandle) -> None:

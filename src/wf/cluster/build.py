@@ -280,6 +280,8 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
         final.mkdir(parents=True, exist_ok=True)
         for name in comp.binaries:
             os.replace(staging_bin / name, final / name)
+        if comp.patches:
+            shutil.rmtree(src / "patched")  # 70+ MB, recreated by the next build anyway
         out.write(f"# built {comp.name} {comp.version} in {time.monotonic() - started:.0f}s\n")
     if progress:
         progress(comp, "done", time.monotonic() - started)

@@ -112,6 +112,10 @@ def register(app: typer.Typer) -> None:
     def up_cmd(
         name: NameOption = "local",
         nodes_per_group: Annotated[int, typer.Option("--nodes-per-group", min=0, help="Simulated nodes per node group.")] = 1,
+        namespace: Annotated[
+            list[str] | None,
+            typer.Option("--namespace", help="Another namespace where workflows may run (repeatable); wf always is."),
+        ] = None,
         catalog: Annotated[Path | None, typer.Option("--catalog", help="Catalog file (default: WF_CATALOG or eksctl/catalog.yaml).")] = None,
         runtime: Annotated[Runtime, typer.Option("--runtime", help="kwok (processes, default) or kind (needs Docker).")] = Runtime.kwok,
     ) -> None:
@@ -135,6 +139,7 @@ def register(app: typer.Typer) -> None:
         state = progress.run(
             lambda: cluster_.up(
                 nodes_per_group=nodes_per_group,
+                namespaces=namespace or (),
                 catalog_path=catalog,
                 merge_into=user_kubeconfig_path(),
                 say=lambda msg: console.print(msg, highlight=False),

@@ -7,7 +7,9 @@ Imports the Kubernetes client; only the cluster commands import this module.
 
 from __future__ import annotations
 
+import copy
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +38,26 @@ def manifests_dir() -> Path:
     raise ClusterError("cannot find wf's manifests/ directory (argo-crds.yaml) above " + str(Path(__file__).parent))
 
 
+def _load(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((manifests_dir() / name).read_text()) if d]
+
+
 def platform_manifests() -> list[dict[str, Any]]:
-    directory = manifests_dir()
-    docs: list[dict[str, Any]] = []
-    for name in MANIFEST_FILES:
-        docs += [d for d in yaml.safe_load_all((directory / name).read_text()) if d]
+    return [doc for name in MANIFEST_FILES for doc in _load(name)]
+
+
+def workflow_namespace_manifests(namespace: str) -> list[dict[str, Any]]:
+    """Another namespace where workflows may run: the namespace plus rbac.yaml's service accounts, roles
+    and bindings (written for `wf`), re-targeted at it. Without wf-workflow there, Argo could not create
+    the pods (the controller's workflowDefaults name that service account)."""
+    docs: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}]
+    for doc in _load("rbac.yaml"):
+        doc = copy.deepcopy(doc)
+        doc["metadata"]["namespace"] = namespace
+        for subject in doc.get("subjects") or []:
+            if subject.get("kind") == "ServiceAccount":
+                subject["namespace"] = namespace
+        docs.append(doc)
     return docs
 
 
@@ -53,8 +70,9 @@ def catalog_configmap(catalog: Catalog) -> dict[str, Any]:
     }
 
 
-def install(kubeconfig: Path, catalog: Catalog, nodes_per_group: int) -> None:
-    """Apply the platform objects and nodes; delete simulated nodes that are no longer wanted."""
+def install(kubeconfig: Path, catalog: Catalog, nodes_per_group: int, namespaces: Sequence[str] = (WORKFLOW_NAMESPACE,)) -> None:
+    """Apply the platform objects, the workflow namespaces and the nodes; delete simulated nodes that are
+    no longer wanted (namespaces are never deleted: they may hold someone's work)."""
     from kubernetes import config as kconfig
     from kubernetes.dynamic import DynamicClient
 
@@ -63,6 +81,10 @@ def install(kubeconfig: Path, catalog: Catalog, nodes_per_group: int) -> None:
         client = DynamicClient(api_client)
         for manifest in platform_manifests():
             _apply(client, manifest)
+        for namespace in namespaces:
+            if namespace != WORKFLOW_NAMESPACE:
+                for manifest in workflow_namespace_manifests(namespace):
+                    _apply(client, manifest)
         _wait_crds_established(client)
         _apply(client, catalog_configmap(catalog))
         wanted = node_manifests(catalog, nodes_per_group)

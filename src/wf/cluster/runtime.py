@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ import yaml
 
 from wf.cluster import build, kubeconfig, processes
 from wf.cluster.install import CONTROLLER_NAMESPACE, WORKFLOW_NAMESPACE
-from wf.errors import ClusterError
+from wf.errors import ClusterError, InputError
 
 DEFAULT_NAME = "local"
 CONTROLLER = "workflow-controller"
@@ -43,6 +44,7 @@ STAGES_FILE = Path(__file__).with_name("kwok-stages.yaml")
 STOP_ORDER = ("kwok-controller", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
 
 Say = Callable[[str], None]
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _PORT_OPTIONS = (
     "kubeApiserverPort", "etcdPort", "etcdPeerPort", "kubeControllerManagerPort", "kubeSchedulerPort",
     "kwokControllerPort",
@@ -67,6 +69,7 @@ class ClusterState:
     merged_into: str | None  # the user kubeconfig that got the context, if any
     controller_health_port: int
     nodes_per_group: int
+    namespaces: list[str]  # where workflows may run; the first is the context's namespace
 
 
 def data_home() -> Path:
@@ -154,6 +157,7 @@ class LocalCluster:
         self,
         *,
         nodes_per_group: int = 1,
+        namespaces: Sequence[str] = (WORKFLOW_NAMESPACE,),
         catalog_path: str | Path | None = None,
         merge_into: Path | None = None,
         say: Say = lambda _: None,
@@ -167,6 +171,10 @@ class LocalCluster:
 
         if nodes_per_group < 0:
             raise ClusterError("--nodes-per-group must be 0 or more")
+        namespaces = list(dict.fromkeys([WORKFLOW_NAMESPACE, *namespaces]))
+        bad = [n for n in namespaces if not _DNS_LABEL.fullmatch(n)]
+        if bad:
+            raise InputError(f"namespace(s) {', '.join(bad)}: must be DNS-1123 labels (lower-case, digits, '-')")
         catalog = load_catalog(catalog_path)  # bad catalog: fail before starting anything
         build.build_all(progress=build_progress)
         self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -177,7 +185,7 @@ class LocalCluster:
         self._write_kubeconfig()
         _wait_ready(self.kubeconfig, timeout, say)
         say("installing Argo CRDs, RBAC, catalog and simulated nodes")
-        install(self.kubeconfig, catalog, nodes_per_group)
+        install(self.kubeconfig, catalog, nodes_per_group, namespaces)
         previous = self.state()
         port = self._ensure_controller(previous, say)
         state = ClusterState(
@@ -188,9 +196,10 @@ class LocalCluster:
             merged_into=str(merge_into) if merge_into else None,
             controller_health_port=port,
             nodes_per_group=nodes_per_group,
+            namespaces=namespaces,
         )
         self._save_state(state)
-        _wait_workloads_ready(self.kubeconfig, port, timeout, say)
+        _wait_workloads_ready(self.kubeconfig, port, namespaces, timeout, say)
         if merge_into:
             entry = kubeconfig.embedded_entry(self.kwok_cluster_dir / "kubeconfig.yaml", state.context, WORKFLOW_NAMESPACE)
             kubeconfig.merge(entry, merge_into)
@@ -336,6 +345,10 @@ class LocalCluster:
         say(f"cluster {self.name} removed")
 
 
+def _accounts(core: Any, namespace: str) -> set[str]:
+    return {sa.metadata.name for sa in core.list_namespaced_service_account(namespace).items}
+
+
 def _serving_port(ports: list[dict[str, Any]]) -> int | None:
     """The port clients use (etcd also lists its peer port)."""
     ordered = sorted(ports, key=lambda p: p.get("name") not in ("https", "http"))
@@ -375,7 +388,9 @@ def _wait_ready(kubeconfig_path: Path, timeout: float, say: Say) -> None:
     raise ClusterError(f"API server not ready after {timeout:.0f}s: {last}")
 
 
-def _wait_workloads_ready(kubeconfig_path: Path, controller_port: int, timeout: float, say: Say) -> None:
+def _wait_workloads_ready(
+    kubeconfig_path: Path, controller_port: int, namespaces: Sequence[str], timeout: float, say: Say
+) -> None:
     """Nodes Ready (kwok), the workflow namespace's service account (controller-manager), Argo healthy."""
     import urllib.request
 
@@ -394,17 +409,20 @@ def _wait_workloads_ready(kubeconfig_path: Path, controller_port: int, timeout: 
                 for n in core.list_node().items
                 if not any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))
             ]
-            accounts = {sa.metadata.name for sa in core.list_namespaced_service_account(WORKFLOW_NAMESPACE).items}
+            # The controller-manager creates each namespace's `default` account; pods need it to exist.
+            missing = [
+                f"{ns}/{name}"
+                for ns in namespaces
+                for name in sorted({"default", "wf-workflow"} - _accounts(core, ns))
+            ]
             try:
                 with urllib.request.urlopen(f"http://{processes.LOOPBACK}:{controller_port}/healthz", timeout=2) as r:
                     healthy = r.status == 200
             except OSError:
                 healthy = False
-            if not not_ready and {"default", "wf-workflow"} <= accounts and healthy:
+            if not not_ready and not missing and healthy:
                 return
-            waiting = (
-                f"nodes not ready: {len(not_ready)}; service accounts: {sorted(accounts)}; controller healthy: {healthy}"
-            )
+            waiting = f"nodes not ready: {len(not_ready)}; missing service accounts: {missing}; controller healthy: {healthy}"
             time.sleep(0.3)
     finally:
         api_client.close()
