@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 import yaml
 
 from wf.controller.client import connect
+from wf.controller.steps import parse_time
 from wf.labels import SIM_DURATION, SIM_EXIT_CODE
 
 ClusterHandle = Any  # tests/e2e/conftest.py's handle: .kubeconfig, .context, .namespace, .cluster
@@ -191,7 +193,7 @@ def test_a_spot_node_taken_away_is_an_interruption_and_the_job_still_succeeds(lo
     import wf
     from kubernetes import client
 
-    path = job_file(tmp_path, "spot", [step("train", **{SIM_DURATION: "20s"})], capacity="spot", retries=1)
+    path = job_file(tmp_path, "spot", [step("train", **{SIM_DURATION: "40s"})], capacity="spot", retries=1)
     kube = connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
     (submitted,) = wf.submit(str(path), kube=kube)
     result: list[Any] = []
@@ -199,16 +201,20 @@ def test_a_spot_node_taken_away_is_an_interruption_and_the_job_still_succeeds(lo
     watcher.start()
     core = kube.core
     try:
+        # Interrupt an attempt Argo has seen running for a while: the controller silently re-creates a pod
+        # that vanishes within RECENTLY_STARTED_POD_DURATION (10 s) of its start, under the same attempt.
         deadline = time.monotonic() + 60
         while True:
-            pods = core.list_namespaced_pod("wf", label_selector=f"workflows.argoproj.io/workflow={submitted.name}").items
-            running = [p for p in pods if p.status.phase == "Running"]
-            if running:
+            current = kube.custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", "wf", "workflows", submitted.name)
+            running = [n for n in (current.get("status") or {}).get("nodes", {}).values()
+                       if n["type"] == "Pod" and n["phase"] == "Running" and n.get("hostNodeName")]
+            if running and (datetime.now(UTC) - parse_time(running[0]["startedAt"])).total_seconds() > 15:
                 break
-            assert time.monotonic() < deadline, [p.status.phase for p in pods]
-            time.sleep(0.3)
-        victim = running[0]
-        node = victim.spec.node_name
+            assert time.monotonic() < deadline, current.get("status")
+            time.sleep(0.5)
+        node = running[0]["hostNodeName"]
+        (victim,) = [p for p in core.list_namespaced_pod("wf", label_selector=f"workflows.argoproj.io/workflow={submitted.name}").items
+                     if p.spec.node_name == node]
         assert core.read_node(node).metadata.labels["wf.dev/capacity"] == "spot"
         # What a Spot interruption does on EKS: cordon, evict (drain), then the instance and its node go away.
         core.patch_node(node, {"spec": {"unschedulable": True}})

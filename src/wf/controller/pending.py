@@ -130,13 +130,18 @@ def explain(
     types = sorted({it for g in fitting for it in g.instance_types})
     zones = sorted({g.zone for g in fitting})
     short = list(dict.fromkeys(_INSUFFICIENT.findall(scheduler_message or "")))
-    in_use = (f"all {', '.join(short)} on {'/'.join(types)} nodes in {', '.join(zones)} are in use"
-              if short else f"no {'/'.join(types)} node in {', '.join(zones)} has room")
+    up = sum(nodes_per_group.get(g.name, 0) for g in fitting) if nodes_per_group is not None else None
+    if up == 0:
+        in_use = f"no {'/'.join(types)} node is up in {', '.join(zones)}"
+    elif short:
+        in_use = f"all {', '.join(short)} on {'/'.join(types)} nodes in {', '.join(zones)} are in use"
+    else:
+        in_use = f"no {'/'.join(types)} node in {', '.join(zones)} has room"
     text = f"waiting for {where}: {in_use}"
     if verdict and verdict[0] == "TriggeredScaleUp":
         return Explanation("capacity", f"{text}; the cluster autoscaler is adding a node ({verdict[1]})")
-    if nodes_per_group is not None:
-        have = sum(nodes_per_group.get(g.name, 0) for g in fitting)
+    if up is not None:
+        have = up
         most = sum(g.max_size for g in fitting)
         if have >= most:
             return Explanation("capacity", f"{text}; its node groups are at their maximum ({have} of {most} nodes), "

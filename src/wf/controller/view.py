@@ -41,6 +41,11 @@ def step_note(row: StepRow, explanations: dict[str, str]) -> str:
     return "; ".join(notes)
 
 
+def phase_of(row: StepRow) -> str:
+    """A step whose current attempt waits for a node is Pending, whatever its retry node says."""
+    return "Pending" if row.pending else row.phase
+
+
 def placement(row: StepRow) -> str:
     if not row.compute_class:
         return "-"
@@ -71,11 +76,11 @@ class PlainDisplay:
             self._emit(f"{view.name}: {view.phase}{f' ({view.message})' if view.message and view.done else ''}")
         for row in view.steps:
             note = step_note(row, explanations)
-            state = (row.phase, row.node, note)
+            state = (phase_of(row), row.node, note)
             if self._last.get((view.name, row.name)) == state:
                 continue
             self._last[(view.name, row.name)] = state
-            parts = [f"{view.name} {row.name}: {row.phase}", f"[{placement(row)}]"]
+            parts = [f"{view.name} {row.name}: {phase_of(row)}", f"[{placement(row)}]"]
             if row.node:
                 parts.append(f"on {row.node}")
             if row.retries:
@@ -110,7 +115,7 @@ class LiveDisplay:
         for column in ("step", "phase", "class", "node", "time", "retries", "note"):
             table.add_column(column, overflow="fold")
         for row in view.steps:
-            table.add_row(row.name, Text(row.phase, style=_PHASE_STYLE.get(row.phase, "")), placement(row),
+            table.add_row(row.name, Text(phase_of(row), style=_PHASE_STYLE.get(phase_of(row), "")), placement(row),
                           row.node or "-", duration(row.seconds(now)), str(row.retries), step_note(row, explanations))
         return table
 
