@@ -249,3 +249,43 @@ def test_250_workflows_are_submitted_and_watched_through_one_stream(local_cluste
     assert watch_requests <= 5, kube.requests.by_method
     print(f"\n250 workflows: {time.monotonic() - started:.0f}s, submit {submit_requests} requests, "
           f"watch {watch_requests} requests, stream {stats}")
+
+
+def test_logs_retry_stop_and_delete(local_cluster: ClusterHandle, tmp_path: Path) -> None:
+    import wf
+
+    kube = connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
+    path = job_file(tmp_path, "ops", [step("prep"), step("train", needs=["prep"], **{SIM_EXIT_CODE: "3"})])
+    (submitted,) = wf.submit(str(path), kube=kube)
+    (first,) = wf.watch([submitted], kube=kube, with_cost=False).runs
+    assert first.phase == "Failed" and [s for s, _ in first.failed_steps] == ["train"]
+
+    logs = wf_cli(local_cluster, "logs", submitted.name)
+    assert logs.returncode == 0, logs.stderr
+    assert any(line.startswith("[prep] ") for line in logs.stdout.splitlines()), logs.stdout
+    only_train = wf_cli(local_cluster, "logs", submitted.name, "--step", "train")
+    assert only_train.stdout and all(line.startswith("[train] ") for line in only_train.stdout.splitlines())
+    assert wf_cli(local_cluster, "logs", submitted.name, "--step", "nope").returncode == 2
+
+    before = wf.get(submitted.name, kube=kube)["status"]["nodes"]
+    prep_before = next(n for n in before.values() if n["displayName"] == "prep" and n["type"] == "Pod")
+    retried = wf_cli(local_cluster, "retry", submitted.name, "--watch", "--plain")
+    # The step still exits 3, so the retried run fails again: but it ran train again and kept prep.
+    assert retried.returncode == 1 and "step train failed" in retried.stderr, retried.stdout + retried.stderr
+    after = wf.get(submitted.name, kube=kube)["status"]
+    prep_after = next(n for n in after["nodes"].values() if n["displayName"] == "prep" and n["type"] == "Pod")
+    assert prep_after == prep_before  # succeeded work is kept, not re-run
+    train_pods = [n for n in after["nodes"].values() if n["type"] == "Pod" and n["displayName"].startswith("train")]
+    assert train_pods and all(parse_time(n["startedAt"]) >= parse_time(prep_before["finishedAt"]) for n in train_pods)
+    old_train = [n for n in before.values() if n["type"] == "Pod" and n["displayName"].startswith("train")]
+    assert min(parse_time(n["startedAt"]) for n in train_pods) > max(parse_time(n["finishedAt"]) for n in old_train)
+    assert wf_cli(local_cluster, "retry", "no-such-workflow").returncode == 2
+
+    slow = job_file(tmp_path, "slow", [step("long", **{SIM_DURATION: "120s"})])
+    (running,) = wf.submit(str(slow), kube=kube)
+    stopped = wf_cli(local_cluster, "stop", running.name)
+    assert stopped.returncode == 0 and "stopping" in stopped.stdout
+    assert wf.get(running.name, kube=kube)["spec"]["shutdown"] == "Stop"
+    for name in (running.name, submitted.name):
+        assert wf_cli(local_cluster, "delete", name).returncode == 0
+    assert wf_cli(local_cluster, "get", running.name).returncode == 2
