@@ -268,12 +268,12 @@ def test_logs_retry_stop_and_delete(local_cluster: ClusterHandle, tmp_path: Path
     assert wf_cli(local_cluster, "logs", submitted.name, "--step", "nope").returncode == 2
 
     before = wf.get(submitted.name, kube=kube)["status"]["nodes"]
-    prep_before = next(n for n in before.values() if n["displayName"] == "prep" and n["type"] == "Pod")
+    prep_before = next(n for n in before.values() if n["displayName"].startswith("prep") and n["type"] == "Pod")
     retried = wf_cli(local_cluster, "retry", submitted.name, "--watch", "--plain")
     # The step still exits 3, so the retried run fails again: but it ran train again and kept prep.
     assert retried.returncode == 1 and "step train failed" in retried.stderr, retried.stdout + retried.stderr
     after = wf.get(submitted.name, kube=kube)["status"]
-    prep_after = next(n for n in after["nodes"].values() if n["displayName"] == "prep" and n["type"] == "Pod")
+    prep_after = next(n for n in after["nodes"].values() if n["displayName"].startswith("prep") and n["type"] == "Pod")
     assert prep_after == prep_before  # succeeded work is kept, not re-run
     train_pods = [n for n in after["nodes"].values() if n["type"] == "Pod" and n["displayName"].startswith("train")]
     assert train_pods and all(parse_time(n["startedAt"]) >= parse_time(prep_before["finishedAt"]) for n in train_pods)
