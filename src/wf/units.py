@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 _SUFFIX = {
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": 1,
-    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+    suffix: Decimal(factor) for suffix, factor in {
+        "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+        "n": "1e-9", "u": "1e-6", "m": "1e-3", "": 1,
+        "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+    }.items()
 }
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
 
 
+@lru_cache(maxsize=4096, typed=True)  # typed: True must not hit 1's entry; a big DAG repeats the same few requests thousands of times
 def parse_quantity(value: str | int | float) -> Decimal:
     """A Kubernetes quantity ("500m", "32Gi", 8) as a number of base units; ValueError if malformed."""
     if isinstance(value, bool):
@@ -29,7 +33,7 @@ def parse_quantity(value: str | int | float) -> Decimal:
         number = Decimal(match.group(1))
     except InvalidOperation as exc:
         raise ValueError(f"{value!r} is not a Kubernetes quantity") from exc
-    return number * Decimal(_SUFFIX[match.group(2) or ""])
+    return number * _SUFFIX[match.group(2) or ""]
 
 
 def format_mib(mib: int) -> str:
