@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import os
 import signal
 import subprocess
@@ -137,6 +136,14 @@ def test_a_stale_resource_version_is_relisted(local_cluster: ClusterHandle, tmp_
     assert "Succeeded" in seen
 
 
+def test_dry_run_is_validated_by_the_server_and_creates_nothing(local_cluster: ClusterHandle, tmp_path: Path) -> None:
+    path = job_file(tmp_path, "dry", [step("one")])
+    before = wf_cli(local_cluster, "list", "-o", "json").stdout.count('"wf.dev/job": "dry"')
+    result = wf_cli(local_cluster, "submit", str(path), "--dry-run")
+    assert result.returncode == 0 and "validated by the API server (dry run)" in result.stdout, result.stderr
+    assert wf_cli(local_cluster, "list", "-o", "json").stdout.count('"wf.dev/job": "dry"') == before == 0
+
+
 def test_an_unreachable_cluster_exits_3_without_a_traceback(local_cluster: ClusterHandle, tmp_path: Path) -> None:
     import socket
 
@@ -266,6 +273,8 @@ def test_logs_retry_stop_and_delete(local_cluster: ClusterHandle, tmp_path: Path
     only_train = wf_cli(local_cluster, "logs", submitted.name, "--step", "train")
     assert only_train.stdout and all(line.startswith("[train] ") for line in only_train.stdout.splitlines())
     assert wf_cli(local_cluster, "logs", submitted.name, "--step", "nope").returncode == 2
+    followed = wf_cli(local_cluster, "logs", "-f", submitted.name, timeout=60)  # ends: the workflow has ended
+    assert followed.returncode == 0 and "[prep] " in followed.stdout
 
     before = wf.get(submitted.name, kube=kube)["status"]["nodes"]
     prep_before = next(n for n in before.values() if n["displayName"].startswith("prep") and n["type"] == "Pod")

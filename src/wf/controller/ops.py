@@ -19,6 +19,7 @@ PHASE_LABEL = "workflows.argoproj.io/phase"
 NODE_NAME_ANNOTATION = "workflows.argoproj.io/node-name"
 MAIN_CONTAINER = "main"
 POD_GONE_WAIT_SECONDS = 60
+FOLLOW_DRAIN_SECONDS = 3.0
 
 
 def get_workflow(kube: Kube, name: str, namespace: str | None = None) -> dict[str, Any]:
@@ -247,12 +248,13 @@ def log_lines(kube: Kube, name: str, namespace: str | None = None, *, step: str 
                     yield f"[{step_name}] {line}"
             return
         start_new()
-        ended = False
+        ended_at: float | None = None  # when the workflow was seen ended
         next_poll = time.monotonic() + poll_seconds
         while True:
             with lock:
                 idle = active[0] == 0
-            if idle and lines.empty() and ended:
+            # A follow stream may outlive its container (kwok's does): after the end, drain briefly, then stop.
+            if ended_at is not None and lines.empty() and (idle or time.monotonic() - ended_at > FOLLOW_DRAIN_SECONDS):
                 return
             try:
                 line = lines.get(timeout=0.5)
@@ -260,7 +262,9 @@ def log_lines(kube: Kube, name: str, namespace: str | None = None, *, step: str 
                     yield line
             except Empty:
                 pass
-            if not ended and time.monotonic() >= next_poll:
+            if ended_at is None and time.monotonic() >= next_poll:
                 next_poll = time.monotonic() + poll_seconds
-                ended = (get_workflow(kube, name, ns).get("status") or {}).get("phase") in TERMINAL_PHASES
                 start_new()
+                if (get_workflow(kube, name, ns).get("status") or {}).get("phase") in TERMINAL_PHASES:
+                    start_new()  # pods of the last steps may have started since the previous look
+                    ended_at = time.monotonic()

@@ -155,15 +155,24 @@ def make_display(plain: bool | None = None) -> Display:
     return PlainDisplay() if plain else LiveDisplay()
 
 
+def money(usd: float) -> str:
+    """Dollars readable at any size: simulated runs cost fractions of a cent, real ones hundreds."""
+    if usd >= 1:
+        return f"{usd:,.2f}"
+    if usd >= 0.0001:
+        return f"{usd:.4f}"
+    return "<0.0001" if usd > 0 else "0"
+
+
 def cost_table(name: str, cost: JobCost) -> Table:
     table = Table(title=f"cost of {name} (estimate)", title_justify="left")
     for column in ("step", "instance", "node-hours", "On-Demand $", "estimate $"):
         table.add_column(column, justify="right" if column.endswith(("$", "hours")) else "left")
     for step in cost.steps:
-        estimate = f"{step.estimate_usd:.4f}" + (" (Spot)" if step.on_spot else "")
+        estimate = money(step.estimate_usd) + (" (Spot)" if step.on_spot else "")
         instance = ", ".join(step.instance_types) or ("node gone" if step.unpriced_attempts else "-")
-        table.add_row(step.step, instance, f"{step.node_hours:.4f}", f"{step.on_demand_usd:.4f}", estimate)
-    table.add_row("total", "", f"{cost.node_hours:.4f}", f"{cost.on_demand_usd:.4f}", f"{cost.estimate_usd:.4f}",
+        table.add_row(step.step, instance, f"{step.node_hours:.4f}", money(step.on_demand_usd), estimate)
+    table.add_row("total", "", f"{cost.node_hours:.4f}", money(cost.on_demand_usd), money(cost.estimate_usd),
                   style="bold")
     return table
 
