@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import socket
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -95,10 +96,24 @@ def start_cluster(root: Path, name: str, nodes_per_group: int = 1, namespaces: S
 
 
 def stop_cluster(handle: ClusterHandle) -> None:
-    pids = [c.pid for c in handle.cluster.status() if c.pid]
+    """`down`, then prove it: no process it started runs and none of its ports is still listened on."""
+    components = handle.cluster.status()
     handle.cluster.down()
-    left = [pid for pid in pids if _alive(pid)]
+    left = [f"{c.name} (pid {c.pid})" for c in components if c.pid and _alive(c.pid)]
     assert not left, f"cluster {handle.name}: processes left after down: {left}"
+    listening = [f"{c.name} (port {c.port})" for c in components if c.port and _listened_on(c.port)]
+    assert not listening, f"cluster {handle.name}: ports still listened on after down: {listening}"
+
+
+def _listened_on(port: int) -> bool:
+    # SO_REUSEADDR: connections lingering in TIME_WAIT are not a listener.
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
 
 
 def _alive(pid: int) -> bool:

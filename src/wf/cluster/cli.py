@@ -8,12 +8,19 @@ import time
 from dataclasses import asdict
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
-from wf.cluster import build as buildmod
 from wf.errors import ClusterError
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from wf.cluster.build import Component
+
+T = TypeVar("T")
 
 
 class Runtime(str, Enum):
@@ -41,7 +48,7 @@ class BuildProgress:
         self.started: dict[str, float] = {}
         self.finished: dict[str, float] = {}
 
-    def __call__(self, comp: buildmod.Component, step: str, elapsed: float) -> None:
+    def __call__(self, comp: Component, step: str, elapsed: float) -> None:
         self.started.setdefault(comp.name, time.monotonic() - elapsed)
         self.steps[comp.name] = step
         if step in ("done", "cached"):
@@ -50,11 +57,13 @@ class BuildProgress:
             # Logs (CI) get one line per step rather than a redrawn table.
             self.console.print(f"{comp.name} {comp.version}: {step} ({elapsed:.0f}s)", highlight=False)
 
-    def render(self):  # type: ignore[no-untyped-def]
+    def render(self) -> Table:
         from rich.table import Table
 
+        from wf.cluster.build import components
+
         table = Table.grid(padding=(0, 2))
-        for comp in buildmod.components():
+        for comp in components():
             if self.only and comp.name not in self.only:
                 continue
             step = self.steps.get(comp.name, "waiting")
@@ -67,7 +76,7 @@ class BuildProgress:
             table.add_row(f"{comp.name} {comp.version}", step, f"{elapsed:5.0f}s")
         return table
 
-    def run(self, work):  # type: ignore[no-untyped-def]
+    def run(self, work: Callable[[], T]) -> T:
         """Run `work()` with the live table shown (on a terminal) and return its result."""
         if not self.console.is_terminal:
             return work()
@@ -101,6 +110,8 @@ def register(app: typer.Typer) -> None:
         component: Annotated[list[str] | None, typer.Argument(help="Only these components (default: all).")] = None,
     ) -> None:
         """Build the pinned binaries from Go modules into ~/.cache/wf (skips what is already built)."""
+        from wf.cluster import build as buildmod
+
         progress = BuildProgress(component or None)
         results = progress.run(lambda: buildmod.build_all(component or None, progress=progress))
         for result in results:
