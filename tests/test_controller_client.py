@@ -1,0 +1,46 @@
+"""Client failures in the developer's terms: exit 3 for unreachable/forbidden, 2 for what the server rejected."""
+
+from __future__ import annotations
+
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import MaxRetryError, NewConnectionError
+
+from wf.controller.client import Kube, cluster_error, is_transient
+from wf.errors import ClusterError, InputError
+
+KUBE = Kube(api_client=None, namespace="wf", context="wf-local", server="https://127.0.0.1:6443")
+
+
+def api_exception(status: int, message: str) -> ApiException:
+    exc = ApiException(status=status, reason="x")
+    exc.body = f'{{"kind":"Status","apiVersion":"v1","status":"Failure","message":"{message}","code":{status}}}'
+    return exc
+
+
+def test_forbidden_carries_the_rbac_message_and_where() -> None:
+    message = 'workflows.argoproj.io is forbidden: User \\"dev\\" cannot create resource \\"workflows\\"'
+    error = cluster_error(api_exception(403, message), KUBE, "creating a Workflow in ml", "ml")
+    assert isinstance(error, ClusterError) and error.exit_code == 3
+    assert 'User "dev" cannot create resource "workflows"' in str(error)
+    assert "context wf-local, namespace ml" in str(error)
+
+
+def test_unreachable_and_unauthorized_are_cluster_errors() -> None:
+    refused = MaxRetryError(None, "/apis", NewConnectionError(None, "Connection refused"))
+    assert isinstance(cluster_error(refused, KUBE, "listing"), ClusterError)
+    assert "cannot reach the API server at https://127.0.0.1:6443" in str(cluster_error(refused, KUBE, "listing"))
+    assert isinstance(cluster_error(api_exception(401, "Unauthorized"), KUBE, "listing"), ClusterError)
+    assert isinstance(cluster_error(ApiException(status=0, reason="SSLError"), KUBE, "listing"), ClusterError)
+
+
+def test_rejected_input_is_exit_2_and_unknown_errors_pass_through() -> None:
+    invalid = cluster_error(api_exception(422, 'Workflow.argoproj.io \\"x\\" is invalid: spec.templates: Required value'), KUBE, "creating")
+    assert isinstance(invalid, InputError) and "spec.templates: Required value" in str(invalid)
+    bug = ValueError("a bug")
+    assert cluster_error(bug, KUBE, "x") is bug
+
+
+def test_what_is_worth_retrying() -> None:
+    assert is_transient(ApiException(status=503)) and is_transient(ApiException(status=429))
+    assert is_transient(MaxRetryError(None, "/", None))
+    assert not is_transient(ApiException(status=403)) and not is_transient(ApiException(status=422))
