@@ -65,6 +65,17 @@ def test_up_repairs_a_killed_api_server_and_leaves_the_rest_alone(local_cluster:
         assert client.CoreV1Api(api).list_node().items
 
 
+def test_up_restarts_a_dead_workflow_controller(local_cluster: ClusterHandle) -> None:
+    before = _by_name(local_cluster)
+    os.kill(before[CONTROLLER].pid, signal.SIGKILL)
+    local_cluster.cluster.up(nodes_per_group=local_cluster.state.nodes_per_group, merge_into=local_cluster.kubeconfig)
+    after = _by_name(local_cluster)
+    assert after[CONTROLLER].running and after[CONTROLLER].pid != before[CONTROLLER].pid
+    assert {n: c.pid for n, c in after.items() if n != CONTROLLER} == {
+        n: c.pid for n, c in before.items() if n != CONTROLLER
+    }
+
+
 def test_every_listener_is_on_loopback(local_cluster: ClusterHandle) -> None:
     pids = {str(c.pid) for c in local_cluster.cluster.status()}
     out = subprocess.run(["ss", "-Htlnp"], capture_output=True, text=True, check=True).stdout
