@@ -38,8 +38,11 @@ def test_status_lists_every_component_running_with_pid_port_and_log(local_cluste
 def test_up_twice_is_harmless(local_cluster: ClusterHandle) -> None:
     before = {c.name: c.pid for c in local_cluster.cluster.status()}
     applied_before = _our_apply_times(local_cluster)
-    local_cluster.cluster.up(nodes_per_group=local_cluster.state.nodes_per_group, merge_into=local_cluster.kubeconfig)
+    state_before = local_cluster.cluster.state()
+    # No options: an existing cluster keeps its node count, namespaces and catalog.
+    local_cluster.cluster.up(merge_into=local_cluster.kubeconfig)
     assert {c.name: c.pid for c in local_cluster.cluster.status()} == before
+    assert local_cluster.cluster.state() == state_before
     # Re-applying unchanged objects is a no-op: server-side apply did not touch our fields on any node.
     assert _our_apply_times(local_cluster) == applied_before
 
@@ -52,7 +55,7 @@ def test_up_repairs_a_killed_api_server_and_leaves_the_rest_alone(local_cluster:
         time.sleep(0.1)
     assert not _by_name(local_cluster)["kube-apiserver"].running
 
-    local_cluster.cluster.up(nodes_per_group=local_cluster.state.nodes_per_group, merge_into=local_cluster.kubeconfig)
+    local_cluster.cluster.up(merge_into=local_cluster.kubeconfig)
     after = _by_name(local_cluster)
     assert after["kube-apiserver"].running
     assert after["kube-apiserver"].pid != before["kube-apiserver"]
@@ -68,7 +71,7 @@ def test_up_repairs_a_killed_api_server_and_leaves_the_rest_alone(local_cluster:
 def test_up_restarts_a_dead_workflow_controller(local_cluster: ClusterHandle) -> None:
     before = _by_name(local_cluster)
     os.kill(before[CONTROLLER].pid, signal.SIGKILL)
-    local_cluster.cluster.up(nodes_per_group=local_cluster.state.nodes_per_group, merge_into=local_cluster.kubeconfig)
+    local_cluster.cluster.up(merge_into=local_cluster.kubeconfig)
     after = _by_name(local_cluster)
     assert after[CONTROLLER].running and after[CONTROLLER].pid != before[CONTROLLER].pid
     assert {n: c.pid for n, c in after.items() if n != CONTROLLER} == {

@@ -122,12 +122,15 @@ def register(app: typer.Typer) -> None:
     @cluster.command("up")
     def up_cmd(
         name: NameOption = "local",
-        nodes_per_group: Annotated[int, typer.Option("--nodes-per-group", min=0, help="Simulated nodes per node group.")] = 1,
+        nodes_per_group: Annotated[
+            int | None,
+            typer.Option("--nodes-per-group", min=0, help="Simulated nodes per node group [default: as before, else 1]."),
+        ] = None,
         namespace: Annotated[
             list[str] | None,
             typer.Option("--namespace", help="Another namespace where workflows may run (repeatable); wf always is."),
         ] = None,
-        catalog: Annotated[Path | None, typer.Option("--catalog", help="Catalog file (default: WF_CATALOG or eksctl/catalog.yaml).")] = None,
+        catalog: Annotated[Path | None, typer.Option("--catalog", help="Catalog file [default: as before, else WF_CATALOG or eksctl/catalog.yaml].")] = None,
         runtime: Annotated[Runtime, typer.Option("--runtime", help="kwok (processes, default) or kind (needs Docker).")] = Runtime.kwok,
     ) -> None:
         """Start the local cluster (or repair a dead component of a running one) and merge its context."""
@@ -142,7 +145,8 @@ def register(app: typer.Typer) -> None:
             from wf.catalog import load_catalog
             from wf.cluster.kind import up_with_kind
 
-            config = up_with_kind(load_catalog(catalog), nodes_per_group, name, cluster_.workdir)
+            nodes = 1 if nodes_per_group is None else nodes_per_group
+            config = up_with_kind(load_catalog(catalog), nodes, name, cluster_.workdir)
             console.print(f"kind cluster wf-{name} created from {config}", highlight=False)
             return
         started = time.monotonic()

@@ -14,6 +14,7 @@ Layout of a cluster's work directory (default ~/.local/share/wf/clusters/<name>)
   pids/, logs/            the workflow-controller's pid and log
   sim-logs/               the text kwok serves as every simulated container's log
   state.json              what `up` decided (context, merged kubeconfig path, controller port, node count)
+  catalog.yaml            the catalog the nodes mirror (a later `up` without --catalog keeps it)
 """
 
 from __future__ import annotations
@@ -27,13 +28,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from wf.cluster import build, kubeconfig, processes
 from wf.cluster.install import CONTROLLER_NAMESPACE, WORKFLOW_NAMESPACE
 from wf.errors import ClusterError, InputError
+
+if TYPE_CHECKING:
+    from wf.catalog import Catalog
 
 DEFAULT_NAME = "local"
 CONTROLLER = "workflow-controller"
@@ -96,6 +100,7 @@ class LocalCluster:
         self.kwok_cluster_dir = self.kwok_workdir / "clusters" / name
         self.kubeconfig = self.workdir / "kubeconfig"
         self.state_file = self.workdir / "state.json"
+        self.catalog_file = self.workdir / "catalog.yaml"
         self.controller_pid_file = self.workdir / "pids" / f"{CONTROLLER}.pid"
         self.controller_log = self.workdir / "logs" / f"{CONTROLLER}.log"
 
@@ -156,8 +161,8 @@ class LocalCluster:
     def up(
         self,
         *,
-        nodes_per_group: int = 1,
-        namespaces: Sequence[str] = (WORKFLOW_NAMESPACE,),
+        nodes_per_group: int | None = None,
+        namespaces: Sequence[str] = (),
         catalog_path: str | Path | None = None,
         merge_into: Path | None = None,
         say: Say = lambda _: None,
@@ -165,19 +170,23 @@ class LocalCluster:
         timeout: float = 180.0,
     ) -> ClusterState:
         """Create the cluster, or repair a dead component of an existing one; then make sure the platform
-        objects, nodes and the controller are there. Idempotent."""
-        from wf.catalog import load_catalog
+        objects, nodes and the controller are there. Idempotent: on an existing cluster, what is not given
+        stays as it was (node count, catalog) and namespaces are only ever added."""
         from wf.cluster.install import install
 
+        previous = self.state()
+        if nodes_per_group is None:
+            nodes_per_group = previous.nodes_per_group if previous else 1
         if nodes_per_group < 0:
-            raise ClusterError("--nodes-per-group must be 0 or more")
-        namespaces = list(dict.fromkeys([WORKFLOW_NAMESPACE, *namespaces]))
+            raise InputError("--nodes-per-group must be 0 or more")
+        namespaces = list(dict.fromkeys([WORKFLOW_NAMESPACE, *(previous.namespaces if previous else ()), *namespaces]))
         bad = [n for n in namespaces if not _DNS_LABEL.fullmatch(n)]
         if bad:
             raise InputError(f"namespace(s) {', '.join(bad)}: must be DNS-1123 labels (lower-case, digits, '-')")
-        catalog = load_catalog(catalog_path)  # bad catalog: fail before starting anything
+        catalog = self._catalog(catalog_path)  # a bad catalog fails before anything starts
         build.build_all(progress=build_progress)
         self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.catalog_file.write_text(catalog.to_yaml())
         if self.exists():
             self._repair_control_plane(say)
         else:
@@ -186,7 +195,6 @@ class LocalCluster:
         _wait_ready(self.kubeconfig, timeout, say)
         say("installing Argo CRDs, RBAC, catalog and simulated nodes")
         install(self.kubeconfig, catalog, nodes_per_group, namespaces)
-        previous = self.state()
         port = self._ensure_controller(previous, say)
         state = ClusterState(
             name=self.name,
@@ -205,6 +213,14 @@ class LocalCluster:
             kubeconfig.merge(entry, merge_into)
             say(f"context {state.context} merged into {merge_into}")
         return state
+
+    def _catalog(self, path: str | Path | None) -> Catalog:
+        """The catalog given, else the one this cluster was last brought up with, else the default one."""
+        from wf.catalog import Catalog, load_catalog
+
+        if path is None and self.catalog_file.is_file():
+            return Catalog.from_yaml_text(self.catalog_file.read_text(), str(self.catalog_file))
+        return load_catalog(path)
 
     def _kwokctl(self, args: list[str], say: Say, what: str) -> None:
         log = self.workdir / "logs" / "kwokctl.log"
