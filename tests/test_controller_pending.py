@@ -39,14 +39,14 @@ def test_group_at_its_maximum_waits_for_room() -> None:
 def test_more_devices_than_a_node_has_can_never_schedule() -> None:
     result = explain(train_template("16"), SCHEDULER, CATALOG)
     assert result.kind == "never"
-    assert "habana.ai/gaudi 16 (a node has 8)" in result.text and "dl1.24xlarge" in result.text
+    assert "no gaudi node offers 16 habana.ai/gaudi; dl1.24xlarge has 8" in result.text
 
 
 def test_missing_toleration_can_never_schedule() -> None:
     template = train_template()
     template["tolerations"] = []
     result = explain(template, SCHEDULER, CATALOG)
-    assert result.kind == "never" and "habana.ai/gaudi=true:NoSchedule not tolerated" in result.text
+    assert result.kind == "never" and "untolerated taint habana.ai/gaudi=true:NoSchedule" in result.text
 
 
 def test_unknown_class_or_capacity_can_never_schedule() -> None:

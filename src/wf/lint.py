@@ -18,7 +18,7 @@ from wf.errors import InputError, Problem
 from wf.loader import Document, PathKey, format_path, load_documents
 from wf.modeling import parse_model
 from wf.nodegroups import NodeGroup, node_groups
-from wf.schedulability import PodConstraints, explain, pod_requests
+from wf.schedulability import explain, pod_constraints
 from wf.spec import TrainingJob
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -176,26 +176,3 @@ def unschedulable(manifest: dict[str, Any], groups: list[NodeGroup]) -> list[tup
         if pod is not None and (reason := explain(pod, groups)):
             out.append(((*at, "templates", i), f"template {template.get('name')!r} cannot schedule: {reason}"))
     return out
-
-
-def _templated(value: Any) -> bool:
-    return "{{" in str(value)
-
-
-def pod_constraints(spec: dict[str, Any], template: dict[str, Any]) -> PodConstraints | None:
-    """The scheduling constraints of the pod Argo would create, or None when they depend on run-time values."""
-    selector = {**(spec.get("nodeSelector") or {}), **(template.get("nodeSelector") or {})}
-    tolerations = [*(spec.get("tolerations") or []), *(template.get("tolerations") or [])]
-    affinity = template.get("affinity") or spec.get("affinity") or {}
-    terms = (((affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {})
-             .get("nodeSelectorTerms") or [])
-    if _templated(selector) or _templated(tolerations) or _templated(terms):
-        return None
-    containers = []
-    if "containerSet" in template:
-        containers = list((template["containerSet"] or {}).get("containers") or [])
-    else:
-        containers = [template.get("container") or template.get("script") or {}]
-    containers += list(template.get("sidecars") or [])
-    requests, _ = pod_requests(containers, list(template.get("initContainers") or []))
-    return PodConstraints({str(k): str(v) for k, v in selector.items()}, terms, tolerations, requests)

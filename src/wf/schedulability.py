@@ -165,3 +165,30 @@ def pod_requests(containers: list[dict[str, Any]], init_containers: list[dict[st
         for k, v in of(c).items():
             total[k] = max(total.get(k, Decimal(0)), v)
     return total, skipped
+
+
+def _templated(value: Any) -> bool:
+    return "{{" in str(value)
+
+
+def pod_constraints(spec: dict[str, Any], template: dict[str, Any]) -> PodConstraints | None:
+    """The scheduling constraints of the pod Argo would create, or None when they depend on run-time values."""
+    selector = {**(spec.get("nodeSelector") or {}), **(template.get("nodeSelector") or {})}
+    tolerations = [*(spec.get("tolerations") or []), *(template.get("tolerations") or [])]
+    affinity = template.get("affinity") or spec.get("affinity") or {}
+    terms = (((affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+             .get("nodeSelectorTerms") or [])
+    if _templated(selector) or _templated(tolerations) or _templated(terms):
+        return None
+    return PodConstraints({str(k): str(v) for k, v in selector.items()}, terms, tolerations, template_requests(template))
+
+
+def template_requests(template: dict[str, Any]) -> dict[str, Decimal]:
+    """The requests of the pod an Argo template creates (main containers and sidecars, init containers)."""
+    if "containerSet" in template:
+        containers = list((template["containerSet"] or {}).get("containers") or [])
+    else:
+        containers = [template.get("container") or template.get("script") or {}]
+    containers += list(template.get("sidecars") or [])
+    requests, _ = pod_requests(containers, list(template.get("initContainers") or []))
+    return requests

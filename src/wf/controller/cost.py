@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from wf.controller.steps import Attempt, WorkflowView
-from wf.units import parse_quantity
+from wf.schedulability import template_requests
 
 
 @dataclass(frozen=True)
@@ -50,19 +50,6 @@ class JobCost:
     @property
     def estimate_usd(self) -> float:
         return sum(s.estimate_usd for s in self.steps)
-
-
-def _requests(template: dict[str, Any] | None) -> dict[str, Decimal]:
-    """Requested resources of a template's main container; limits stand in where requests are absent."""
-    resources = ((template or {}).get("container") or {}).get("resources") or {}
-    merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    out: dict[str, Decimal] = {}
-    for key, value in merged.items():
-        try:
-            out[key] = parse_quantity(value)
-        except ValueError:
-            continue
-    return out
 
 
 def node_share(requests: dict[str, Decimal], instance: Any) -> float:
@@ -107,7 +94,7 @@ def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, Node
         for attempt in row.attempts:
             if attempt.started is None:
                 continue
-            h, od, est, spot, name = _attempt_cost(attempt, _requests(templates.get(attempt.template)), nodes.get(attempt.host or ""), now)
+            h, od, est, spot, name = _attempt_cost(attempt, template_requests(templates.get(attempt.template) or {}), nodes.get(attempt.host or ""), now)
             if name is None:
                 unpriced += 1
                 continue

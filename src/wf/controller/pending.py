@@ -10,70 +10,22 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
 from wf.labels import CAPACITY_LABEL, CLASS_LABEL
-from wf.units import parse_quantity
+from wf.schedulability import explain as unschedulable_reason
+from wf.schedulability import judge, pod_constraints
 
 if TYPE_CHECKING:
     from wf.catalog import Catalog
-    from wf.nodegroups import NodeGroup
 
 _INSUFFICIENT = re.compile(r"Insufficient ([A-Za-z0-9./_-]+)")
-_IGNORED_REQUESTS = ("ephemeral-storage",)
 
 
 @dataclass(frozen=True)
 class Explanation:
     kind: Literal["capacity", "never", "unknown"]
     text: str
-
-
-def pod_requests(template: dict[str, Any]) -> dict[str, Decimal]:
-    """A template's container requests (limits stand in for absent requests, as Kubernetes defaults them)."""
-    resources = (template.get("container") or {}).get("resources") or {}
-    merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    out: dict[str, Decimal] = {}
-    for key, value in merged.items():
-        if key in _IGNORED_REQUESTS:
-            continue
-        try:
-            out[key] = parse_quantity(value)
-        except ValueError:
-            continue
-    return out
-
-
-def _shortfall(requests: dict[str, Decimal], allocatable: dict[str, str]) -> list[str]:
-    missing = []
-    for resource, wanted in requests.items():
-        have = parse_quantity(allocatable.get(resource, "0"))
-        if wanted > have:
-            missing.append(f"{resource} {_fmt(wanted, resource)} (a node has {_fmt(have, resource)})")
-    return missing
-
-
-def _fmt(value: Decimal, resource: str) -> str:
-    if resource == "memory" or resource.startswith("hugepages-"):
-        return f"{value / 2**30:.0f}Gi" if value >= 2**30 else f"{value / 2**20:.0f}Mi"
-    return f"{value.normalize():f}"
-
-
-def _tolerated(group: NodeGroup, template: dict[str, Any]) -> list[str]:
-    """Taints of the group the pod does not tolerate."""
-    tolerations = template.get("tolerations") or []
-    untolerated = []
-    for taint in group.taints:
-        ok = any(
-            (t.get("operator") == "Exists" and (not t.get("key") or t.get("key") == taint.key))
-            or (t.get("key") == taint.key and t.get("value", "") == taint.value)
-            for t in tolerations
-            if not t.get("effect") or t.get("effect") == taint.effect
-        )
-        if not ok:
-            untolerated.append(f"{taint.key}={taint.value}:{taint.effect}")
-    return untolerated
 
 
 def _autoscaler_verdict(events: list[tuple[str, str]]) -> tuple[str, str] | None:
@@ -106,22 +58,12 @@ def explain(
         offered = ", ".join(catalog.compute_class(cls_name).capacity)
         return Explanation("never", f"compute class {cls_name!r} has no {capacity} node groups (capacity: {offered})")
 
-    requests = pod_requests(template)
-    fitting: list[NodeGroup] = []
-    reasons: list[str] = []
-    for group in groups:
-        untolerated = _tolerated(group, template)
-        if untolerated:
-            reasons.append(f"{group.name}: taint {', '.join(untolerated)} not tolerated")
-            continue
-        shortfalls = [(it, _shortfall(requests, group.allocatable(it))) for it in group.instance_types]
-        if any(not missing for _, missing in shortfalls):
-            fitting.append(group)
-        else:
-            reasons.extend(f"{it}: needs {'; '.join(missing)}" for it, missing in shortfalls)
+    # The same verdict `wf lint` gives offline, so the two never disagree about what can schedule.
+    pod = pod_constraints({}, template)
+    fitting = groups if pod is None else [g for g in groups if judge(pod, g).fits]
     where = f"a {cls_name}{f' ({capacity})' if capacity else ''} node"
-    if not fitting:
-        return Explanation("never", f"can never schedule on {where}: {'; '.join(dict.fromkeys(reasons))}")
+    if pod is not None and not fitting:
+        return Explanation("never", f"can never schedule on {where}: {unschedulable_reason(pod, groups)}")
 
     verdict = _autoscaler_verdict(events or [])
     if verdict and verdict[0] == "NotTriggerScaleUp" and "max node group size reached" not in verdict[1]:
