@@ -55,7 +55,7 @@ def test_typos_in_job_specs_and_manifests_name_file_and_line(write: Any) -> None
             - name: a
               comand: [x]
     """)
-    manifest = write("argo/wf.yaml", """
+    write("argo/wf.yaml", """
         apiVersion: argoproj.io/v1alpha1
         kind: Workflow
         metadata: {generateName: t-}
