@@ -15,7 +15,7 @@ import yaml
 from wf.cluster import processes
 from wf.cluster.install import MANIFEST_FILES, manifests_dir, platform_manifests, workflow_namespace_manifests
 from wf.cluster.runtime import STAGES_FILE, LocalCluster, _serving_port
-from wf.errors import ClusterError, InputError
+from wf.errors import InputError
 from wf.labels import SIM_DURATION, SIM_EXIT_CODE
 
 
@@ -66,7 +66,7 @@ def test_serving_port_prefers_the_client_port() -> None:
 
 @pytest.mark.parametrize("name", ["", "UPPER", "1abc", "a_b", "a b"])
 def test_cluster_names_are_validated(name: str, tmp_path: Path) -> None:
-    with pytest.raises(ClusterError):
+    with pytest.raises(InputError):
         LocalCluster(name, root=tmp_path)
 
 

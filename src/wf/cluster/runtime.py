@@ -92,8 +92,8 @@ class LocalCluster:
     """One named local cluster and its work directory."""
 
     def __init__(self, name: str = DEFAULT_NAME, root: Path | None = None) -> None:
-        if not name.replace("-", "").isalnum() or not name[0].isalpha() or name != name.lower():
-            raise ClusterError(f"cluster name {name!r}: use lower-case letters, digits and '-', starting with a letter")
+        if not _DNS_LABEL.fullmatch(name) or not name[0].isalpha():
+            raise InputError(f"cluster name {name!r}: use lower-case letters, digits and '-', starting with a letter")
         self.name = name
         self.workdir = (root or data_home() / "clusters") / name
         self.kwok_workdir = self.workdir / "kwok"
@@ -201,7 +201,7 @@ class LocalCluster:
             context=context_name(self.name),
             workdir=str(self.workdir),
             kubeconfig=str(self.kubeconfig),
-            merged_into=str(merge_into) if merge_into else None,
+            merged_into=str(merge_into) if merge_into else (previous.merged_into if previous else None),
             controller_health_port=port,
             nodes_per_group=nodes_per_group,
             namespaces=namespaces,
@@ -209,8 +209,7 @@ class LocalCluster:
         self._save_state(state)
         _wait_workloads_ready(self.kubeconfig, port, namespaces, timeout, say)
         if merge_into:
-            entry = kubeconfig.embedded_entry(self.kwok_cluster_dir / "kubeconfig.yaml", state.context, WORKFLOW_NAMESPACE)
-            kubeconfig.merge(entry, merge_into)
+            kubeconfig.merge(self._kubeconfig_entry(), merge_into)
             say(f"context {state.context} merged into {merge_into}")
         return state
 
@@ -303,9 +302,13 @@ class LocalCluster:
             "restarting " + ", ".join(c.name for c in dead),
         )
 
+    def _kubeconfig_entry(self) -> dict[str, Any]:
+        """Our context (wf-<name>, namespace wf) from kwokctl's admin kubeconfig, credentials inlined."""
+        admin = self.kwok_cluster_dir / "kubeconfig.yaml"
+        return kubeconfig.embedded_entry(admin, context_name(self.name), WORKFLOW_NAMESPACE)
+
     def _write_kubeconfig(self) -> None:
-        entry = kubeconfig.embedded_entry(self.kwok_cluster_dir / "kubeconfig.yaml", context_name(self.name), WORKFLOW_NAMESPACE)
-        kubeconfig.write_standalone(entry, self.kubeconfig)
+        kubeconfig.write_standalone(self._kubeconfig_entry(), self.kubeconfig)
 
     def _ensure_controller(self, previous: ClusterState | None, say: Say) -> int:
         binary = build.binary_path(CONTROLLER)
