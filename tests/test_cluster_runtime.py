@@ -4,7 +4,6 @@ config we generate, the stages' contract with wf.labels, the manifests' least-pr
 from __future__ import annotations
 
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
