@@ -22,7 +22,9 @@ from wf.errors import ClusterError
 from wf.labels import ARCH_LABEL, OS_LABEL
 from wf.nodegroups import node_groups
 
-KIND_NODE_IMAGE = "kindest/node:v1.36.0"  # nearest kind node image to the kwok runtime's 1.36.3
+# The 1.36 image kind v0.33.0 publishes (its release notes), pinned by digest as kind asks; nearest to
+# the kwok runtime's 1.36.3.
+KIND_NODE_IMAGE = "kindest/node:v1.36.4@sha256:099e049362a1526b2db71494e1947aae99bd16290d7c895f2b7ea312e3cbfaed"
 _KUBELET_OWNED = {ARCH_LABEL, OS_LABEL, "kubernetes.io/hostname"}
 
 
