@@ -13,22 +13,19 @@ from typing import Any
 import pytest
 import yaml
 
+from upstream import ARGO_SCHEMAS, require, strictify, with_int_or_string
 from wf.catalog import Catalog, load_catalog
 from wf.spec import TrainingJob
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 CATALOG_FILE = ROOT / "eksctl" / "catalog.yaml"
-SCHEMAS = ROOT.parent / "shared" / "schemas" / "argo-workflows"
-INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
-QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+SCHEMAS = ARGO_SCHEMAS
 CRD_FILES = {
     "Workflow": "argoproj.io_workflows.yaml",
     "WorkflowTemplate": "argoproj.io_workflowtemplates.yaml",
     "CronWorkflow": "argoproj.io_cronworkflows.yaml",
 }
-
-needs_schemas = pytest.mark.skipif(not SCHEMAS.exists(), reason="../shared/schemas is not present")
 
 
 @pytest.fixture(scope="session")
@@ -74,21 +71,6 @@ def make_job() -> Callable[..., TrainingJob]:
     return lambda steps=None, **spec: TrainingJob.model_validate(_job_data(steps, **spec))
 
 
-def _strictify(node: Any) -> Any:
-    # The recipe of shared/schemas/README.md: unknown keys rejected wherever a node lists properties.
-    if isinstance(node, dict):
-        if "properties" in node and "additionalProperties" not in node and not node.get(
-            "x-kubernetes-preserve-unknown-fields"
-        ):
-            node["additionalProperties"] = False
-        for value in node.values():
-            _strictify(value)
-    elif isinstance(node, list):
-        for value in node:
-            _strictify(value)
-    return node
-
-
 class ArgoSchemas:
     """Strict validators per (Argo version, kind): upstream's JSON Schema with the int-or-string overlay, and
     the v4.0.5 full CRDs' openAPIV3Schema (what the API server enforces), each loaded once per session."""
@@ -102,9 +84,7 @@ class ArgoSchemas:
 
         if version not in self._json:
             doc = json.loads((SCHEMAS / version / "api/jsonschema/schema.json").read_text(encoding="utf-8"))
-            doc["definitions"][INT_OR_STRING] = {"type": ["integer", "string"]}
-            doc["definitions"][QUANTITY] = {"type": ["integer", "number", "string"]}
-            self._json[version] = _strictify(doc)
+            self._json[version] = strictify(with_int_or_string(doc))
         root = copy.copy(self._json[version])
         root.pop("oneOf", None)
         root["$ref"] = f"#/definitions/io.argoproj.workflow.v1alpha1.{manifest['kind']}"
@@ -120,12 +100,11 @@ class ArgoSchemas:
             with path.open("rb") as stream:
                 crd = yaml.load(stream, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
             schema = next(v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1")["schema"]["openAPIV3Schema"]
-            self._crd[kind] = Draft4Validator(_strictify(schema))
+            self._crd[kind] = Draft4Validator(strictify(schema))
         return [f"{list(e.absolute_path)}: {e.message}" for e in self._crd[kind].iter_errors(manifest)]
 
 
 @pytest.fixture(scope="session")
 def argo_schemas() -> ArgoSchemas:
-    if not SCHEMAS.exists():
-        pytest.skip("../shared/schemas is not present")
+    require(SCHEMAS)
     return ArgoSchemas()

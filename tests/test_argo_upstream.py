@@ -12,45 +12,26 @@ import copy
 import json
 import random
 from collections import Counter
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 import yaml
 
+from upstream import ARGO_SCHEMAS, INT_OR_STRING, QUANTITY, require, strictify, with_int_or_string
+from upstream import CORPUS as CORPUS_ROOT
 from wf.argo import validate
 from wf.argo.schema import TABLE_PATH
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-SCHEMA = SHARED / "schemas/argo-workflows/v4.0.5/api/jsonschema/schema.json"
-CORPUS = SHARED / "corpora/argo-examples/v4.0.5/examples"
+SCHEMA = ARGO_SCHEMAS / "v4.0.5/api/jsonschema/schema.json"
+CORPUS = CORPUS_ROOT / "v4.0.5/examples"
 KINDS = ("Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate", "CronWorkflow")
-INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
-QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 
-pytestmark = pytest.mark.skipif(not SCHEMA.exists() or not CORPUS.exists(), reason="../shared schemas not present")
-
-
-def _strictify(node: Any) -> None:
-    # The recipe of shared/schemas/README.md: unknown keys rejected wherever a node lists properties.
-    if isinstance(node, dict):
-        if "properties" in node and "additionalProperties" not in node and not node.get(
-            "x-kubernetes-preserve-unknown-fields"
-        ):
-            node["additionalProperties"] = False
-        for value in node.values():
-            _strictify(value)
-    elif isinstance(node, list):
-        for value in node:
-            _strictify(value)
 
 
 @pytest.fixture(scope="module")
 def upstream_schema() -> dict[str, Any]:
-    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
-    schema["definitions"][INT_OR_STRING] = {"type": ["integer", "string"]}
-    schema["definitions"][QUANTITY] = {"type": ["integer", "number", "string"]}
-    return schema
+    require(CORPUS)
+    return with_int_or_string(json.loads(require(SCHEMA).read_text(encoding="utf-8")))
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +39,7 @@ def upstream(upstream_schema: dict[str, Any]) -> dict[str, Any]:
     from jsonschema import Draft202012Validator
 
     strict = copy.deepcopy(upstream_schema)
-    _strictify(strict)
+    strictify(strict)
     strict.pop("oneOf")
     validators = {}
     for kind in KINDS:

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from jsonschema import Draft7Validator
 
+from upstream import EKSCTL_SCHEMA, require
 from wf import eksctl
 from wf.catalog import Catalog, load_catalog
 from wf.errors import InputError
@@ -21,8 +22,6 @@ ROOT = Path(__file__).resolve().parents[1]
 CATALOG = ROOT / "eksctl" / "catalog.yaml"
 COMMITTED = ROOT / "eksctl" / "cluster.yaml"
 GOLDEN = ROOT / "tests" / "golden" / "eksctl-default.yaml"
-SCHEMA = Path(os.environ.get("WF_SCHEMAS", ROOT.parent / "shared" / "schemas")) / \
-    "eksctl/v0.230.0/pkg/apis/eksctl.io/v1alpha5/assets/schema.json"
 CA = "k8s.io/cluster-autoscaler/node-template"
 
 WEST = """
@@ -53,9 +52,7 @@ computeClasses:
 
 @pytest.fixture(scope="session")
 def validator() -> Draft7Validator:
-    if not SCHEMA.exists():
-        pytest.skip(f"eksctl schema not found at {SCHEMA}")
-    return Draft7Validator(json.loads(SCHEMA.read_text()))
+    return Draft7Validator(json.loads(require(EKSCTL_SCHEMA).read_text()))
 
 
 @pytest.fixture(scope="module")

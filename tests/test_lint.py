@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
+from upstream import CORPUS, require
 from wf.lint import lint_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = ROOT / "eksctl" / "catalog.yaml"
-CORPUS = ROOT.parent / "shared" / "corpora" / "argo-examples"
 
 
-@pytest.mark.skipif(not CORPUS.exists(), reason="../shared/corpora/argo-examples is not present")
 def test_the_argo_corpus_has_exactly_the_known_findings() -> None:
+    require(CORPUS)
     result = lint_paths([CORPUS], CATALOG)
     assert result.files > 200 and result.documents >= result.files
     errors = {(Path(p.file).name, p.message.split(" cannot schedule")[0]) for p in result.errors}
@@ -39,7 +39,7 @@ def test_the_argo_corpus_has_exactly_the_known_findings() -> None:
 def test_examples_lint_clean() -> None:
     result = lint_paths([ROOT / "examples"], CATALOG)
     assert result.problems == []
-    assert result.files == result.documents == len(list((ROOT / "examples").glob("*.yaml")))
+    assert result.files == result.documents == len(list((ROOT / "examples").rglob("*.yaml")))
     assert result.skipped == []
 
 
