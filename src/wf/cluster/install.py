@@ -30,16 +30,12 @@ MANIFEST_FILES = ("namespaces.yaml", "argo-crds.yaml", "workflow-controller-conf
 
 
 def manifests_dir() -> Path:
-    """The repository's manifests/ directory (next to src/), found from this file's location."""
-    for parent in Path(__file__).resolve().parents:
-        candidate = parent / "manifests"
-        if (candidate / "argo-crds.yaml").is_file():
-            return candidate
-    raise ClusterError("cannot find wf's manifests/ directory (argo-crds.yaml) above " + str(Path(__file__).parent))
-
-
-def _load(name: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all((manifests_dir() / name).read_text()) if d]
+    """manifests/ of the repository, which the package carries as wf/manifests (a symlink in the source tree,
+    copied into wheels), so an installed wf has the same objects a platform engineer applies by hand."""
+    directory = Path(__file__).resolve().parents[1] / "manifests"
+    if not (directory / "argo-crds.yaml").is_file():
+        raise ClusterError(f"wf's manifests are missing from {directory}: reinstall wf")
+    return directory
 
 
 def platform_manifests() -> list[dict[str, Any]]:
