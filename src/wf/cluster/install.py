@@ -38,6 +38,10 @@ def manifests_dir() -> Path:
     return directory
 
 
+def _load(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((manifests_dir() / name).read_text()) if d]
+
+
 def platform_manifests() -> list[dict[str, Any]]:
     return [doc for name in MANIFEST_FILES for doc in _load(name)]
 
