@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
+from wf.commands.core import Format
 from wf.errors import ClusterError
 
 if TYPE_CHECKING:
@@ -26,11 +27,6 @@ T = TypeVar("T")
 class Runtime(str, Enum):
     kwok = "kwok"
     kind = "kind"
-
-
-class Output(str, Enum):
-    text = "text"
-    json = "json"
 
 
 NameOption = Annotated[str, typer.Option("--name", help="Cluster name; its context is wf-<name>.")]
@@ -180,7 +176,7 @@ def register(app: typer.Typer) -> None:
     @cluster.command("status")
     def status_cmd(
         name: NameOption = "local",
-        output: Annotated[Output, typer.Option("-o", "--output", help="text or json.")] = Output.text,
+        output: Annotated[Format, typer.Option("-o", "--output", help="text or json.")] = Format.text,
     ) -> None:
         """Each process of the local cluster: pid, port, log file and whether it runs. Exit 1 if any is down."""
         from rich.console import Console
@@ -191,7 +187,7 @@ def register(app: typer.Typer) -> None:
 
         cluster_ = LocalCluster(name)
         components = cluster_.status()
-        if output is Output.json:
+        if output is Format.json:
             state = cluster_.state()
             typer.echo(
                 json.dumps(
