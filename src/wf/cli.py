@@ -30,10 +30,10 @@ def _register() -> None:
     # command bodies, so registering them all costs `wf compile` nothing.
     from wf import eksctl_cli
     from wf.cluster import cli as cluster_cli
-    from wf.commands import core
+    from wf.commands import core, instances
     from wf.controller import cli as controller_cli
 
-    for module in (core, controller_cli, eksctl_cli, cluster_cli):
+    for module in (core, controller_cli, eksctl_cli, cluster_cli, instances):
         module.register(app)
 
 
