@@ -29,8 +29,11 @@ ATTEMPTS_SUFFIX = "-Attempts"
 POD_GC = {"strategy": "OnPodSuccess", "deleteDelayDuration": "10m"}
 TTL = {"secondsAfterSuccess": 86400, "secondsAfterFailure": 7 * 86400}
 HOST_IPC_PATCH = json.dumps({"hostIPC": True})
-INTERRUPTION_BACKOFF = {"duration": "30s", "factor": 2, "maxDuration": "10m"}
-APPLICATION_BACKOFF = {"duration": "10s", "factor": 2, "maxDuration": "5m"}
+# `cap` bounds each wait. Not `maxDuration`: Argo counts that from the FIRST attempt's start, retries nothing
+# once it has passed and hands the retried pod that deadline (ARGO_DEADLINE), so a long step interrupted
+# after 10 minutes would not be retried, and a retry of one interrupted sooner would be killed at minute 10.
+INTERRUPTION_BACKOFF = {"duration": "30s", "factor": 2, "cap": "10m"}
+APPLICATION_BACKOFF = {"duration": "10s", "factor": 2, "cap": "5m"}
 
 
 def compile_job(
