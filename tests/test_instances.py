@@ -198,10 +198,13 @@ def test_refresh_from_ec2_matches_the_shipped_table(aws_env: None) -> None:
 
     with mock_aws():
         result = refresh_instance_table(with_prices=False, today=dt.date(2030, 1, 2))
-    # moto's us-east-1 recording has no p3 (V100) types; the rows are kept, and said so.
-    assert result.changes == [f"{name}: not offered in us-east-1, kept as it was"
-                              for name in ("p3.16xlarge", "p3.2xlarge", "p3.8xlarge")]
+    # Types moto's recording no longer has (p3 since 5.2.1, dl1 since 5.2.5, as AWS retires them) are kept as
+    # they were and said so; every other row must equal what EC2 reports.
+    missing = [c.split(":")[0] for c in result.changes if c.endswith(": not offered in us-east-1, kept as it was")]
+    assert result.changes == [f"{name}: not offered in us-east-1, kept as it was" for name in missing]
+    assert set(missing) <= {"p3.2xlarge", "p3.8xlarge", "p3.16xlarge", "dl1.24xlarge"}
     assert result.instances == known_instance_types()
+    assert len(known_instance_types()) - len(missing) >= 85
     assert result.as_of == "2030-01-02"
     assert "DescribeInstanceTypes (us-east-1)" in result.source
 
@@ -228,10 +231,10 @@ def test_refresh_reads_prices_from_the_pricing_api(aws_env: None) -> None:
         "get_products", {"PriceList": [_price_list("14.2500000000")], "FormatVersion": "aws_v1"},
         {"ServiceCode": "AmazonEC2", "Filters": ANY, "FormatVersion": "aws_v1", "MaxResults": 10})
     with mock_aws(), session.stub:
-        result = refresh_instance_table(["dl1.24xlarge"], session=session)
-    assert result.instances["dl1.24xlarge"].price_on_demand == 14.25
-    assert result.changes == ["dl1.24xlarge: price_on_demand 13.10904 -> 14.25"]
-    assert result.instances["dl1.24xlarge"].spot_savings == 0.88  # no AWS API for the advisor: kept
+        result = refresh_instance_table(["r5.4xlarge"], session=session)
+    assert result.instances["r5.4xlarge"].price_on_demand == 14.25
+    assert result.changes == ["r5.4xlarge: price_on_demand 1.008 -> 14.25"]
+    assert result.instances["r5.4xlarge"].spot_savings == 0.65  # no AWS API for the advisor: kept
 
 
 def test_refresh_unknown_type_is_bad_input(aws_env: None) -> None:
