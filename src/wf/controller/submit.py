@@ -65,12 +65,13 @@ class TokenBucket:
 
 
 def job_files(paths: list[str]) -> list[Path]:
-    """The job files named, folders expanded to their *.yaml/*.yml files (sorted, recursively)."""
+    """The job files named, folders expanded to the *.yaml/*.yml files directly in them (sorted; like
+    `kubectl apply -f DIR`, subfolders are not entered, so examples/ci/ and the like stay out)."""
     files: list[Path] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.suffix in JOB_SUFFIXES and p.is_file())
+            found = sorted(p for p in path.glob("*") if p.suffix in JOB_SUFFIXES and p.is_file())
             if not found:
                 raise InputError(f"no job files (*.yaml, *.yml) in folder {path}", file=path)
             files.extend(found)
