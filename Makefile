@@ -20,7 +20,7 @@ run: install
 	wf lint examples/ workflows/ eksctl/
 	wf cluster up --namespace ml-training --namespace ml-serving
 	wf submit examples/ --watch
-	wf list
+	wf list --all-namespaces
 
 test: install
 	$(PY) -m pytest -q tests

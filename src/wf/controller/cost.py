@@ -83,7 +83,7 @@ def _attempt_cost(attempt: Attempt, requests: dict[str, Decimal], facts: NodeFac
 
 def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, NodeFacts], now: datetime) -> JobCost:
     """Cost per step of a workflow whose attempts ran on the given nodes (name -> facts)."""
-    from wf.instances import AS_OF, SOURCE
+    from wf.instances import AS_OF
 
     templates = {t.get("name", ""): t for t in (workflow.get("spec") or {}).get("templates") or []}
     steps: list[StepCost] = []
@@ -107,7 +107,7 @@ def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, Node
     assumptions = [
         "node-hours = attempt run time x the share of the node the step reserved (largest of cpu, memory, "
         "accelerators over allocatable); interrupted attempts count",
-        f"On-Demand list prices, us-east-1 ({SOURCE.strip()}, as of {AS_OF})",
+        f"On-Demand list prices, us-east-1, as of {AS_OF} (sources: wf instances list)",
     ]
     if any_spot:
         assumptions.append("Spot estimate = On-Demand x (1 - the Spot advisor's average savings for the type); "
