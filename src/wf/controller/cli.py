@@ -168,7 +168,7 @@ def list_command(
         return
     table = Table(box=None, pad_edge=False)
     for column in (["namespace"] if all_namespaces else []) + ["name", "phase", "progress", "age", "duration", "job"]:
-        table.add_column(column.upper())
+        table.add_column(column.upper(), no_wrap=column in ("namespace", "name"))
     now = datetime.now(UTC)
     for item in items:
         meta, status = item["metadata"], item.get("status") or {}
