@@ -64,6 +64,35 @@ def test_every_example_submits_and_watches_to_succeeded(local_cluster: ClusterHa
         assert ": Succeeded" in result.stdout and "cost of" in result.stdout
         for s in doc["spec"]["steps"]:
             assert f" {s['name']}: Succeeded [" in result.stdout, (s["name"], result.stdout)
+        name = next(line.split()[1].split("/")[1] for line in result.stdout.splitlines() if line.startswith("Workflow "))
+        assert_placed_by_class(local_cluster, name, doc)
+
+
+def assert_placed_by_class(handle: ClusterHandle, name: str, doc: dict[str, Any]) -> None:
+    """Every pod of the workflow was bound by the scheduler to a node of its step's compute class and capacity
+    (the job spec's, defaults per ../shared/DESIGN.md: the job's, else the class's first capacity)."""
+    from kubernetes import client
+
+    from wf.catalog import load_catalog
+    from wf.labels import CAPACITY_LABEL, CLASS_LABEL
+
+    catalog = load_catalog()
+    spec = doc["spec"]
+    wanted = {}
+    for s in spec["steps"]:
+        cls = s.get("compute") or spec["compute"]
+        wanted[s["name"]] = (cls, s.get("capacity") or spec.get("capacity") or catalog.compute_class(cls).default_capacity)
+    with handle.api_client() as api:
+        workflow = client.CustomObjectsApi(api).get_namespaced_custom_object(
+            "argoproj.io", "v1alpha1", handle.namespace, "workflows", name)
+        core = client.CoreV1Api(api)
+        pods = [n for n in workflow["status"]["nodes"].values() if n["type"] == "Pod"]
+        assert {n["templateName"] for n in pods} == wanted.keys(), pods
+        for node in pods:
+            assert node.get("hostNodeName"), node
+            labels = core.read_node(node["hostNodeName"]).metadata.labels
+            placed = (labels[CLASS_LABEL], labels[CAPACITY_LABEL])
+            assert placed == wanted[node["templateName"]], (name, node["displayName"], node["hostNodeName"], placed)
 
 
 def test_a_failed_step_exits_1_naming_it(local_cluster: ClusterHandle, tmp_path: Path) -> None:
