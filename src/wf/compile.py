@@ -32,7 +32,9 @@ HOST_IPC_PATCH = json.dumps({"hostIPC": True})
 # `cap` bounds each wait. Not `maxDuration`: Argo counts that from the FIRST attempt's start, retries nothing
 # once it has passed and hands the retried pod that deadline (ARGO_DEADLINE), so a long step interrupted
 # after 10 minutes would not be retried, and a retry of one interrupted sooner would be killed at minute 10.
-INTERRUPTION_BACKOFF = {"duration": "30s", "factor": 2, "cap": "10m"}
+# Argo waits out a retry's backoff BEFORE it evaluates the expression, so every application failure passes
+# through the interruption backoff first: keep it short (a replacement pod waits Pending for capacity anyway).
+INTERRUPTION_BACKOFF = {"duration": "5s", "factor": 2, "cap": "2m"}
 APPLICATION_BACKOFF = {"duration": "10s", "factor": 2, "cap": "5m"}
 
 
