@@ -5,7 +5,7 @@ the interruption retryStrategy on the pod template (src/wf/compile.py). These te
 builds, so a change in how Argo nests, counts or declines retries shows up here and not on a Spot fleet.
 
 The three scenarios run concurrently: Argo waits a retry's backoff before it evaluates the retry's expression,
-so every application failure first sits out the interruption backoff (30 s) and the run takes minutes serially.
+so every application failure first sits out the interruption backoff, and serially the run takes longer.
 """
 
 from __future__ import annotations
