@@ -6,6 +6,7 @@ already exists is checked as an update instead of failing with AlreadyExists.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from wf.errors import Problem
@@ -18,6 +19,18 @@ PLURALS = {
     "CronWorkflow": "cronworkflows",
 }
 FIELD_MANAGER = "wf-lint"
+# `Workflow.argoproj.io "x" is invalid: spec.templates[0].retryStrategy.retryPolicy: Unsupported value: ...`,
+# or with several errors `... is invalid: [spec.podGC.strategy: Unsupported value: ..., <nil>: ...]`
+_INVALID_FIELD = re.compile(r" is invalid: \[?([A-Za-z_][\w.\[\]-]*): ")
+_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def field_path(message: str) -> tuple[str | int, ...]:
+    """The path of the first field an API server validation message names, () when it names none."""
+    match = _INVALID_FIELD.search(message)
+    if not match:
+        return ()
+    return tuple(int(index) if index else name for name, index in _PART.findall(match.group(1)))
 
 
 def server_problems(
@@ -49,8 +62,12 @@ def server_problems(
                 kube.custom.create_namespaced_custom_object(GROUP, VERSION, ns, plural, manifest, dry_run="All")
         except ApiException as exc:
             if exc.status in (400, 404, 409, 422):
-                problems.append(Problem(doc.file, doc.line_of(()), None,
-                                        f"the API server ({kube.context}) rejects this {kind}: {server_message(exc)}"))
+                message = server_message(exc)
+                # A hand-written manifest is the document itself, so the field the server names has a line there;
+                # a compiled one only has the job spec's.
+                path = field_path(message) if manifest is doc.data else ()
+                problems.append(Problem(doc.file, doc.line_of(path), None,
+                                        f"the API server ({kube.context}) rejects this {kind}: {message}"))
                 continue
             raise cluster_error(exc, kube, f"dry-run of {kind} from {doc.file}", ns) from None
         except Exception as exc:

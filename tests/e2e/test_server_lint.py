@@ -166,8 +166,10 @@ def test_a_value_only_the_crd_schema_refuses_fails_with_file_line_and_the_server
     # Second document of a file (created by dry run: generateName) and a named template (dry-run applied).
     first = yaml.safe_dump(manifest("WorkflowTemplate"), sort_keys=False)
     workflow = tmp_path / "workflows.yaml"
-    workflow.write_text(first + "---\n" + yaml.safe_dump(manifest("Workflow", podGC={"strategy": "OnPodSucess"}), sort_keys=False))
-    line = first.count("\n") + 2
+    second = yaml.safe_dump(manifest("Workflow", podGC={"strategy": "OnPodSucess"}), sort_keys=False)
+    workflow.write_text(first + "---\n" + second)
+    # The problems point at the field the server names: the second document starts after first's lines and '---'.
+    line = first.count("\n") + 2 + second.splitlines().index("    strategy: OnPodSucess")
     bad_template = manifest("WorkflowTemplate")
     bad_template["spec"]["templates"][0]["retryStrategy"] = {"limit": 2, "retryPolicy": "Sometimes"}
     template = tmp_path / "template.yaml"
@@ -185,6 +187,7 @@ def test_a_value_only_the_crd_schema_refuses_fails_with_file_line_and_the_server
     assert len(problems) == 2, result.stdout
     assert problems[0].startswith(f"{workflow}:{line}: the API server ({local_cluster.context}) rejects this Workflow:"), problems
     assert 'spec.podGC.strategy: Unsupported value: "OnPodSucess"' in problems[0], problems
-    assert problems[1].startswith(f"{template}:1: the API server ({local_cluster.context}) rejects this WorkflowTemplate:")
+    policy_line = template.read_text().splitlines().index("      retryPolicy: Sometimes") + 1
+    assert problems[1].startswith(f"{template}:{policy_line}: the API server ({local_cluster.context}) rejects this WorkflowTemplate:"), problems
     assert 'spec.templates[0].retryStrategy.retryPolicy: Unsupported value: "Sometimes"' in problems[1], problems
     assert "1 files" not in result.stderr and "2 errors" in result.stderr, result.stderr
