@@ -27,7 +27,7 @@ def test_all_gaudi_in_use_and_the_group_can_grow() -> None:
     result = explain(train_template(), "Unschedulable: " + SCHEDULER, CATALOG,
                      nodes_per_group={"gaudi-spot-us-east-1a": 2})
     assert result.kind == "capacity"
-    assert "waiting for a gaudi (spot) node: all habana.ai/gaudi on dl1.24xlarge nodes in us-east-1a are in use" in result.text
+    assert "waiting for a gaudi (spot) node: all 8 habana.ai/gaudi on dl1.24xlarge nodes in us-east-1a are in use" in result.text
     assert "can grow (2 of 16 nodes)" in result.text
 
 
@@ -71,3 +71,12 @@ def test_the_autoscalers_verdict_is_used(reason: str, message: str, kind: str) -
 def test_without_catalog_the_scheduler_message_is_passed_on() -> None:
     result = explain(train_template(), SCHEDULER, None)
     assert result.kind == "unknown" and result.text == SCHEDULER
+
+
+def test_the_devices_are_named_when_the_whole_node_is_taken() -> None:
+    # What the scheduler says when an 8-card step waits behind another: every resource of the node is short.
+    message = ("0/13 nodes are available: 1 Insufficient cpu, 1 Insufficient habana.ai/gaudi, 1 Insufficient "
+               "hugepages-2Mi, 1 Insufficient memory, 1 Insufficient vpc.amazonaws.com/efa, 12 node(s) didn't match "
+               "Pod's node affinity/selector.")
+    result = explain(train_template(), message, CATALOG, nodes_per_group={"gaudi-spot-us-east-1a": 1})
+    assert "all 8 habana.ai/gaudi on dl1.24xlarge nodes in us-east-1a are in use" in result.text, result.text

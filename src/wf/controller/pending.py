@@ -72,6 +72,10 @@ def explain(
     types = sorted({it for g in fitting for it in g.instance_types})
     zones = sorted({g.zone for g in fitting})
     short = list(dict.fromkeys(_INSUFFICIENT.findall(scheduler_message or "")))
+    accelerator = catalog.compute_class(cls_name).accelerator
+    if accelerator and accelerator.resource in short:
+        # The devices are what the step waits for; cpu, memory and hugepages come with them.
+        short = [f"{accelerator.count} {accelerator.resource}"]
     up = sum(nodes_per_group.get(g.name, 0) for g in fitting) if nodes_per_group is not None else None
     if up == 0:
         in_use = f"no {'/'.join(types)} node is up in {', '.join(zones)}"
