@@ -129,9 +129,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.cluster)
 
 
+def build_with_progress(config: pytest.Config) -> None:
+    """Build what is missing, one line per step on the terminal: a cold build takes minutes, and CI logs should
+    show it working rather than fall silent."""
+    from wf.cluster import build
+
+    capture = config.pluginmanager.getplugin("capturemanager")
+
+    def progress(component: build.Component, step: str, elapsed: float) -> None:
+        if step == "cached":
+            return
+        with capture.global_and_fixture_disabled():
+            print(f"\nwf cluster build: {component.name} {component.version}: {step} ({elapsed:.0f}s)", flush=True)
+
+    build.build_all(progress=progress)
+
+
 @pytest.fixture(scope="session")
-def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
+def local_cluster(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Iterator[ClusterHandle]:
     become_subreaper()
+    build_with_progress(pytestconfig)
     root = tmp_path_factory.mktemp("wf-cluster")
     handle = start_cluster(root, f"e2e{os.getpid()}", namespaces=example_namespaces())
     try:
