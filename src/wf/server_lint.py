@@ -39,7 +39,7 @@ def server_problems(
 ) -> list[Problem]:
     from kubernetes.client.exceptions import ApiException
 
-    from wf.controller.client import GROUP, VERSION, cluster_error, connect, server_message
+    from wf.controller.client import GROUP, VERSION, api_errors, connect, server_message
 
     kube = connect(kubeconfig=kubeconfig, context=context, namespace=namespace)
     problems = []
@@ -49,30 +49,26 @@ def server_problems(
         metadata = manifest.get("metadata") or {}
         ns = namespace or metadata.get("namespace") or kube.namespace
         name = metadata.get("name")
-        try:
-            if kind == "ClusterWorkflowTemplate":
-                kube.custom.patch_cluster_custom_object(
-                    GROUP, VERSION, plural, name, manifest, dry_run="All", field_manager=FIELD_MANAGER, force=True,
-                    _content_type="application/apply-patch+yaml")
-            elif name:
-                kube.custom.patch_namespaced_custom_object(
-                    GROUP, VERSION, ns, plural, name, manifest, dry_run="All", field_manager=FIELD_MANAGER,
-                    force=True, _content_type="application/apply-patch+yaml")
-            else:
-                kube.custom.create_namespaced_custom_object(GROUP, VERSION, ns, plural, manifest, dry_run="All")
-        except ApiException as exc:
-            if exc.status in (400, 404, 409, 422):
+        # Refusals of the manifest are findings; anything else (unreachable, forbidden) is the cluster's error.
+        with api_errors(kube, f"dry-run of {kind} from {doc.file}", ns):
+            try:
+                if kind == "ClusterWorkflowTemplate":
+                    kube.custom.patch_cluster_custom_object(
+                        GROUP, VERSION, plural, name, manifest, dry_run="All", field_manager=FIELD_MANAGER,
+                        force=True, _content_type="application/apply-patch+yaml")
+                elif name:
+                    kube.custom.patch_namespaced_custom_object(
+                        GROUP, VERSION, ns, plural, name, manifest, dry_run="All", field_manager=FIELD_MANAGER,
+                        force=True, _content_type="application/apply-patch+yaml")
+                else:
+                    kube.custom.create_namespaced_custom_object(GROUP, VERSION, ns, plural, manifest, dry_run="All")
+            except ApiException as exc:
+                if exc.status not in (400, 404, 409, 422):
+                    raise
                 message = server_message(exc)
                 # A hand-written manifest is the document itself, so the field the server names has a line there;
                 # a compiled one only has the job spec's.
                 path = field_path(message) if manifest is doc.data else ()
                 problems.append(Problem(doc.file, doc.line_of(path), None,
                                         f"the API server ({kube.context}) rejects this {kind}: {message}"))
-                continue
-            raise cluster_error(exc, kube, f"dry-run of {kind} from {doc.file}", ns) from None
-        except Exception as exc:
-            mapped = cluster_error(exc, kube, f"dry-run of {kind} from {doc.file}", ns)
-            if mapped is exc:
-                raise
-            raise mapped from None
     return problems
