@@ -345,3 +345,18 @@ def test_python_api_rejects_unknown_fields() -> None:
 def test_python_names_and_yaml_aliases_both_work() -> None:
     assert Step(name="a", command=["x"], working_dir="/w").working_dir == "/w"
     assert Step.model_validate({"name": "a", "command": ["x"], "workingDir": "/w"}).working_dir == "/w"
+
+
+@pytest.mark.parametrize("schedule, ok", [
+    ("0 2 * * *", True), ("*/15 9-17 * * MON-FRI", True), ("@daily", True), ("@every 6h", True),
+    ("0 2 * *", False), ("every night", False), ("0 2 * * * *", False),
+])
+def test_schedules_are_cron(write: Any, job_data: Any, schedule: str, ok: bool) -> None:
+    path = write("job.yaml", yaml.safe_dump(job_data(schedule=schedule), sort_keys=False))
+    if ok:
+        assert load_job(path).spec.schedule == schedule
+    else:
+        with pytest.raises(InputError) as exc:
+            load_job(path)
+        [problem] = exc.value.problems
+        assert problem.field == "spec.schedule" and "not a cron schedule" in problem.message

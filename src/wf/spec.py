@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -41,6 +42,25 @@ def _duration(value: str | int) -> str | int:
 
 
 Duration = Annotated[str | int, AfterValidator(_duration)]
+
+_CRON_FIELD = re.compile(r"^[0-9A-Za-z*?/,\-LW#]+$")
+_CRON_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+
+
+def _cron(value: str) -> str:
+    """Five cron fields or a macro, as Argo's CronWorkflow (robfig/cron) takes them; checked here so a typo is
+    an error with its line, not a CronWorkflow the controller refuses later."""
+    text = value.strip()
+    if text in _CRON_MACROS or text.startswith("@every "):
+        return text
+    fields = text.split()
+    if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
+        raise ValueError(f"{value!r} is not a cron schedule: five fields (minute hour day month weekday), "
+                         "e.g. '0 2 * * *', or @daily / @hourly")
+    return text
+
+
+CronSchedule = Annotated[str, AfterValidator(_cron)]
 
 
 class Step(StrictModel):
@@ -102,7 +122,7 @@ class JobSpec(StrictModel):
     timeout: Duration | None = Field(default=None, description="Whole job")
     env: dict[str, Text | SecretRef] = Field(default_factory=dict)
     parameters: dict[str, Text] = Field(default_factory=dict)
-    schedule: str | None = Field(default=None, description="Cron schedule: compile to a CronWorkflow")
+    schedule: CronSchedule | None = Field(default=None, description="Cron schedule: compile to a CronWorkflow")
     service_account: str | None = Field(default=None, alias="serviceAccount")
     volumes: list[Volume] = Field(default_factory=list, description="Mounted into every step")
     steps: list[Step] = Field(min_length=1)
