@@ -14,12 +14,12 @@ from typing import Any
 
 import yaml
 
+from wf.controller.kubeconfig import kubeconfig_paths, read_kubeconfig
+
 
 def user_kubeconfig_path() -> Path:
     """The file kubectl would write: the first entry of KUBECONFIG, else ~/.kube/config."""
-    env = os.environ.get("KUBECONFIG", "")
-    first = next((p for p in env.split(os.pathsep) if p), None)
-    return Path(first) if first else Path.home() / ".kube" / "config"
+    return kubeconfig_paths()[0]
 
 
 def embedded_entry(admin_kubeconfig: Path, name: str, namespace: str) -> dict[str, Any]:
@@ -74,14 +74,7 @@ def remove(name: str, path: Path) -> None:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        return {"apiVersion": "v1", "kind": "Config", "preferences": {}}
-    data = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(data, dict):
-        from wf.errors import InputError
-
-        raise InputError("is not a kubeconfig (expected a mapping)", file=path)
-    return data
+    return read_kubeconfig(path) or {"apiVersion": "v1", "kind": "Config", "preferences": {}}
 
 
 def _write(config: dict[str, Any], path: Path) -> None:

@@ -42,10 +42,8 @@ def kubeconfig_paths(explicit: str | None = None, env: dict[str, str] | None = N
     if explicit:
         return [Path(explicit).expanduser()]
     env = os.environ if env is None else env
-    listed = env.get("KUBECONFIG", "")
-    if listed:
-        return [Path(p).expanduser() for p in listed.split(os.pathsep) if p]
-    return [Path("~/.kube/config").expanduser()]
+    listed = [Path(p).expanduser() for p in env.get("KUBECONFIG", "").split(os.pathsep) if p]
+    return listed or [Path("~/.kube/config").expanduser()]
 
 
 def _absolutize(section: str, entry: dict[str, Any], base: Path) -> dict[str, Any]:
@@ -84,7 +82,8 @@ def merge_kubeconfigs(documents: list[tuple[Path, dict[str, Any]]]) -> dict[str,
     return merged
 
 
-def _read(path: Path) -> dict[str, Any] | None:
+def read_kubeconfig(path: Path) -> dict[str, Any] | None:
+    """One kubeconfig file as a mapping; None when it does not exist or is empty."""
     try:
         text = path.read_text()
     except FileNotFoundError:
@@ -120,7 +119,7 @@ def resolve_target(
 ) -> KubeTarget:
     """Load and merge the kubeconfig files and pick context and namespace as kubectl would."""
     paths = kubeconfig_paths(kubeconfig, env)
-    documents = [(p, doc) for p in paths if (doc := _read(p)) is not None]
+    documents = [(p, doc) for p in paths if (doc := read_kubeconfig(p)) is not None]
     sources = tuple(str(p) for p in paths)
     if not documents:
         raise ClusterError(
