@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from wf import eksctl, karpenter
 from wf.catalog import Catalog, load_catalog
-from wf.consistency import accidental_tolerations, admits, check_cluster_config, tolerates, untolerated
+from wf.consistency import accidental_tolerations, admits, check_cluster_config, untolerated
 from wf.nodegroups import node_groups
 from wf.placement import node_selector_for, tolerations_for
+from wf.schedulability import tolerates
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = ROOT / "eksctl" / "catalog.yaml"
@@ -122,11 +123,11 @@ def test_default_catalog_config_is_consistent():
 
 def test_kubernetes_toleration_rules():
     taint = ("habana.ai/gaudi", "true", "NoSchedule")
-    assert tolerates({"key": "habana.ai/gaudi", "operator": "Equal", "value": "true", "effect": "NoSchedule"}, taint)
-    assert tolerates({"key": "habana.ai/gaudi", "operator": "Exists"}, taint)
-    assert tolerates({"operator": "Exists"}, taint)
-    assert not tolerates({"key": "habana.ai/gaudi", "operator": "Equal", "value": "false"}, taint)
-    assert not tolerates({"key": "habana.ai/gaudi", "operator": "Exists", "effect": "NoExecute"}, taint)
+    assert tolerates([{"key": "habana.ai/gaudi", "operator": "Equal", "value": "true", "effect": "NoSchedule"}], *taint)
+    assert tolerates([{"key": "habana.ai/gaudi", "operator": "Exists"}], *taint)
+    assert tolerates([{"operator": "Exists"}], *taint)
+    assert not tolerates([{"key": "habana.ai/gaudi", "operator": "Equal", "value": "false"}], *taint)
+    assert not tolerates([{"key": "habana.ai/gaudi", "operator": "Exists", "effect": "NoExecute"}], *taint)
     assert untolerated([], [("a", "", "PreferNoSchedule")]) == []
 
 

@@ -19,26 +19,16 @@ from wf.errors import Problem
 from wf.instances import instance_type
 from wf.labels import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL
 from wf.placement import node_selector_for, tolerations_for
+from wf.schedulability import tolerates
 
 TaintTuple = tuple[str, str, str]
 # Only these keep a pod off a node; PreferNoSchedule is a preference.
 HARD_EFFECTS = ("NoSchedule", "NoExecute")
 
 
-def tolerates(toleration: Mapping[str, str], taint: TaintTuple) -> bool:
-    """Kubernetes' rule (core/v1 Toleration.ToleratesTaint)."""
-    key, value, effect = taint
-    if toleration.get("effect") and toleration["effect"] != effect:
-        return False
-    operator = toleration.get("operator", "Equal")
-    if operator == "Exists":
-        return not toleration.get("key") or toleration["key"] == key
-    return toleration.get("key") == key and toleration.get("value", "") == value
-
-
 def untolerated(tolerations: Iterable[Mapping[str, str]], taints: Iterable[TaintTuple]) -> list[TaintTuple]:
     tolerations = list(tolerations)
-    return [t for t in taints if t[2] in HARD_EFFECTS and not any(tolerates(tol, t) for tol in tolerations)]
+    return [t for t in taints if t[2] in HARD_EFFECTS and not tolerates(tolerations, *t)]
 
 
 def unmatched(node_selector: Mapping[str, str], labels: Mapping[str, str]) -> list[str]:
