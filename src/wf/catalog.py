@@ -12,7 +12,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
 
 from wf.instances import InstanceType, instance_type
 from wf.labels import CAPACITIES, DOMAIN
-from wf.loader import PathKey, load_mapping, parse_documents
+from wf.loader import Document, PathKey, load_mapping, parse_documents
 from wf.modeling import DEFER_CHECKS, StrictModel, dns_label_problem, labels_problems, parse_model, raise_problems
 
 Capacity = Literal["spot", "on-demand"]
@@ -141,10 +141,10 @@ class Catalog(StrictModel):
         docs = parse_documents(text, source)
         if len(docs) != 1 or not isinstance(docs[0].data, dict):
             raise_problems([((), "a catalog is one YAML mapping")], source)
-        return _parse(docs[0])
+        return catalog_from_document(docs[0])
 
 
-def _parse(doc) -> Catalog:  # type: ignore[no-untyped-def]
+def catalog_from_document(doc: Document) -> Catalog:
     catalog = parse_model(Catalog, doc)
     catalog._source = doc.file
     return catalog
@@ -216,4 +216,4 @@ def catalog_path(path: str | Path | None = None) -> Path:
 
 
 def load_catalog(path: str | Path | None = None) -> Catalog:
-    return _parse(load_mapping(catalog_path(path)))
+    return catalog_from_document(load_mapping(catalog_path(path)))

@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from wf import argo
-from wf.catalog import Catalog, load_catalog
+from wf.catalog import Catalog, catalog_from_document, load_catalog
 from wf.compile import compile_job
 from wf.errors import InputError, Problem
 from wf.loader import Document, PathKey, format_path, load_documents
-from wf.modeling import parse_model
 from wf.nodegroups import NodeGroup, node_groups
 from wf.schedulability import explain, pod_constraints
-from wf.spec import TrainingJob
+from wf.spec import job_from_document
 
 YAML_SUFFIXES = (".yaml", ".yml")
 ARGO_KINDS = ("Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate", "CronWorkflow")
@@ -121,9 +120,7 @@ def _checker_for(doc: Document) -> Checker | None:
 
 def _lint_job(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:
     try:
-        job = parse_model(TrainingJob, doc)
-        job._source, job._document = doc.file, doc
-        manifest = compile_job(job, source.catalog)
+        manifest = compile_job(job_from_document(doc), source.catalog)
     except InputError as exc:
         return exc.problems
     # The compiler's own output goes through the same checks as a hand-written manifest.
@@ -135,7 +132,7 @@ def _lint_job(doc: Document, source: _CatalogOnDemand, result: LintResult) -> li
 
 def _lint_catalog(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:
     try:
-        parse_model(Catalog, doc)
+        catalog_from_document(doc)
     except InputError as exc:
         return exc.problems
     return []

@@ -101,7 +101,7 @@ def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[PathKey, ...]:
     return tuple(path)
 
 
-def parse_model(model: type[M], doc: Document, checks: str = "problems") -> M:
+def parse_model(model: type[M], doc: Document) -> M:
     """Validate a document into `model`, reporting every error with its file, line and field."""
     try:
         value = model.model_validate(doc.data, context={DEFER_CHECKS: True})
@@ -111,7 +111,7 @@ def parse_model(model: type[M], doc: Document, checks: str = "problems") -> M:
             # A union reports one error per member at the same place; the first says enough.
             found.setdefault(_data_path(doc.data, tuple(error["loc"])), _message(error))
         raise InputError([doc.problem(path, message) for path, message in found.items()]) from None
-    problems = getattr(value, checks)()
+    problems = value.problems()  # type: ignore[attr-defined]
     if problems:
         raise InputError([doc.problem(path, message) for path, message in problems])
     return value

@@ -227,9 +227,13 @@ def find_cycle(steps: list[Step]) -> list[str] | None:
     return None
 
 
-def load_job(path: str | Path) -> TrainingJob:
-    doc = load_mapping(path)
+def job_from_document(doc: Document) -> TrainingJob:
+    """A validated job that remembers its document, so later checks (placement) report its lines."""
     job = parse_model(TrainingJob, doc)
     job._source = doc.file
     job._document = doc
     return job
+
+
+def load_job(path: str | Path) -> TrainingJob:
+    return job_from_document(load_mapping(path))
