@@ -11,7 +11,7 @@ import pytest
 
 from wf.catalog import Catalog
 from wf.compile import ATTEMPTS_SUFFIX, compile_job
-from wf.labels import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL, INSTANCE_TYPE_LABEL
+from wf.constants import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL, INSTANCE_TYPE_LABEL
 from wf.placement import APPLICATION_EXPRESSION, INTERRUPTION_EXPRESSION, INTERRUPTION_RETRIES, place_step
 
 

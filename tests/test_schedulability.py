@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from wf.catalog import Catalog
-from wf.labels import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL
+from wf.constants import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL
 from wf.nodegroups import NodeGroup, node_groups
 from wf.schedulability import PodConstraints, explain, judge, pod_requests, tolerates
 from wf.units import parse_quantity

@@ -11,7 +11,7 @@ import yaml
 from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
 
 from wf.instances import InstanceType, instance_type
-from wf.labels import CAPACITIES, DOMAIN
+from wf.constants import CAPACITIES, DOMAIN
 from wf.loader import Document, PathKey, load_mapping, parse_documents
 from wf.modeling import DEFER_CHECKS, StrictModel, dns_label_problem, labels_problems, parse_model, raise_problems
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from wf.catalog import Catalog
 from wf.errors import InputError, Problem
-from wf.labels import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
+from wf.constants import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
 from wf.loader import format_path
 from wf.placement import APPLICATION_EXPRESSION, INTERRUPTION_EXPRESSION, Placement, place_step
 from wf.spec import SecretRef, Step, TrainingJob, Volume

@@ -17,7 +17,7 @@ from wf.eksctl import (
 )
 from wf.errors import Problem
 from wf.instances import instance_type
-from wf.labels import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL
+from wf.constants import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL
 from wf.placement import node_selector_for, tolerations_for
 from wf.schedulability import tolerates
 

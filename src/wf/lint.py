@@ -14,6 +14,7 @@ from typing import Any
 from wf import argo
 from wf.catalog import Catalog, catalog_from_document, load_catalog
 from wf.compile import compile_job
+from wf.constants import ARGO_GROUP, ARGO_KINDS
 from wf.errors import InputError, Problem
 from wf.loader import Document, PathKey, format_path, load_documents
 from wf.nodegroups import NodeGroup, node_groups
@@ -21,7 +22,6 @@ from wf.schedulability import explain, pod_constraints
 from wf.spec import job_from_document
 
 YAML_SUFFIXES = (".yaml", ".yml")
-ARGO_KINDS = ("Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate", "CronWorkflow")
 _POD_TEMPLATE_KEYS = ("container", "script", "containerSet", "resource", "data")
 
 
@@ -111,7 +111,7 @@ def _checker_for(doc: Document) -> Checker | None:
         return _lint_job
     if api == "wf/v1" and kind == "Catalog":
         return _lint_catalog
-    if isinstance(api, str) and api.startswith("argoproj.io/") and kind in ARGO_KINDS:
+    if isinstance(api, str) and api.startswith(f"{ARGO_GROUP}/") and kind in ARGO_KINDS:
         return _lint_argo
     if api == "eksctl.io/v1alpha5" and kind == "ClusterConfig":
         return _lint_cluster_config

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
+from wf.constants import (
+    DNS1123_LABEL,
+    DNS1123_LABEL_MAX,
+    DNS1123_SUBDOMAIN,
+    DNS1123_SUBDOMAIN_MAX,
+    LABEL_VALUE,
+    LABEL_VALUE_MAX,
+    QUALIFIED_NAME,
+)
 from wf.errors import InputError, Problem
 from wf.loader import Document, PathKey, format_path
 
 M = TypeVar("M", bound="StrictModel")
 
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 # Set in the validation context when the caller will run the semantic checks itself, to map them to lines.
 DEFER_CHECKS = "wf.defer_checks"
@@ -42,7 +46,7 @@ class StrictModel(BaseModel):
 
 
 def dns_label_problem(value: str, what: str = "name") -> str | None:
-    if len(value) > 63 or not DNS1123_LABEL.match(value):
+    if len(value) > DNS1123_LABEL_MAX or not DNS1123_LABEL.match(value):
         return f"{what} {value!r} must be a DNS-1123 label (lowercase letters, digits and '-', at most 63)"
     return None
 
@@ -50,15 +54,15 @@ def dns_label_problem(value: str, what: str = "name") -> str | None:
 def label_key_problem(key: str) -> str | None:
     """Kubernetes label/annotation key syntax: optional DNS subdomain prefix, '/', qualified name."""
     prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+    if prefix and (len(prefix) > DNS1123_SUBDOMAIN_MAX or not DNS1123_SUBDOMAIN.match(prefix)):
         return f"label key {key!r}: prefix {prefix!r} must be a DNS subdomain"
-    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
+    if not name or len(name) > DNS1123_LABEL_MAX or not QUALIFIED_NAME.match(name):
         return f"label key {key!r}: name part must be 1-63 alphanumerics, '-', '_' or '.'"
     return None
 
 
 def label_value_problem(key: str, value: str) -> str | None:
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
+    if len(value) > LABEL_VALUE_MAX or not LABEL_VALUE.match(value):
         return f"label {key!r}: value {value!r} must be at most 63 alphanumerics, '-', '_' or '.'"
     return None
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from wf.accelerators import EFA_RESOURCE, HUGEPAGES_2MI, profile
 from wf.catalog import Accelerator, Catalog, ComputeClass, Taint
 from wf.instances import InstanceType, instance_type
-from wf.labels import (
+from wf.constants import (
     ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL, EKS_CAPACITY_LABEL, EKS_CAPACITY_VALUES, EKS_NODEGROUP_LABEL,
     INSTANCE_TYPE_LABEL, OS_LABEL, REGION_LABEL, ZONE_LABEL,
 )

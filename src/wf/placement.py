@@ -11,7 +11,7 @@ from decimal import Decimal
 
 from wf.accelerators import EFA_RESOURCE, HUGEPAGES_2MI, profile
 from wf.catalog import Catalog, ComputeClass
-from wf.labels import ARCH_LABEL
+from wf.constants import ARCH_LABEL
 from wf.loader import PathKey
 from wf.nodegroups import class_node_labels
 from wf.spec import Step, TrainingJob

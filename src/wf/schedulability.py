@@ -12,7 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from wf.instances import instance_type
-from wf.labels import CLASS_LABEL
+from wf.constants import CLASS_LABEL
 from wf.nodegroups import NodeGroup
 from wf.units import parse_quantity
 

@@ -9,15 +9,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from wf.constants import ARGO_PLURALS
+from wf.constants import ARGO_GROUP as GROUP
+from wf.constants import ARGO_VERSION as VERSION
 from wf.errors import Problem
 from wf.loader import Document
 
-PLURALS = {
-    "Workflow": "workflows",
-    "WorkflowTemplate": "workflowtemplates",
-    "ClusterWorkflowTemplate": "clusterworkflowtemplates",
-    "CronWorkflow": "cronworkflows",
-}
 FIELD_MANAGER = "wf-lint"
 # `Workflow.argoproj.io "x" is invalid: spec.templates[0].retryStrategy.retryPolicy: Unsupported value: ...`,
 # or with several errors `... is invalid: [spec.podGC.strategy: Unsupported value: ..., <nil>: ...]`
@@ -39,13 +36,13 @@ def server_problems(
 ) -> list[Problem]:
     from kubernetes.client.exceptions import ApiException
 
-    from wf.controller.client import GROUP, VERSION, api_errors, connect, server_message
+    from wf.controller.client import api_errors, connect, server_message
 
     kube = connect(kubeconfig=kubeconfig, context=context, namespace=namespace)
     problems = []
     for doc, manifest in manifests:
         kind = manifest["kind"]
-        plural = PLURALS[kind]
+        plural = ARGO_PLURALS[kind]
         metadata = manifest.get("metadata") or {}
         ns = namespace or metadata.get("namespace") or kube.namespace
         name = metadata.get("name")

@@ -17,7 +17,7 @@ import yaml
 
 from wf.controller.client import connect
 from wf.controller.steps import parse_time
-from wf.labels import SIM_DURATION, SIM_EXIT_CODE
+from wf.constants import SIM_DURATION, SIM_EXIT_CODE
 
 ClusterHandle = Any  # tests/e2e/conftest.py's handle: .kubeconfig, .context, .namespace, .cluster
 
@@ -74,7 +74,7 @@ def assert_placed_by_class(handle: ClusterHandle, name: str, doc: dict[str, Any]
     from kubernetes import client
 
     from wf.catalog import load_catalog
-    from wf.labels import CAPACITY_LABEL, CLASS_LABEL
+    from wf.constants import CAPACITY_LABEL, CLASS_LABEL
 
     catalog = load_catalog()
     spec = doc["spec"]

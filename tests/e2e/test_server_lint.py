@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from wf.labels import CLASS_LABEL
+from wf.constants import CLASS_LABEL
 
 from .conftest import ClusterHandle
 

@@ -10,20 +10,16 @@ from __future__ import annotations
 
 import datetime
 import json
-import re
 from functools import cache
 from pathlib import Path as FilePath
 from typing import Any, Union
 
-API_VERSION = "argoproj.io/v1alpha1"
+from wf.constants import ARGO_API_VERSION as API_VERSION
+from wf.constants import ARGO_KINDS, ARGO_VERSION, DNS1123_SUBDOMAIN, DNS1123_SUBDOMAIN_MAX, QUANTITY
+
 # The kinds `wf lint` validates, and the hera model (swagger definition) of each.
-KIND_MODELS = {
-    "Workflow": "io.argoproj.workflow.v1alpha1.Workflow",
-    "WorkflowTemplate": "io.argoproj.workflow.v1alpha1.WorkflowTemplate",
-    "ClusterWorkflowTemplate": "io.argoproj.workflow.v1alpha1.ClusterWorkflowTemplate",
-    "CronWorkflow": "io.argoproj.workflow.v1alpha1.CronWorkflow",
-}
-KINDS: tuple[str, ...] = tuple(KIND_MODELS)
+KIND_MODELS = {kind: f"io.argoproj.workflow.{ARGO_VERSION}.{kind}" for kind in ARGO_KINDS}
+KINDS: tuple[str, ...] = ARGO_KINDS
 
 # Written by `python -m wf.argo.generate` from hera's models.
 TABLE_PATH = FilePath(__file__).with_name("fields.json")
@@ -31,13 +27,6 @@ TABLE_PATH = FilePath(__file__).with_name("fields.json")
 Path = tuple[Union[str, int], ...]
 Problem = tuple[Path, str]
 
-# Kubernetes' Quantity grammar (resource.Quantity, as in the CRDs' `pattern`).
-_QUANTITY = re.compile(
-    r"^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[KMGTPE]i|[numkMGTPE]|[eE][+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))?$"
-)
-# Kubernetes object names: DNS-1123 subdomain, at most 253 characters.
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*$")
-_MAX_NAME = 253
 # Argo's own caps (workflow/validate): names of templates are used as label values (63), and a
 # CronWorkflow's runs append "-<unix time>" to its name (52 + 11 = 63).
 _ARGO_NAME_LIMITS = {"WorkflowTemplate": 63, "ClusterWorkflowTemplate": 63, "CronWorkflow": 52}
@@ -170,7 +159,7 @@ def _scalar_problem(value: Any, spec: str) -> str | None:
     elif spec == "quantity":
         if kind is str:
             # Argo substitutes {{...}} expressions before the pod exists; only literal text can be checked.
-            if "{{" in value or _QUANTITY.match(value):
+            if "{{" in value or QUANTITY.match(value):
                 return None
             return f"invalid quantity {_show(value)} (Kubernetes quantities look like 500m, 2, 1.5, 32Gi, 1e3)"
         ok = kind is int or kind is float
@@ -203,18 +192,18 @@ def _check_object_name(metadata: Any, kind: str, problems: list[Problem]) -> Non
     # of Argo's own examples (fun-with-gifs, k8s-jobs: generateName indented under labels) pass
     # upstream's schema, and lint must accept whatever that schema accepts.
     name, generate_name = metadata.get("name"), metadata.get("generateName")
-    limit = _ARGO_NAME_LIMITS.get(kind, _MAX_NAME)
+    limit = _ARGO_NAME_LIMITS.get(kind, DNS1123_SUBDOMAIN_MAX)
     if isinstance(name, str):
         if len(name) > limit:
             problems.append(
                 (("metadata", "name"), f"{kind} names must not be longer than {limit} characters (has {len(name)})")
             )
-        elif not _DNS1123_SUBDOMAIN.match(name):
+        elif not DNS1123_SUBDOMAIN.match(name):
             problems.append((("metadata", "name"), _bad_name(name)))
     if isinstance(generate_name, str) and generate_name:
         # Kubernetes checks the prefix as a name once a trailing '-' is masked.
         masked = generate_name[:-1] + "a" if generate_name.endswith("-") else generate_name
-        if not _DNS1123_SUBDOMAIN.match(masked):
+        if not DNS1123_SUBDOMAIN.match(masked):
             problems.append((("metadata", "generateName"), _bad_name(generate_name)))
 
 

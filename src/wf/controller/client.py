@@ -22,9 +22,6 @@ from wf.errors import ClusterError, InputError
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 
-GROUP = "argoproj.io"
-VERSION = "v1alpha1"
-WORKFLOWS = "workflows"
 DEFAULT_TIMEOUT = (10.0, 60.0)  # (connect, read) seconds for ordinary requests; watches pass their own
 
 

@@ -8,10 +8,13 @@ import time
 from datetime import UTC, datetime
 from typing import Any, Callable, Iterator
 
-from wf.controller.client import GROUP, VERSION, WORKFLOWS, Kube, api_errors
+from wf.constants import ARGO_GROUP as GROUP
+from wf.constants import ARGO_VERSION as VERSION
+from wf.constants import WORKFLOWS
+from wf.controller.client import Kube, api_errors
 from wf.controller.steps import FAILED_PHASES, TERMINAL_PHASES, containment, contents, pod_name, workflow_view
 from wf.errors import InputError
-from wf.labels import STEP_LABEL
+from wf.constants import STEP_LABEL
 
 WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 COMPLETED_LABEL = "workflows.argoproj.io/completed"

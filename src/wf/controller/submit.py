@@ -14,13 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from wf.controller.client import GROUP, VERSION, Kube, api_errors, is_transient
+from wf.constants import ARGO_PLURALS
+from wf.constants import ARGO_GROUP as GROUP
+from wf.constants import ARGO_VERSION as VERSION
+from wf.controller.client import Kube, api_errors, is_transient
 from wf.errors import ClusterError, InputError
-from wf.labels import DOMAIN, SUBMISSION_LABEL
+from wf.constants import DOMAIN, SUBMISSION_LABEL
 
 # Groups the workflows of one `wf submit` so `--watch` follows them all with one label-selected stream.
 BATCH_LABEL = f"{DOMAIN}/batch"
-PLURALS = {"Workflow": "workflows", "CronWorkflow": "cronworkflows", "WorkflowTemplate": "workflowtemplates"}
 JOB_SUFFIXES = (".yaml", ".yml")
 
 
@@ -143,7 +145,7 @@ def create(kube: Kube, manifest: dict[str, Any], *, dry_run: bool = False, attem
     """Create the object once, whatever the network does: after a transient failure look the submission up
     by its label before trying again, and never re-create while that lookup cannot be made."""
     namespace = manifest["metadata"]["namespace"]
-    plural = PLURALS[manifest["kind"]]
+    plural = ARGO_PLURALS[manifest["kind"]]
     submission = manifest["metadata"].get("labels", {}).get(SUBMISSION_LABEL)
     doing = f"creating a {manifest['kind']} in {namespace}"
     uncertain = False  # a create may have happened without our hearing about it
