@@ -14,10 +14,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wf.errors import InputError
-from wf.loader import (
-    ALIAS_EXPANSION_ALLOWANCE, Document, format_path, load_documents, load_mapping, parse_documents,
-)
+from wf.errors import InputError, format_path
+from wf.loader import ALIAS_EXPANSION_ALLOWANCE, Document, load_documents, load_mapping, parse_documents
 
 
 def one(text: str, strict: bool = True) -> Document:

@@ -30,7 +30,7 @@ def placed(catalog: Catalog, make_job: Any, step: dict[str, Any], **spec: Any) -
 def problem(catalog: Catalog, make_job: Any, step: dict[str, Any], **spec: Any) -> tuple[str, str]:
     placement, problems = place(catalog, make_job, step, **spec)
     assert placement is None and len(problems) == 1, problems
-    path, message = problems[0]
+    path, message = problems[0].path, problems[0].message
     return ".".join(map(str, path)), message
 
 

@@ -16,8 +16,8 @@ from wf.constants import (
     LABEL_VALUE_MAX,
     QUALIFIED_NAME,
 )
-from wf.errors import InputError, Problem
-from wf.loader import Document, PathKey, format_path
+from wf.errors import InputError, PathKey, Problem
+from wf.loader import Document
 
 M = TypeVar("M", bound="StrictModel")
 
@@ -67,12 +67,12 @@ def label_value_problem(key: str, value: str) -> str | None:
     return None
 
 
-def labels_problems(labels: dict[str, str], path: tuple[PathKey, ...]) -> list[tuple[tuple[PathKey, ...], str]]:
+def labels_problems(labels: dict[str, str], path: tuple[PathKey, ...]) -> list[Problem]:
     out = []
     for key, value in labels.items():
         problem = label_key_problem(key) or label_value_problem(key, value)
         if problem:
-            out.append(((*path, key), problem))
+            out.append(Problem.at((*path, key), problem))
     return out
 
 
@@ -117,11 +117,11 @@ def parse_model(model: type[M], doc: Document) -> M:
         raise InputError([doc.problem(path, message) for path, message in found.items()]) from None
     problems = value.problems()  # type: ignore[attr-defined]
     if problems:
-        raise InputError([doc.problem(path, message) for path, message in problems])
+        raise InputError([doc.locate(p) for p in problems])
     return value
 
 
-def raise_problems(problems: Sequence[tuple[tuple[PathKey, ...], str]], source: str = "<python>") -> None:
+def raise_problems(problems: Sequence[Problem], source: str = "<python>") -> None:
     """For models built in Python: the same checks, reported with field paths instead of lines."""
     if problems:
-        raise InputError([Problem(source, None, format_path(path) or None, msg) for path, msg in problems])
+        raise InputError([p.in_file(source) for p in problems])

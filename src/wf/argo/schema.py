@@ -1,8 +1,8 @@
 """Strict validation of Argo manifests against the field table derived from hera's models.
 
 Unknown fields, wrong JSON types and missing required fields are problems, reported as
-`(json_path, message)` with the path as a tuple of keys and list indices, so a caller holding the YAML
-node marks can turn each into `file:line`. Nothing here imports hera or pydantic: the table
+`Problem.at(path, message)` with the path as a tuple of keys and list indices, so a caller holding the YAML
+node marks can turn each into `file:line` (`Document.locate`). Nothing here imports hera or pydantic: the table
 (`fields.json`, written by `wf.argo.generate`) is plain JSON, loaded once.
 """
 
@@ -12,9 +12,10 @@ import datetime
 import json
 from functools import cache
 from pathlib import Path as FilePath
-from typing import Any, Union
+from typing import Any
 
 from wf.constants import ARGO_API_VERSION as API_VERSION
+from wf.errors import FieldPath, Problem
 from wf.constants import ARGO_KINDS, ARGO_VERSION, DNS1123_SUBDOMAIN, DNS1123_SUBDOMAIN_MAX, QUANTITY
 
 # The kinds `wf lint` validates, and the hera model (swagger definition) of each.
@@ -24,8 +25,7 @@ KINDS: tuple[str, ...] = ARGO_KINDS
 # Written by `python -m wf.argo.generate` from hera's models.
 TABLE_PATH = FilePath(__file__).with_name("fields.json")
 
-Path = tuple[Union[str, int], ...]
-Problem = tuple[Path, str]
+Path = FieldPath
 
 # Argo's own caps (workflow/validate): names of templates are used as label values (63), and a
 # CronWorkflow's runs append "-<unix time>" to its name (52 + 11 = 63).
@@ -70,28 +70,28 @@ def _kind_models() -> dict[str, _Model]:
 def validate(manifest: Any) -> list[Problem]:
     """All problems of one Argo manifest (empty when valid), in document order."""
     if not isinstance(manifest, dict):
-        return [((), f"expected an Argo manifest (a mapping), got {_describe(manifest)}")]
+        return [Problem.at((), f"expected an Argo manifest (a mapping), got {_describe(manifest)}")]
     problems: list[Problem] = []
     api_version = manifest.get("apiVersion")
     if api_version is None:
-        problems.append(((), f"missing required field 'apiVersion' (expected '{API_VERSION}')"))
+        problems.append(Problem.at((), f"missing required field 'apiVersion' (expected '{API_VERSION}')"))
     elif isinstance(api_version, str) and api_version != API_VERSION:
-        problems.append((("apiVersion",), f"apiVersion must be '{API_VERSION}', got {_show(api_version)}"))
+        problems.append(Problem.at(("apiVersion",), f"apiVersion must be '{API_VERSION}', got {_show(api_version)}"))
     kind = manifest.get("kind")
     model = _kind_models().get(kind) if isinstance(kind, str) else None
     if model is None:
         known = ", ".join(KINDS)
         if kind is None:
-            problems.append(((), f"missing required field 'kind' (one of {known})"))
+            problems.append(Problem.at((), f"missing required field 'kind' (one of {known})"))
         elif not isinstance(kind, str):
-            problems.append((("kind",), f"kind must be one of {known}, got {_describe(kind)}"))
+            problems.append(Problem.at(("kind",), f"kind must be one of {known}, got {_describe(kind)}"))
         else:
-            problems.append((("kind",), f"unknown kind {_show(kind)}{_suggest(kind, KINDS)}; wf lints {known}"))
+            problems.append(Problem.at(("kind",), f"unknown kind {_show(kind)}{_suggest(kind, KINDS)}; wf lints {known}"))
         return problems
     try:
         _check_object(manifest, model, (), problems)
     except RecursionError:
-        problems.append(((), "manifest is nested too deeply to validate"))
+        problems.append(Problem.at((), "manifest is nested too deeply to validate"))
     _check_object_name(manifest.get("metadata"), kind, problems)
     return problems
 
@@ -101,29 +101,29 @@ def _check(value: Any, spec: Any, path: Path, problems: list[Problem]) -> None:
         if value.__class__ is dict:
             _check_object(value, spec, path, problems)
         else:
-            problems.append((path, f"expected an object ({spec.short_name}), got {_describe(value)}"))
+            problems.append(Problem.at(path, f"expected an object ({spec.short_name}), got {_describe(value)}"))
     elif spec.__class__ is tuple:
         container, item_spec = spec
         if container == "list":
             if value.__class__ is not list:
-                problems.append((path, f"expected a list, got {_describe(value)}"))
+                problems.append(Problem.at(path, f"expected a list, got {_describe(value)}"))
                 return
             for index, item in enumerate(value):
                 if item_spec != "string" or item.__class__ is not str:
                     _check(item, item_spec, path + (index,), problems)
         else:
             if value.__class__ is not dict:
-                problems.append((path, f"expected a mapping, got {_describe(value)}"))
+                problems.append(Problem.at(path, f"expected a mapping, got {_describe(value)}"))
                 return
             for key, item in value.items():
                 if key.__class__ is not str:
-                    problems.append((path + (key,), f"keys must be strings, got {_describe(key)}"))
+                    problems.append(Problem.at(path + (key,), f"keys must be strings, got {_describe(key)}"))
                 elif item_spec != "string" or item.__class__ is not str:
                     _check(item, item_spec, path + (key,), problems)
     else:
         message = _scalar_problem(value, spec)
         if message:
-            problems.append((path, message))
+            problems.append(Problem.at(path, message))
 
 
 def _check_object(value: dict[Any, Any], model: _Model, path: Path, problems: list[Problem]) -> None:
@@ -131,7 +131,7 @@ def _check_object(value: dict[Any, Any], model: _Model, path: Path, problems: li
     for key, item in value.items():
         spec = fields.get(key) if key.__class__ is str else None
         if spec is None:
-            problems.append((path + (key,), _unknown_field(key, model)))
+            problems.append(Problem.at(path + (key,), _unknown_field(key, model)))
         elif item is None:  # null is how YAML spells an omitted optional field (`key:`)
             continue
         elif spec == "string" and item.__class__ is str:
@@ -140,7 +140,7 @@ def _check_object(value: dict[Any, Any], model: _Model, path: Path, problems: li
             _check(item, spec, path + (key,), problems)
     for key in model.required:
         if value.get(key) is None:
-            problems.append((path, f"missing required field '{key}' of {model.short_name}"))
+            problems.append(Problem.at(path, f"missing required field '{key}' of {model.short_name}"))
 
 
 def _scalar_problem(value: Any, spec: str) -> str | None:
@@ -196,15 +196,15 @@ def _check_object_name(metadata: Any, kind: str, problems: list[Problem]) -> Non
     if isinstance(name, str):
         if len(name) > limit:
             problems.append(
-                (("metadata", "name"), f"{kind} names must not be longer than {limit} characters (has {len(name)})")
+                Problem.at(("metadata", "name"), f"{kind} names must not be longer than {limit} characters (has {len(name)})")
             )
         elif not DNS1123_SUBDOMAIN.match(name):
-            problems.append((("metadata", "name"), _bad_name(name)))
+            problems.append(Problem.at(("metadata", "name"), _bad_name(name)))
     if isinstance(generate_name, str) and generate_name:
         # Kubernetes checks the prefix as a name once a trailing '-' is masked.
         masked = generate_name[:-1] + "a" if generate_name.endswith("-") else generate_name
         if not DNS1123_SUBDOMAIN.match(masked):
-            problems.append((("metadata", "generateName"), _bad_name(generate_name)))
+            problems.append(Problem.at(("metadata", "generateName"), _bad_name(generate_name)))
 
 
 def _bad_name(name: str) -> str:

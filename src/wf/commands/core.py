@@ -65,7 +65,7 @@ def check_compiled(manifest: dict[str, Any]) -> None:
     from wf import argo
 
     if problems := argo.validate(manifest):
-        detail = "; ".join(f"{'.'.join(map(str, p))}: {m}" for p, m in problems[:5])
+        detail = "; ".join(f"{p.field}: {p.message}" for p in problems[:5])
         raise WfError(f"internal error: the compiled manifest is invalid ({detail}); please report it")
 
 
@@ -91,7 +91,7 @@ def lint_command(
             "files": result.files,
             "documents": result.documents,
             "skipped": result.skipped,
-            "problems": [p.__dict__ for p in result.problems],
+            "problems": [p.to_json() for p in result.problems],
         }
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
