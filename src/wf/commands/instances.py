@@ -41,7 +41,7 @@ def refresh_command(
     types: Annotated[Optional[list[str]], typer.Argument(help="Instance types (default: every type in the table).")] = None,
     region: Annotated[str, typer.Option("--region", help="Region whose specs and prices to read.")] = "us-east-1",
     no_prices: Annotated[bool, typer.Option("--no-prices", help="Specs only (no Pricing API calls).")] = False,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write here instead of the packaged table.")] = None,
+    file: Annotated[Optional[Path], typer.Option("--file", help="Write the table here instead of the packaged one.")] = None,
 ) -> None:
     """Re-read the table from the EC2 and Pricing APIs (needs AWS credentials) and print what changed."""
     from wf.instances_refresh import refresh_instance_table, write_table
@@ -49,7 +49,7 @@ def refresh_command(
     result = refresh_instance_table(types, region=region, with_prices=not no_prices)
     for change in result.changes:
         typer.echo(change)
-    path = write_table(result, output)
+    path = write_table(result, file)
     typer.echo(f"{len(result.changes)} changes; wrote {path}", err=True)
 
 

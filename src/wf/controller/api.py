@@ -88,13 +88,16 @@ def _targets(workflows: Any, default_namespace: str) -> tuple[list[tuple[str, st
 
 def watch(workflows: Any, *, namespace: str | None = None, context: str | None = None,
           kubeconfig: str | None = None, eks_cluster: str | None = None, region: str | None = None,
-          display: Display | None = None, with_cost: bool = True, kube: Kube | None = None) -> Runs:
+          display: Display | None = None, with_cost: bool = True, catalog: str | Path | None = None,
+          kube: Kube | None = None) -> Runs:
     """Watch workflows (names or submit()'s results) to their end through one stream per namespace."""
+    from wf.controller.catalog_source import resolve_catalog
     from wf.controller.watch import watch_workflows
 
     client = _kube(kube, context=context, kubeconfig=kubeconfig, eks_cluster=eks_cluster, region=region)
     targets, selector = _targets(workflows, namespace or client.namespace)
-    outcome = watch_workflows(client, targets, display=display, label_selector=selector, with_cost=with_cost)
+    outcome = watch_workflows(client, targets, display=display, label_selector=selector, with_cost=with_cost,
+                              catalog_loader=lambda: resolve_catalog(client, str(catalog) if catalog else None))
     runs = []
     for key in targets:
         view = outcome.views.get(key)
