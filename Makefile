@@ -22,7 +22,12 @@ run: install
 	wf submit examples/ --watch
 	wf list --all-namespaces
 
-test: install
+# Static checks (configured in pyproject.toml): ruff's lint rules, and mypy, strict on the pure core.
+lint: install
+	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m mypy
+
+test: lint
 	$(PY) -m pytest -q tests
 
 unit: install

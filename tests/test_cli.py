@@ -202,3 +202,10 @@ def test_every_cluster_command_takes_the_same_cluster_options(command: str) -> N
     help_text = wf(command, "--help", env={"COLUMNS": "200"}).stdout
     for option in ("--context", "--kubeconfig", "--namespace", "-n", "--eks-cluster", "--region"):
         assert option in help_text, (command, option)
+
+
+def test_public_api_is_spelled_out_for_type_checkers() -> None:
+    import wf
+
+    assert sorted(wf.__all__) == sorted(wf._HOME)
+    assert all(callable(getattr(wf, name)) for name in wf.__all__)

@@ -14,8 +14,8 @@ import yaml
 from wf.cluster import processes
 from wf.cluster.install import MANIFEST_FILES, manifests_dir, platform_manifests, workflow_namespace_manifests
 from wf.cluster.runtime import STAGES_FILE, LocalCluster, _serving_port
-from wf.errors import InputError
 from wf.constants import SIM_DURATION, SIM_EXIT_CODE
+from wf.errors import InputError
 
 
 def test_free_port_is_on_loopback_and_bindable() -> None:

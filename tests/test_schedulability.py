@@ -17,8 +17,9 @@ from wf.units import parse_quantity
 
 @pytest.fixture(scope="module")
 def groups() -> list[NodeGroup]:
-    from wf.catalog import load_catalog
     from pathlib import Path
+
+    from wf.catalog import load_catalog
 
     return node_groups(load_catalog(Path(__file__).resolve().parents[1] / "eksctl" / "catalog.yaml"))
 

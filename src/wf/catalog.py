@@ -10,9 +10,9 @@ from typing import Literal
 import yaml
 from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
 
-from wf.instances import InstanceType, instance_type
 from wf.constants import CAPACITIES, DOMAIN
 from wf.errors import PathKey, Problem
+from wf.instances import InstanceType, instance_type
 from wf.loader import Document, load_mapping, parse_documents
 from wf.modeling import DEFER_CHECKS, StrictModel, dns_label_problem, labels_problems, parse_model, raise_problems
 
@@ -177,7 +177,7 @@ def _class_problems(cls: ComputeClass, at: tuple[PathKey, ...], cluster: Cluster
             out.append(Problem.at((*at, "availabilityZones", z), f"zone {zone!r} is not in region {cluster.region!r}"))
     if cls.accelerator:
         resource, count = cls.accelerator.resource, cls.accelerator.count
-        for i, inst in enumerate(instances):
+        for inst in instances:
             has = inst.accelerators.get(resource, 0)
             if has < count:
                 out.append(Problem.at((*at, "accelerator", "count"),

@@ -11,8 +11,8 @@ import uuid
 from typing import Any, Literal
 
 from wf.catalog import Catalog
-from wf.errors import InputError, Problem
 from wf.constants import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
+from wf.errors import InputError, Problem
 from wf.placement import APPLICATION_EXPRESSION, INTERRUPTION_EXPRESSION, Placement, place_step
 from wf.spec import SecretRef, Step, TrainingJob, Volume
 from wf.units import parse_duration
@@ -82,7 +82,7 @@ def _locate(job: TrainingJob, problem: Problem) -> Problem:
 def _workflow_spec(job: TrainingJob, placements: list[Placement]) -> dict[str, Any]:
     templates: list[dict[str, Any]] = [{"name": ENTRYPOINT, "dag": {"tasks": []}}]
     tasks = templates[0]["dag"]["tasks"]
-    for step, placement in zip(job.spec.steps, placements):
+    for step, placement in zip(job.spec.steps, placements, strict=True):
         task: dict[str, Any] = {"name": step.name, "template": step.name}
         if step.needs:
             task["dependencies"] = list(step.needs)

@@ -15,7 +15,9 @@ def eksctl_generate(catalog: CatalogOption = None, output: GeneratedOutput = "ya
     emit(eksctl.render(load_catalog(catalog)), file)
 
 
-def karpenter_generate(catalog: CatalogOption = None, output: GeneratedOutput = "yaml", file: FileOption = None) -> None:
+def karpenter_generate(
+    catalog: CatalogOption = None, output: GeneratedOutput = "yaml", file: FileOption = None
+) -> None:
     """Karpenter EC2NodeClasses and one NodePool per compute class x capacity."""
     from wf import karpenter
     from wf.catalog import load_catalog

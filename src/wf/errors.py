@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ class Problem:
     message: str
     severity: str = "error"  # "warning": reported, but the work is not failed
     # Where in the document, as keys and list indices (for the line lookup); `field` is its text.
-    path: FieldPath = field(default=(), compare=False, repr=False)
+    path: FieldPath = dataclasses.field(default=(), compare=False, repr=False)
 
     @classmethod
     def at(cls, path: Sequence[PathKey], message: str, severity: str = "error") -> Problem:

@@ -172,5 +172,6 @@ def unschedulable(manifest: dict[str, Any], groups: list[NodeGroup]) -> list[Pro
             continue
         pod = pod_constraints(spec, {**defaults, **template})
         if pod is not None and (reason := explain(pod, groups)):
-            out.append(Problem.at((*at, "templates", i), f"template {template.get('name')!r} cannot schedule: {reason}"))
+            message = f"template {template.get('name')!r} cannot schedule: {reason}"
+            out.append(Problem.at((*at, "templates", i), message))
     return out

@@ -67,7 +67,8 @@ def _child(node: Node, key: PathKey) -> Node | None:
             if isinstance(k, ScalarNode) and k.value == key:
                 return v
     elif isinstance(node, SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
-        return node.value[key]
+        item: Node = node.value[key]
+        return item
     return None
 
 
@@ -178,7 +179,8 @@ def _check_nesting(text: str, file: str) -> None:
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_NESTING:
-                raise InputError([Problem(file, event.start_mark.line + 1, None, "YAML nested too deeply")])
+                line = event.start_mark.line + 1 if event.start_mark else None
+                raise InputError([Problem(file, line, None, "YAML nested too deeply")])
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
 

@@ -92,9 +92,8 @@ def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[PathKey, ...]:
     path: list[PathKey] = []
     node = data
     for key in loc:
-        if isinstance(node, dict) and key in node:
-            node = node[key]
-        elif isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+        in_list = isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node)
+        if isinstance(node, dict) and key in node or in_list:
             node = node[key]
         elif isinstance(node, dict) and isinstance(key, str) and key[:1].islower():
             path.append(key)  # a missing field's name: keep it, the line is its parent's

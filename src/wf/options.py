@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -40,9 +40,9 @@ class Generated(str, Enum):
     yaml = "yaml"
 
 
-def _format_of(kind: type[Enum], *aliases: str) -> typer.models.OptionInfo:
+def _format_of(kind: type[Enum], *aliases: str) -> Any:
     """-o/--output for the formats of `kind`; a file name there (the old `-o FILE`) is told to use --file."""
-    names = [m.value for m in kind]  # type: ignore[attr-defined]
+    names = [m.value for m in kind]
 
     def check(value: str | None) -> str | None:
         if value is not None and value not in names:
@@ -56,30 +56,30 @@ def _format_of(kind: type[Enum], *aliases: str) -> typer.models.OptionInfo:
 
 
 # Formats are typed str and checked by the callback, so an old `-o FILE` gets the migration hint above.
-ObjectOutput = Annotated[Optional[str], _format_of(Output)]
+ObjectOutput = Annotated[str | None, _format_of(Output)]
 ReportOutput = Annotated[str, _format_of(Format)]
 # `wf lint --format` came first (DESIGN.md) and stays an alias.
 LintOutput = Annotated[str, _format_of(Format, "--format")]
 GeneratedOutput = Annotated[str, _format_of(Generated)]
 
-FileOption = Annotated[Optional[Path], typer.Option("--file", help="Write to this file instead of stdout.",
+FileOption = Annotated[Path | None, typer.Option("--file", help="Write to this file instead of stdout.",
                                                     dir_okay=False)]
 
 CatalogOption = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option("--catalog", help="Compute-class catalog file (default: WF_CATALOG, else, against a cluster, the "
                                    "one installed there, else eksctl/catalog.yaml)."),
 ]
-ContextOption = Annotated[Optional[str], typer.Option("--context", help="Kubeconfig context (default: the current one).")]
-NamespaceOption = Annotated[Optional[str], typer.Option("-n", "--namespace", help="Namespace (default: the context's).")]
+ContextOption = Annotated[str | None, typer.Option("--context", help="Kubeconfig context (default: the current one).")]
+NamespaceOption = Annotated[str | None, typer.Option("-n", "--namespace", help="Namespace (default: the context's).")]
 KubeconfigOption = Annotated[
-    Optional[str], typer.Option("--kubeconfig", help="Kubeconfig file (default: KUBECONFIG, ~/.kube/config).")
+    str | None, typer.Option("--kubeconfig", help="Kubeconfig file (default: KUBECONFIG, ~/.kube/config).")
 ]
 EksOption = Annotated[
-    Optional[str],
+    str | None,
     typer.Option("--eks-cluster", help="EKS cluster name: endpoint and token from AWS, no kubeconfig needed."),
 ]
-RegionOption = Annotated[Optional[str], typer.Option("--region", help="AWS region of --eks-cluster.")]
+RegionOption = Annotated[str | None, typer.Option("--region", help="AWS region of --eks-cluster.")]
 PlainOption = Annotated[bool, typer.Option("--plain", help="Plain lines even on a terminal.")]
 
 

@@ -17,7 +17,6 @@ from wf.nodegroups import class_node_labels
 from wf.spec import Step, TrainingJob
 from wf.units import format_cpu, format_mib, parse_quantity
 
-
 # A pod asking for a whole node's allocatable never fits beside the node's DaemonSets (CNI, kube-proxy,
 # device plugins), so defaults derived from a node take this share of it.
 _NODE_SHARE = Decimal("0.9")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from wf.constants import ARGO_PLURALS
 from wf.constants import ARGO_GROUP as GROUP
+from wf.constants import ARGO_PLURALS
 from wf.constants import ARGO_VERSION as VERSION
 from wf.errors import Problem
 from wf.loader import Document

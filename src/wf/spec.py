@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from wf.errors import PathKey, Problem
+from wf.errors import Problem
 from wf.loader import Document, load_mapping
 from wf.modeling import DEFER_CHECKS, StrictModel, Text, dns_label_problem, labels_problems, parse_model, raise_problems
 from wf.units import parse_duration, parse_quantity

@@ -15,8 +15,8 @@ from pathlib import Path as FilePath
 from typing import Any
 
 from wf.constants import ARGO_API_VERSION as API_VERSION
-from wf.errors import FieldPath, Problem
 from wf.constants import ARGO_KINDS, ARGO_VERSION, DNS1123_SUBDOMAIN, DNS1123_SUBDOMAIN_MAX, QUANTITY
+from wf.errors import FieldPath, Problem
 
 # The kinds `wf lint` validates, and the hera model (swagger definition) of each.
 KIND_MODELS = {kind: f"io.argoproj.workflow.{ARGO_VERSION}.{kind}" for kind in ARGO_KINDS}
@@ -86,7 +86,8 @@ def validate(manifest: Any) -> list[Problem]:
         elif not isinstance(kind, str):
             problems.append(Problem.at(("kind",), f"kind must be one of {known}, got {_describe(kind)}"))
         else:
-            problems.append(Problem.at(("kind",), f"unknown kind {_show(kind)}{_suggest(kind, KINDS)}; wf lints {known}"))
+            message = f"unknown kind {_show(kind)}{_suggest(kind, KINDS)}; wf lints {known}"
+            problems.append(Problem.at(("kind",), message))
         return problems
     try:
         _check_object(manifest, model, (), problems)
@@ -185,7 +186,7 @@ _EXPECTED = {
 }
 
 
-def _check_object_name(metadata: Any, kind: str, problems: list[Problem]) -> None:
+def _check_object_name(metadata: Any, kind: Any, problems: list[Problem]) -> None:
     if not isinstance(metadata, dict):
         return  # already reported by the table walk
     # A manifest with neither name nor generateName is not reported: the API server refuses it, but two
@@ -196,7 +197,8 @@ def _check_object_name(metadata: Any, kind: str, problems: list[Problem]) -> Non
     if isinstance(name, str):
         if len(name) > limit:
             problems.append(
-                Problem.at(("metadata", "name"), f"{kind} names must not be longer than {limit} characters (has {len(name)})")
+                Problem.at(("metadata", "name"),
+                           f"{kind} names must not be longer than {limit} characters (has {len(name)})")
             )
         elif not DNS1123_SUBDOMAIN.match(name):
             problems.append(Problem.at(("metadata", "name"), _bad_name(name)))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from enum import Enum
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
@@ -112,21 +112,26 @@ def register(app: typer.Typer) -> None:
         for result in results:
             where = result.component.bin_dir(buildmod.cache_dir())
             verb = f"built in {result.seconds:.0f}s" if result.built else "cached"
-            progress.console.print(f"{result.component.name} {result.component.version}: {verb} -> {where}", highlight=False)
+            progress.console.print(f"{result.component.name} {result.component.version}: {verb} -> {where}",
+                                   highlight=False)
 
     @cluster.command("up")
     def up_cmd(
         name: NameOption = "local",
         nodes_per_group: Annotated[
             int | None,
-            typer.Option("--nodes-per-group", min=0, help="Simulated nodes per node group [default: as before, else 1]."),
+            typer.Option("--nodes-per-group", min=0,
+                         help="Simulated nodes per node group [default: as before, else 1]."),
         ] = None,
         team_namespace: Annotated[
             list[str] | None,
-            typer.Option("--team-namespace", help="Another namespace where workflows may run (repeatable); wf always is."),
+            typer.Option("--team-namespace",
+                         help="Another namespace where workflows may run (repeatable); wf always is."),
         ] = None,
         catalog: CatalogOption = None,
-        runtime: Annotated[Runtime, typer.Option("--runtime", help="kwok (processes, default) or kind (needs Docker).")] = Runtime.kwok,
+        runtime: Annotated[
+            Runtime, typer.Option("--runtime", help="kwok (processes, default) or kind (needs Docker).")
+        ] = Runtime.kwok,
     ) -> None:
         """Start the local cluster (or repair a dead component of a running one) and merge its context.
 

@@ -6,14 +6,25 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 import yaml
 
 from wf.errors import WfError, WorkFailed
-from wf.options import CatalogOption, ContextOption, EksOption, FileOption, KubeconfigOption, LintOutput, \
-    NamespaceOption, ObjectOutput, Output, RegionOption, emit
+from wf.options import (
+    CatalogOption,
+    ContextOption,
+    EksOption,
+    FileOption,
+    KubeconfigOption,
+    LintOutput,
+    NamespaceOption,
+    ObjectOutput,
+    Output,
+    RegionOption,
+    emit,
+)
 
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
@@ -35,7 +46,9 @@ def compile_command(
     job: Annotated[Path, typer.Argument(help="Job spec (kind: TrainingJob).")],
     output: ObjectOutput = Output.yaml.value,
     file: FileOption = None,
-    kind: Annotated[Optional[Kind], typer.Option("--kind", help="Default: CronWorkflow with a schedule, else Workflow.")] = None,
+    kind: Annotated[
+        Kind | None, typer.Option("--kind", help="Default: CronWorkflow with a schedule, else Workflow.")
+    ] = None,
     catalog: CatalogOption = None,
 ) -> None:
     """Compile a job spec into an Argo manifest."""
@@ -58,9 +71,13 @@ def check_compiled(manifest: dict[str, Any]) -> None:
 
 
 def lint_command(
-    paths: Annotated[list[Path], typer.Argument(help="Files or folders: job specs, Argo manifests, catalogs, eksctl configs.")],
+    paths: Annotated[
+        list[Path], typer.Argument(help="Files or folders: job specs, Argo manifests, catalogs, eksctl configs.")
+    ],
     output: LintOutput = "text",
-    server: Annotated[bool, typer.Option("--server", help="Also dry-run every manifest against the API server.")] = False,
+    server: Annotated[
+        bool, typer.Option("--server", help="Also dry-run every manifest against the API server.")
+    ] = False,
     catalog: CatalogOption = None,
     context: ContextOption = None,
     namespace: NamespaceOption = None,
@@ -73,9 +90,8 @@ def lint_command(
 
     result = lint_paths(paths, catalog)
     if server:
-        from wf.server_lint import server_problems
-
         from wf.controller.client import connect
+        from wf.server_lint import server_problems
 
         kube = connect(kubeconfig=kubeconfig, context=context, namespace=namespace, eks_cluster=eks_cluster,
                        region=region)

@@ -7,9 +7,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from wf.controller.client import Kube, connect
 from wf.controller.cost import JobCost
@@ -101,10 +102,7 @@ def watch(workflows: Any, *, namespace: str | None = None, context: str | None =
     runs = []
     for key in targets:
         view = outcome.views.get(key)
-        if key in outcome.deleted:
-            phase = "Deleted"
-        else:
-            phase = view.phase if view else "Unknown"
+        phase = "Deleted" if key in outcome.deleted else (view.phase if view else "Unknown")
         failed = tuple((s.name, s.failure) for s in view.failed_steps) if view else ()
         runs.append(Run(key[1], key[0], phase, failed, view.message if view else "", outcome.costs.get(key)))
     return Runs(tuple(runs), outcome.stopped, outcome)
@@ -119,7 +117,8 @@ def get(name: str, *, namespace: str | None = None, context: str | None = None, 
 
 
 def list_workflows(*, namespace: str | None = None, all_namespaces: bool = False, selector: str = "",
-                   context: str | None = None, kubeconfig: str | None = None, kube: Kube | None = None) -> list[dict[str, Any]]:
+                   context: str | None = None, kubeconfig: str | None = None,
+                   kube: Kube | None = None) -> list[dict[str, Any]]:
     from wf.controller.ops import list_workflows as list_
 
     client = _kube(kube, context=context, kubeconfig=kubeconfig)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -65,9 +65,15 @@ def _report(runs: Any, console: Console) -> None:
 
 def submit_command(
     jobs: Annotated[list[Path], typer.Argument(help="Job specs (kind: TrainingJob), or folders of them.")],
-    watch: Annotated[bool, typer.Option("--watch", "-w", help="Follow the workflows to their end; exit code = result.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Server-side dry run: validated by the API server, nothing created.")] = False,
-    parameter: Annotated[Optional[list[str]], typer.Option("-p", "--parameter", help="Override a workflow parameter: key=value.")] = None,
+    watch: Annotated[
+        bool, typer.Option("--watch", "-w", help="Follow the workflows to their end; exit code = result.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Server-side dry run: validated by the API server, nothing created.")
+    ] = False,
+    parameter: Annotated[
+        list[str] | None, typer.Option("-p", "--parameter", help="Override a workflow parameter: key=value.")
+    ] = None,
     catalog: CatalogOption = None,
     rate: Annotated[float, typer.Option("--qps", help="Client-side limit on creates per second.")] = 20.0,
     plain: PlainOption = False,
@@ -195,7 +201,7 @@ def list_command(
 def logs_command(
     name: Annotated[str, typer.Argument(help="Workflow name.")],
     follow: Annotated[bool, typer.Option("-f", "--follow", help="Stream until the workflow ends.")] = False,
-    step: Annotated[Optional[str], typer.Option("--step", help="Only this step.")] = None,
+    step: Annotated[str | None, typer.Option("--step", help="Only this step.")] = None,
     context: ContextOption = None,
     namespace: NamespaceOption = None,
     kubeconfig: KubeconfigOption = None,
