@@ -52,7 +52,8 @@ def _format_of(kind: type[Enum], *aliases: str) -> Any:
             )
         return value
 
-    return typer.Option("-o", "--output", *aliases, callback=check, help=f"Output format: {', '.join(names)}.")
+    return typer.Option("-o", "--output", *aliases, callback=check, metavar="|".join(names),
+                        help=f"Output format: {', '.join(names)}.")
 
 
 # Formats are typed str and checked by the callback, so an old `-o FILE` gets the migration hint above.
