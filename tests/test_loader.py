@@ -364,3 +364,16 @@ yamlish = st.lists(
 def test_random_yaml_like_text_raises_nothing_but_input_errors(text: str) -> None:
     with contextlib.suppress(InputError):
         parse_documents(text, "r.yaml", strict=False)
+
+
+def test_a_validator_finding_is_located_in_its_document() -> None:
+    from wf.errors import Problem
+
+    doc = one("spec:\n  steps:\n    - name: a\n      image: x\n")
+    found = Problem.at(("spec", "steps", 0, "image"), "bad image")
+    assert (found.file, found.line, found.field) == ("<input>", None, "spec.steps[0].image")
+    located = doc.locate(found)
+    assert str(located) == "t.yaml:4: spec.steps[0].image: bad image"
+    # The JSON form (`wf lint -o json`) keeps its five keys; the path is for line lookups only.
+    assert located.to_json() == {"file": "t.yaml", "line": 4, "field": "spec.steps[0].image", "message": "bad image",
+                                 "severity": "error"}

@@ -48,7 +48,7 @@ def _format_of(kind: type[Enum], *aliases: str) -> Any:
         if value is not None and value not in names:
             raise typer.BadParameter(
                 f"{value!r} is not a format ({', '.join(names)}); -o/--output names the format, "
-                f"write a file with --file {value} or a shell redirect"
+                f"write a file with a shell redirect (> {value}) or, for generated documents, --file {value}"
             )
         return value
 
