@@ -19,7 +19,8 @@ _FACTORS: dict[str, int | str] = {
 _SUFFIX = {suffix: Decimal(factor) for suffix, factor in _FACTORS.items()}
 
 
-@lru_cache(maxsize=4096, typed=True)  # typed: True must not hit 1's entry; a big DAG repeats the same few requests thousands of times
+# A big DAG repeats the same few requests thousands of times; typed, so True does not hit 1's entry.
+@lru_cache(maxsize=4096, typed=True)
 def parse_quantity(value: str | int | float) -> Decimal:
     """A Kubernetes quantity ("500m", "32Gi", 8) as a number of base units; ValueError if malformed."""
     if isinstance(value, bool):
