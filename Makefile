@@ -18,11 +18,16 @@ $(VENV)/.installed: pyproject.toml
 # submit the example jobs and watch them to the end, then show where each step ran.
 run: install
 	wf lint examples/ workflows/ eksctl/
-	wf cluster up --namespace ml-training --namespace ml-serving
+	wf cluster up --team-namespace ml-training --team-namespace ml-serving
 	wf submit examples/ --watch
 	wf list --all-namespaces
 
-test: install
+# Static checks (configured in pyproject.toml): ruff's lint rules, and mypy, strict on the pure core.
+lint: install
+	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m mypy
+
+test: lint
 	$(PY) -m pytest -q tests
 
 unit: install

@@ -25,7 +25,10 @@ from typing import Any
 
 import yaml
 
-from wf.controller.client import GROUP, VERSION, WORKFLOWS, Kube, connect
+from wf.constants import ARGO_GROUP as GROUP
+from wf.constants import ARGO_VERSION as VERSION
+from wf.constants import WORKFLOWS
+from wf.controller.client import Kube, connect
 from wf.controller.steps import TERMINAL_PHASES, parse_time
 from wf.controller.stream import KubeWorkflowTransport, NamespaceStream
 from wf.controller.submit import BATCH_LABEL, load_jobs, submit_jobs

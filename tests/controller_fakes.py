@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 
 def pod_node(wf: str, node_id: str, display: str, phase: str, *, template: str = "train", host: str | None = "node-a",

@@ -18,7 +18,7 @@ def test_sizes_at_and_under_the_argo_limit_are_fine() -> None:
 
 
 def test_over_argo_limit_only() -> None:
-    problems = size_problems(ARGO_MAX_WORKFLOW_BYTES + 1)
+    problems = [p.message for p in size_problems(ARGO_MAX_WORKFLOW_BYTES + 1)]
     assert problems == [
         "manifest is 1,048,577 bytes (1.00 MiB) as JSON, over Argo's maximum workflow size of 1,048,576 bytes "
         "(1.00 MiB) (status included): split it into WorkflowTemplates referenced by templateRef"
@@ -26,7 +26,7 @@ def test_over_argo_limit_only() -> None:
 
 
 def test_over_both_limits_names_the_measured_size() -> None:
-    problems = size_problems(2_000_000)
+    problems = [p.message for p in size_problems(2_000_000)]
     assert len(problems) == 2
     assert problems[0].startswith(
         "manifest is 2,000,000 bytes (1.91 MiB) as JSON, over etcd's request limit of 1,572,864 bytes"

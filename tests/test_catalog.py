@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from wf.catalog import CATALOG_ENV, DEFAULT_CATALOG, Catalog, catalog_path, load_catalog
+from wf.constants import CAPACITY_LABEL, CLASS_LABEL
 from wf.errors import InputError
-from wf.labels import CAPACITY_LABEL, CLASS_LABEL
 from wf.nodegroups import node_groups
 
 BASE: dict[str, Any] = {

@@ -170,3 +170,42 @@ def test_catalog_schema() -> None:
     schema = json.loads(wf("schema", "--for", "catalog").stdout)
     Draft202012Validator.check_schema(schema)
     assert list(Draft202012Validator(schema).iter_errors(yaml.safe_load(CATALOG.read_text()))) == []
+
+
+def test_lint_output_json_and_its_format_alias() -> None:
+    by_output = wf("lint", "-o", "json", "examples")
+    by_format = wf("lint", "--format", "json", "examples")
+    assert by_output.returncode == by_format.returncode == 0, by_output.stderr
+    assert json.loads(by_output.stdout)["ok"] and json.loads(by_output.stdout) == json.loads(by_format.stdout)
+
+
+@pytest.mark.parametrize("command", [("eksctl", "generate"), ("karpenter", "generate"), ("compile", str(EXAMPLES[0]))])
+def test_generators_write_files_with_file_and_take_o_as_the_format(command: tuple[str, ...], tmp_path: Path) -> None:
+    target = tmp_path / "out.yaml"
+    written = wf(*command, "--file", str(target))
+    assert written.returncode == 0 and written.stdout == "", written.stderr
+    assert list(yaml.safe_load_all(target.read_text()))
+    if command[0] != "compile":  # compiled workflows differ by their submission id
+        assert wf(*command, "-o", "yaml").stdout == target.read_text()
+    # The old `-o FILE` is a usage error that names the way to write a file.
+    old = wf(*command, "-o", str(target))
+    assert old.returncode == 2 and f"--file {target}" in old.stderr and "Traceback" not in old.stderr
+
+
+def test_cluster_up_takes_team_namespaces_and_not_namespace() -> None:
+    help_text = wf("cluster", "up", "--help", env={"COLUMNS": "200"}).stdout
+    assert "--team-namespace" in help_text and "--namespace" not in help_text
+
+
+@pytest.mark.parametrize("command", ["submit", "watch", "get", "list", "logs", "retry", "stop", "delete", "lint"])
+def test_every_cluster_command_takes_the_same_cluster_options(command: str) -> None:
+    help_text = wf(command, "--help", env={"COLUMNS": "200"}).stdout
+    for option in ("--context", "--kubeconfig", "--namespace", "-n", "--eks-cluster", "--region"):
+        assert option in help_text, (command, option)
+
+
+def test_public_api_is_spelled_out_for_type_checkers() -> None:
+    import wf
+
+    assert sorted(wf.__all__) == sorted(wf._HOME)
+    assert all(callable(getattr(wf, name)) for name in wf.__all__)

@@ -6,7 +6,7 @@ import yaml
 
 from wf.catalog import load_catalog
 from wf.cluster.kind import kind_config
-from wf.labels import CAPACITY_LABEL, CLASS_LABEL
+from wf.constants import CAPACITY_LABEL, CLASS_LABEL
 from wf.nodegroups import node_groups
 
 

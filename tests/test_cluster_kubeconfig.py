@@ -22,8 +22,10 @@ def _admin(tmp_path: Path) -> Path:
             {
                 "apiVersion": "v1",
                 "kind": "Config",
-                "clusters": [{"name": "kwok-x", "cluster": {"server": "https://127.0.0.1:32766", "certificate-authority": "pki/ca.crt"}}],
-                "users": [{"name": "kwok-x", "user": {"client-certificate": "pki/admin.crt", "client-key": "pki/admin.key"}}],
+                "clusters": [{"name": "kwok-x", "cluster": {"server": "https://127.0.0.1:32766",
+                                                            "certificate-authority": "pki/ca.crt"}}],
+                "users": [{"name": "kwok-x", "user": {"client-certificate": "pki/admin.crt",
+                                                      "client-key": "pki/admin.key"}}],
                 "contexts": [{"name": "kwok-x", "context": {"cluster": "kwok-x", "user": "kwok-x"}}],
             }
         )
@@ -38,14 +40,16 @@ def test_entry_inlines_credentials(tmp_path: Path) -> None:
     assert base64.b64decode(cluster["certificate-authority-data"]) == b"CA"
     assert base64.b64decode(user["client-key-data"]) == b"KEY"
     assert "client-key" not in user
-    assert entry["contexts"] == [{"name": "wf-local", "context": {"cluster": "wf-local", "user": "wf-local", "namespace": "wf"}}]
+    context = {"cluster": "wf-local", "user": "wf-local", "namespace": "wf"}
+    assert entry["contexts"] == [{"name": "wf-local", "context": context}]
 
 
 def test_merge_keeps_other_entries_sets_current_and_is_private(tmp_path: Path) -> None:
     target = tmp_path / "home" / ".kube" / "config"
     target.parent.mkdir(parents=True)
     other = {"name": "prod", "context": {"cluster": "prod", "user": "me"}}
-    target.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "contexts": [other], "current-context": "prod"}))
+    target.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "contexts": [other],
+                                      "current-context": "prod"}))
     entry = kubeconfig.embedded_entry(_admin(tmp_path), "wf-local", "wf")
     kubeconfig.merge(entry, target)
     kubeconfig.merge(entry, target)  # twice: still one entry

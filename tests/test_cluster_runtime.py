@@ -1,5 +1,5 @@
 """Unit tests of the local cluster's runtime pieces that need no cluster: process checks, the kwokctl
-config we generate, the stages' contract with wf.labels, the manifests' least-privilege RBAC."""
+config we generate, the stages' contract with wf.constants, the manifests' least-privilege RBAC."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import yaml
 from wf.cluster import processes
 from wf.cluster.install import MANIFEST_FILES, manifests_dir, platform_manifests, workflow_namespace_manifests
 from wf.cluster.runtime import STAGES_FILE, LocalCluster, _serving_port
+from wf.constants import SIM_DURATION, SIM_EXIT_CODE
 from wf.errors import InputError
-from wf.labels import SIM_DURATION, SIM_EXIT_CODE
 
 
 def test_free_port_is_on_loopback_and_bindable() -> None:

@@ -22,8 +22,8 @@ import wf.compile
 from wf import argo
 from wf.catalog import Catalog, load_catalog
 from wf.compile import ATTEMPTS_SUFFIX, ENTRYPOINT, POD_GC, TTL, compile_job
+from wf.constants import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
 from wf.errors import InputError
-from wf.labels import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
 from wf.spec import TrainingJob, load_job
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -34,7 +34,8 @@ def test_unreachable_and_unauthorized_are_cluster_errors() -> None:
 
 
 def test_rejected_input_is_exit_2_and_unknown_errors_pass_through() -> None:
-    invalid = cluster_error(api_exception(422, 'Workflow.argoproj.io \\"x\\" is invalid: spec.templates: Required value'), KUBE, "creating")
+    refusal = 'Workflow.argoproj.io \\"x\\" is invalid: spec.templates: Required value'
+    invalid = cluster_error(api_exception(422, refusal), KUBE, "creating")
     assert isinstance(invalid, InputError) and "spec.templates: Required value" in str(invalid)
     bug = ValueError("a bug")
     assert cluster_error(bug, KUBE, "x") is bug

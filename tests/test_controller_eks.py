@@ -91,7 +91,8 @@ def test_no_credentials_is_a_cluster_error(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_exec_user_from_aws_eks_update_kubeconfig_is_recognised() -> None:
     user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "aws",
-                     "args": ["--region", "us-west-2", "eks", "get-token", "--cluster-name", "ml", "--role-arn", "arn:aws:iam::1:role/x"],
+                     "args": ["--region", "us-west-2", "eks", "get-token", "--cluster-name", "ml",
+                              "--role-arn", "arn:aws:iam::1:role/x"],
                      "env": [{"name": "AWS_PROFILE", "value": "dev"}]}}
     assert eks.eks_exec_user(user) == eks.ExecEksUser("ml", "us-west-2", "arn:aws:iam::1:role/x", "dev")
     assert eks.eks_exec_user({"token": "x"}) is None
@@ -139,7 +140,8 @@ def test_connect_with_eks_cluster_sets_host_ca_and_bearer(moto_server: str) -> N
     cfg = kube.api_client.configuration
     assert cfg.host.startswith("https://") and kube.namespace == "team"
     with open(cfg.ssl_ca_cert, "rb") as handle:
-        assert handle.read() == base64.b64decode(session.client("eks").describe_cluster(name="ml")["cluster"]["certificateAuthority"]["data"])
+        cluster = session.client("eks").describe_cluster(name="ml")["cluster"]
+        assert handle.read() == base64.b64decode(cluster["certificateAuthority"]["data"])
     import os
     import stat
 

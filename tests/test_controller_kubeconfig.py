@@ -20,7 +20,8 @@ def write(path: Path, doc: dict) -> Path:
 def config(current: str | None, clusters: dict[str, str], contexts: dict[str, dict], users: dict[str, dict]) -> dict:
     doc = {
         "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": n, "cluster": {"server": s, "certificate-authority": "ca.pem"}} for n, s in clusters.items()],
+        "clusters": [{"name": n, "cluster": {"server": s, "certificate-authority": "ca.pem"}}
+                     for n, s in clusters.items()],
         "contexts": [{"name": n, "context": c} for n, c in contexts.items()],
         "users": [{"name": n, "user": u} for n, u in users.items()],
     }

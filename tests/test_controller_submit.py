@@ -76,7 +76,8 @@ def test_no_create_while_the_lookup_cannot_be_made() -> None:
 
 
 def test_refused_then_created_once() -> None:
-    custom = FakeCustom(["refused", "ok", "503", "ok", "ok"])  # create refused, list finds none, create 503, list none, create ok
+    # create refused, list finds none, create 503, list none, create ok
+    custom = FakeCustom(["refused", "ok", "503", "ok", "ok"])
     create(FakeKube(custom), manifest(), sleep=lambda s: None)
     assert len(custom.store) == 1 and custom.calls == ["create", "list", "create", "list", "create"]
 
@@ -148,7 +149,8 @@ def test_submit_compiles_everything_before_creating_anything(tmp_path: Path) -> 
     with pytest.raises(InputError):
         submit_jobs(FakeKube(custom), load_jobs([str(good), str(bad)]), load_catalog(root / "eksctl" / "catalog.yaml"))
     assert custom.calls == []
-    done = submit_jobs(FakeKube(custom), load_jobs([str(good), str(good)]), load_catalog(root / "eksctl" / "catalog.yaml"))
+    catalog = load_catalog(root / "eksctl" / "catalog.yaml")
+    done = submit_jobs(FakeKube(custom), load_jobs([str(good), str(good)]), catalog)
     labels = [s.manifest["metadata"]["labels"] for s in done]
     assert len(custom.store) == 2 and labels[0]["wf.dev/batch"] == labels[1]["wf.dev/batch"]
     assert labels[0]["wf.dev/submission"] != labels[1]["wf.dev/submission"]

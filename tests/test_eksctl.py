@@ -316,7 +316,7 @@ def run_wf(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
 
 def test_cli_generate_to_file(tmp_path, default):
     out = tmp_path / "cluster.yaml"
-    result = run_wf("eksctl", "generate", "--catalog", str(CATALOG), "-o", str(out))
+    result = run_wf("eksctl", "generate", "--catalog", str(CATALOG), "--file", str(out))
     assert result.returncode == 0, result.stderr
     assert eksctl.cluster_config_drift(default, out) == []
 

@@ -22,7 +22,7 @@ def test_refresh_without_aws_credentials_exits_3_without_a_traceback(tmp_path) -
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env |= {"AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
             "AWS_EC2_METADATA_DISABLED": "true"}
-    result = wf("instances", "refresh", "dl1.24xlarge", "-o", str(tmp_path / "table.csv"), env=env)
+    result = wf("instances", "refresh", "dl1.24xlarge", "--file", str(tmp_path / "table.csv"), env=env)
     assert result.returncode == 3, (result.stdout, result.stderr)
     assert "Traceback" not in result.stderr and "credentials" in result.stderr.lower()
     assert not (tmp_path / "table.csv").exists()

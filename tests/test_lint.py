@@ -71,7 +71,8 @@ def test_typos_in_job_specs_and_manifests_name_file_and_line(write: Any) -> None
     found = {(Path(p.file).name, p.line, p.field) for p in result.errors}
     assert ("train.yaml", 9, "spec.steps[0].comand") in found
     assert ("train.yaml", 8, "spec.steps[0].command") in found  # required, reported where the step starts
-    assert any(name == "wf.yaml" and line == 8 and field and "nodeSelektor" in field for name, line, field in found), found
+    assert any(name == "wf.yaml" and line == 8 and field and "nodeSelektor" in field
+               for name, line, field in found), found
     assert result.files == 2
 
 
@@ -96,7 +97,8 @@ def test_hand_written_manifests_are_checked_for_schedulability(write: Any) -> No
     """)
     [problem] = lint_paths([path], CATALOG).errors
     assert (problem.line, problem.field) == (7, "spec.templates[0]")
-    assert problem.message == "template 'main' cannot schedule: no gaudi node offers 16 habana.ai/gaudi; dl1.24xlarge has 8"
+    assert problem.message == ("template 'main' cannot schedule: no gaudi node offers 16 habana.ai/gaudi; "
+                               "dl1.24xlarge has 8")
 
 
 def test_cron_workflows_and_template_defaults(write: Any) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from wf.catalog import Catalog
 from wf.compile import ATTEMPTS_SUFFIX, compile_job
-from wf.labels import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL, INSTANCE_TYPE_LABEL
+from wf.constants import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL, INSTANCE_TYPE_LABEL
 from wf.placement import APPLICATION_EXPRESSION, INTERRUPTION_EXPRESSION, INTERRUPTION_RETRIES, place_step
 
 
@@ -30,7 +30,7 @@ def placed(catalog: Catalog, make_job: Any, step: dict[str, Any], **spec: Any) -
 def problem(catalog: Catalog, make_job: Any, step: dict[str, Any], **spec: Any) -> tuple[str, str]:
     placement, problems = place(catalog, make_job, step, **spec)
     assert placement is None and len(problems) == 1, problems
-    path, message = problems[0]
+    path, message = problems[0].path, problems[0].message
     return ".".join(map(str, path)), message
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from wf.catalog import Catalog
-from wf.labels import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL
+from wf.constants import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL
 from wf.nodegroups import NodeGroup, node_groups
 from wf.schedulability import PodConstraints, explain, judge, pod_requests, tolerates
 from wf.units import parse_quantity
@@ -17,8 +17,9 @@ from wf.units import parse_quantity
 
 @pytest.fixture(scope="module")
 def groups() -> list[NodeGroup]:
-    from wf.catalog import load_catalog
     from pathlib import Path
+
+    from wf.catalog import load_catalog
 
     return node_groups(load_catalog(Path(__file__).resolve().parents[1] / "eksctl" / "catalog.yaml"))
 

@@ -25,11 +25,19 @@ _EXPORTS = {
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 
+# Spelled out for type checkers and IDEs, which cannot follow __getattr__; a test keeps it equal to _EXPORTS.
 if TYPE_CHECKING:
     from wf.catalog import Catalog, ComputeClass, load_catalog
     from wf.compile import compile_job
+    from wf.controller.api import delete, get, list_workflows, logs, retry, stop, submit, watch
     from wf.errors import ClusterError, InputError, Problem, WfError, WorkFailed
     from wf.spec import JobSpec, Metadata, Resources, SecretRef, Step, TrainingJob, load_job
+
+__all__ = [
+    "Catalog", "ClusterError", "ComputeClass", "InputError", "JobSpec", "Metadata", "Problem", "Resources",
+    "SecretRef", "Step", "TrainingJob", "WfError", "WorkFailed", "compile_job", "delete", "get", "list_workflows",
+    "load_catalog", "load_job", "logs", "retry", "stop", "submit", "watch",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -39,5 +47,3 @@ def __getattr__(name: str) -> Any:
         return value
     raise AttributeError(f"module 'wf' has no attribute {name!r}")
 
-
-__all__ = sorted(_HOME)

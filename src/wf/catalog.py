@@ -10,15 +10,15 @@ from typing import Literal
 import yaml
 from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
 
+from wf.constants import CAPACITIES, DOMAIN
+from wf.errors import PathKey, Problem
 from wf.instances import InstanceType, instance_type
-from wf.labels import CAPACITIES, DOMAIN
-from wf.loader import Document, PathKey, load_mapping, parse_documents
+from wf.loader import Document, load_mapping, parse_documents
 from wf.modeling import DEFER_CHECKS, StrictModel, dns_label_problem, labels_problems, parse_model, raise_problems
 
 Capacity = Literal["spot", "on-demand"]
 Arch = Literal["amd64", "arm64"]
 Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
-ProblemList = list[tuple[tuple[PathKey, ...], str]]
 
 DEFAULT_CATALOG = Path("eksctl/catalog.yaml")
 CATALOG_ENV = "WF_CATALOG"
@@ -104,19 +104,19 @@ class Catalog(StrictModel):
     def source(self) -> str:
         return self._source
 
-    def problems(self) -> ProblemList:
-        out: ProblemList = []
+    def problems(self) -> list[Problem]:
+        out: list[Problem] = []
         region = self.cluster.region
         for i, zone in enumerate(self.cluster.availability_zones):
             if not _zone_in_region(zone, region):
-                out.append((("cluster", "availabilityZones", i), f"zone {zone!r} is not in region {region!r}"))
+                out.append(Problem.at(("cluster", "availabilityZones", i), f"zone {zone!r} is not in region {region!r}"))
         seen: set[str] = set()
         for c, cls in enumerate(self.compute_classes):
             at: tuple[PathKey, ...] = ("computeClasses", c)
             if problem := dns_label_problem(cls.name, "compute class name"):
-                out.append(((*at, "name"), problem))
+                out.append(Problem.at((*at, "name"), problem))
             if cls.name in seen:
-                out.append(((*at, "name"), f"duplicate compute class {cls.name!r}"))
+                out.append(Problem.at((*at, "name"), f"duplicate compute class {cls.name!r}"))
             seen.add(cls.name)
             out += _class_problems(cls, at, self.cluster)
         return out
@@ -140,7 +140,7 @@ class Catalog(StrictModel):
     def from_yaml_text(cls, text: str, source: str) -> Catalog:
         docs = parse_documents(text, source)
         if len(docs) != 1 or not isinstance(docs[0].data, dict):
-            raise_problems([((), "a catalog is one YAML mapping")], source)
+            raise_problems([Problem.at((), "a catalog is one YAML mapping")], source)
         return catalog_from_document(docs[0])
 
 
@@ -154,55 +154,55 @@ def _zone_in_region(zone: str, region: str) -> bool:
     return zone.startswith(region) and len(zone) > len(region) and zone[len(region):].isalnum()
 
 
-def _class_problems(cls: ComputeClass, at: tuple[PathKey, ...], cluster: ClusterInfo) -> ProblemList:
-    out: ProblemList = []
+def _class_problems(cls: ComputeClass, at: tuple[PathKey, ...], cluster: ClusterInfo) -> list[Problem]:
+    out: list[Problem] = []
     instances: list[InstanceType] = []
     for i, name in enumerate(cls.instance_types):
         try:
             instances.append(instance_type(name))
         except ValueError as exc:
-            out.append(((*at, "instanceTypes", i), str(exc)))
+            out.append(Problem.at((*at, "instanceTypes", i), str(exc)))
     if len(set(cls.instance_types)) != len(cls.instance_types):
-        out.append(((*at, "instanceTypes"), "instance types are listed twice"))
+        out.append(Problem.at((*at, "instanceTypes"), "instance types are listed twice"))
     if len(set(cls.capacity)) != len(cls.capacity):
-        out.append(((*at, "capacity"), f"capacity lists a value twice; choose from {list(CAPACITIES)}"))
+        out.append(Problem.at((*at, "capacity"), f"capacity lists a value twice; choose from {list(CAPACITIES)}"))
     arches = {i.arch for i in instances}
     if len(arches) > 1:
         mixed = ", ".join(f"{i.name} ({i.arch})" for i in instances)
-        out.append(((*at, "instanceTypes"), f"instance types mix architectures: {mixed}; use one class per arch"))
+        out.append(Problem.at((*at, "instanceTypes"), f"instance types mix architectures: {mixed}; use one class per arch"))
     elif cls.arch and arches and cls.arch not in arches:
-        out.append(((*at, "arch"), f"arch {cls.arch} does not match the instance types ({arches.pop()})"))
+        out.append(Problem.at((*at, "arch"), f"arch {cls.arch} does not match the instance types ({arches.pop()})"))
     for z, zone in enumerate(cls.availability_zones or []):
         if not _zone_in_region(zone, cluster.region):
-            out.append(((*at, "availabilityZones", z), f"zone {zone!r} is not in region {cluster.region!r}"))
+            out.append(Problem.at((*at, "availabilityZones", z), f"zone {zone!r} is not in region {cluster.region!r}"))
     if cls.accelerator:
         resource, count = cls.accelerator.resource, cls.accelerator.count
-        for i, inst in enumerate(instances):
+        for inst in instances:
             has = inst.accelerators.get(resource, 0)
             if has < count:
-                out.append(((*at, "accelerator", "count"),
+                out.append(Problem.at((*at, "accelerator", "count"),
                             f"{inst.name} has {has} {resource}, fewer than the {count} the class declares"))
     if cls.efa:
         for inst in instances:
             if inst.efa < 1:
-                out.append(((*at, "efa"), f"{inst.name} has no EFA interface"))
+                out.append(Problem.at((*at, "efa"), f"{inst.name} has no EFA interface"))
     out += labels_problems(cls.labels, (*at, "labels"))
     for key in cls.labels:
         if key.startswith(f"{DOMAIN}/"):
-            out.append(((*at, "labels", key), f"labels under {DOMAIN}/ are set by wf itself"))
+            out.append(Problem.at((*at, "labels", key), f"labels under {DOMAIN}/ are set by wf itself"))
         elif any(key.startswith(p) or f".{p}" in key for p in _RESERVED_LABEL_PREFIXES) and not key.startswith(
             _ALLOWED_RESERVED
         ):
-            out.append(((*at, "labels", key), "kubelet may not set labels under kubernetes.io/ or k8s.io/"))
+            out.append(Problem.at((*at, "labels", key), "kubelet may not set labels under kubernetes.io/ or k8s.io/"))
     taint_keys: set[tuple[str, str]] = set()
     for t, taint in enumerate(cls.taints):
         if problem := labels_problems({taint.key: taint.value}, ()):
-            out.append(((*at, "taints", t), problem[0][1].replace("label", "taint")))
+            out.append(Problem.at((*at, "taints", t), problem[0].message.replace("label", "taint")))
         if (taint.key, taint.effect) in taint_keys:
-            out.append(((*at, "taints", t), f"taint {taint.key}:{taint.effect} is declared twice"))
+            out.append(Problem.at((*at, "taints", t), f"taint {taint.key}:{taint.effect} is declared twice"))
         taint_keys.add((taint.key, taint.effect))
     if cls.min_size > cls.max_size:
-        out.append(((*at, "minSize"), f"minSize {cls.min_size} exceeds maxSize {cls.max_size}"))
+        out.append(Problem.at((*at, "minSize"), f"minSize {cls.min_size} exceeds maxSize {cls.max_size}"))
     return out
 
 

@@ -11,9 +11,8 @@ import uuid
 from typing import Any, Literal
 
 from wf.catalog import Catalog
+from wf.constants import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
 from wf.errors import InputError, Problem
-from wf.labels import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
-from wf.loader import format_path
 from wf.placement import APPLICATION_EXPRESSION, INTERRUPTION_EXPRESSION, Placement, place_step
 from wf.spec import SecretRef, Step, TrainingJob, Volume
 from wf.units import parse_duration
@@ -48,10 +47,10 @@ def compile_job(
         placements.append(placement)
         problems += found
     if problems:
-        raise InputError([_problem(job, path, message) for path, message in problems])
+        raise InputError([_locate(job, p) for p in problems])
     kind = kind or ("CronWorkflow" if job.spec.schedule else "Workflow")
     if kind == "CronWorkflow" and not job.spec.schedule:
-        raise InputError([_problem(job, ("spec", "schedule"), "a CronWorkflow needs a schedule (cron syntax)")])
+        raise InputError([_locate(job, Problem.at(("spec", "schedule"), "a CronWorkflow needs a schedule (cron syntax)"))])
     spec = _workflow_spec(job, placements)  # type: ignore[arg-type]
     labels = {**job.metadata.labels, JOB_LABEL: job.name}
     metadata: dict[str, Any] = {}
@@ -75,15 +74,15 @@ def compile_job(
     return {"apiVersion": API_VERSION, "kind": kind, "metadata": metadata, "spec": body}
 
 
-def _problem(job: TrainingJob, path: tuple, message: str) -> Problem:
+def _locate(job: TrainingJob, problem: Problem) -> Problem:
     doc = job.document
-    return doc.problem(path, message) if doc else Problem(job.source, None, format_path(path), message)
+    return doc.locate(problem) if doc else problem.in_file(job.source)
 
 
 def _workflow_spec(job: TrainingJob, placements: list[Placement]) -> dict[str, Any]:
     templates: list[dict[str, Any]] = [{"name": ENTRYPOINT, "dag": {"tasks": []}}]
     tasks = templates[0]["dag"]["tasks"]
-    for step, placement in zip(job.spec.steps, placements):
+    for step, placement in zip(job.spec.steps, placements, strict=True):
         task: dict[str, Any] = {"name": step.name, "template": step.name}
         if step.needs:
             task["dependencies"] = list(step.needs)

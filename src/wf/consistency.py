@@ -11,13 +11,18 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from wf.catalog import Catalog, ComputeClass
+from wf.constants import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL
 from wf.eksctl import (
-    ConfigSource, cluster_config_drift, config_node_groups, group_instance_types, group_taints, group_zones,
+    ConfigSource,
+    cluster_config_drift,
+    config_node_groups,
+    group_instance_types,
+    group_taints,
+    group_zones,
     read_cluster_config,
 )
 from wf.errors import Problem
 from wf.instances import instance_type
-from wf.labels import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL
 from wf.placement import node_selector_for, tolerations_for
 from wf.schedulability import tolerates
 

@@ -18,10 +18,10 @@ import yaml
 
 from wf.accelerators import EFA_RESOURCE, HUGEPAGES_2MI
 from wf.catalog import Catalog
-from wf.errors import InputError, Problem
+from wf.constants import CAPACITY_LABEL, CLASS_LABEL
+from wf.errors import InputError, PathKey, Problem, format_path
 from wf.instances import instance_type
-from wf.labels import CAPACITY_LABEL, CLASS_LABEL
-from wf.loader import Document, PathKey, format_path, load_documents
+from wf.loader import Document, load_documents
 from wf.nodegroups import NodeGroup, class_node_labels, node_groups
 from wf.units import format_mib
 

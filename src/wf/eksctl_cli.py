@@ -2,42 +2,27 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-from typing import Annotated, Optional
-
 import typer
 
-from wf.commands.core import CatalogOption
-from wf.errors import InputError
-
-OutputFile = Annotated[Optional[Path], typer.Option("-o", "--output", help="Write here instead of stdout.")]
+from wf.options import CatalogOption, FileOption, GeneratedOutput, emit
 
 
-def _emit(text: str, output: Path | None) -> None:
-    if output is None:
-        sys.stdout.write(text)
-        return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot write: {exc.strerror}", file=output) from None
-
-
-def eksctl_generate(catalog: CatalogOption = None, output: OutputFile = None) -> None:
+def eksctl_generate(catalog: CatalogOption = None, output: GeneratedOutput = "yaml", file: FileOption = None) -> None:
     """eksctl ClusterConfig: one managed node group per compute class x capacity x zone."""
     from wf import eksctl
     from wf.catalog import load_catalog
 
-    _emit(eksctl.render(load_catalog(catalog)), output)
+    emit(eksctl.render(load_catalog(catalog)), file)
 
 
-def karpenter_generate(catalog: CatalogOption = None, output: OutputFile = None) -> None:
+def karpenter_generate(
+    catalog: CatalogOption = None, output: GeneratedOutput = "yaml", file: FileOption = None
+) -> None:
     """Karpenter EC2NodeClasses and one NodePool per compute class x capacity."""
     from wf import karpenter
     from wf.catalog import load_catalog
 
-    _emit(karpenter.render(load_catalog(catalog)), output)
+    emit(karpenter.render(load_catalog(catalog)), file)
 
 
 def register(app: typer.Typer) -> None:

@@ -2,19 +2,54 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
+
+PathKey = str | int
+FieldPath = tuple[PathKey, ...]
+UNKNOWN_FILE = "<input>"
+
+
+def format_path(path: Sequence[PathKey]) -> str:
+    """`spec.steps[0].resources` for ("spec", "steps", 0, "resources")."""
+    out = ""
+    for key in path:
+        out += f"[{key}]" if isinstance(key, int) else (f".{key}" if out else str(key))
+    return out
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One finding about an input: where it is and what is wrong, in the developer's terms."""
+    """One finding about an input: where it is and what is wrong, in the developer's terms.
+
+    The one finding type from the YAML loader to the CLI. Pure validators, which see data but not the file it
+    came from, make it with `Problem.at(path, message)`; `Document.locate` then adds the file and line.
+    """
 
     file: str
     line: int | None
     field: str | None
     message: str
     severity: str = "error"  # "warning": reported, but the work is not failed
+    # Where in the document, as keys and list indices (for the line lookup); `field` is its text.
+    path: FieldPath = dataclasses.field(default=(), compare=False, repr=False)
+
+    @classmethod
+    def at(cls, path: Sequence[PathKey], message: str, severity: str = "error") -> Problem:
+        """A finding about the value at `path` of a document whose file and line are not known here."""
+        path = tuple(path)
+        return cls(UNKNOWN_FILE, None, format_path(path) or None, message, severity, path)
+
+    def in_file(self, file: str, line: int | None = None) -> Problem:
+        return replace(self, file=file, line=line)
+
+    def to_json(self) -> dict[str, Any]:
+        """The `wf lint --format json` form of a finding (DESIGN.md)."""
+        return {"file": self.file, "line": self.line, "field": self.field, "message": self.message,
+                "severity": self.severity}
 
     def __str__(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
@@ -34,7 +69,7 @@ class InputError(WfError):
 
     def __init__(self, problems: list[Problem] | str, file: str | Path | None = None) -> None:
         if isinstance(problems, str):
-            problems = [Problem(str(file or "<input>"), None, None, problems)]
+            problems = [Problem(str(file or UNKNOWN_FILE), None, None, problems)]
         self.problems = problems
         super().__init__("\n".join(str(p) for p in problems))
 

@@ -66,9 +66,6 @@ class InstanceType:
     def family(self) -> str:
         return self.name.split(".", 1)[0]
 
-    def accelerator_count(self, resource: str) -> int:
-        return self.accelerators.get(resource, 0)
-
     @property
     def allocatable_cpu_millis(self) -> int:
         total = self.vcpu * 1000

@@ -12,8 +12,8 @@ from typing import Any
 import yaml
 
 from wf.catalog import Catalog, ComputeClass
+from wf.constants import ARCH_LABEL, INSTANCE_TYPE_LABEL, ZONE_LABEL
 from wf.eksctl import GAUDI, display_path, hugepages_commands
-from wf.labels import ARCH_LABEL, INSTANCE_TYPE_LABEL, ZONE_LABEL
 from wf.nodegroups import NodeGroup, class_node_labels, node_groups_of
 from wf.units import format_mib
 

@@ -7,21 +7,21 @@ hera's models) and every pod they would create is checked against the catalog's 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from wf import argo
 from wf.catalog import Catalog, catalog_from_document, load_catalog
 from wf.compile import compile_job
-from wf.errors import InputError, Problem
-from wf.loader import Document, PathKey, format_path, load_documents
+from wf.constants import ARGO_GROUP, ARGO_KINDS
+from wf.errors import InputError, PathKey, Problem
+from wf.loader import Document, load_documents
 from wf.nodegroups import NodeGroup, node_groups
 from wf.schedulability import explain, pod_constraints
 from wf.spec import job_from_document
 
 YAML_SUFFIXES = (".yaml", ".yml")
-ARGO_KINDS = ("Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate", "CronWorkflow")
 _POD_TEMPLATE_KEYS = ("container", "script", "containerSet", "resource", "data")
 
 
@@ -111,7 +111,7 @@ def _checker_for(doc: Document) -> Checker | None:
         return _lint_job
     if api == "wf/v1" and kind == "Catalog":
         return _lint_catalog
-    if isinstance(api, str) and api.startswith("argoproj.io/") and kind in ARGO_KINDS:
+    if isinstance(api, str) and api.startswith(f"{ARGO_GROUP}/") and kind in ARGO_KINDS:
         return _lint_argo
     if api == "eksctl.io/v1alpha5" and kind == "ClusterConfig":
         return _lint_cluster_config
@@ -125,9 +125,10 @@ def _lint_job(doc: Document, source: _CatalogOnDemand, result: LintResult) -> li
         return exc.problems
     # The compiler's own output goes through the same checks as a hand-written manifest.
     result.manifests.append((doc, manifest))
+    # Their paths are into the compiled manifest, which has no lines: report them at the job's first line.
     found = argo.validate(manifest) + unschedulable(manifest, source.groups)
-    return [Problem(doc.file, doc.line_of(()), format_path(p) or None, f"compiled workflow: {m}")
-            for p, m in found] + _size(doc, manifest)
+    return [replace(p, message=f"compiled workflow: {p.message}").in_file(doc.file, doc.line_of(()))
+            for p in found] + _size(doc, manifest)
 
 
 def _lint_catalog(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:
@@ -146,20 +147,20 @@ def _lint_cluster_config(doc: Document, source: _CatalogOnDemand, result: LintRe
 
 def _lint_argo(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:
     manifest = doc.data
-    problems = [doc.problem(path, message) for path, message in argo.validate(manifest)]
+    problems = [doc.locate(p) for p in argo.validate(manifest)]
     problems += _size(doc, manifest)
     if not problems:
         result.manifests.append((doc, manifest))
-        problems += [doc.problem(path, message) for path, message in unschedulable(manifest, source.groups)]
+        problems += [doc.locate(p) for p in unschedulable(manifest, source.groups)]
     return problems
 
 
 def _size(doc: Document, manifest: dict[str, Any]) -> list[Problem]:
-    return [Problem(doc.file, doc.line_of(()), None, m) for m in argo.size_problems(argo.json_size(manifest))]
+    return [p.in_file(doc.file, doc.line_of(())) for p in argo.size_problems(argo.json_size(manifest))]
 
 
-def unschedulable(manifest: dict[str, Any], groups: list[NodeGroup]) -> list[tuple[tuple[PathKey, ...], str]]:
-    """(path, reason) for every template whose pod no node group can hold."""
+def unschedulable(manifest: dict[str, Any], groups: list[NodeGroup]) -> list[Problem]:
+    """A finding for every template whose pod no node group can hold."""
     spec = manifest.get("spec") or {}
     at: tuple[PathKey, ...] = ("spec",)
     if manifest.get("kind") == "CronWorkflow":
@@ -171,5 +172,6 @@ def unschedulable(manifest: dict[str, Any], groups: list[NodeGroup]) -> list[tup
             continue
         pod = pod_constraints(spec, {**defaults, **template})
         if pod is not None and (reason := explain(pod, groups)):
-            out.append(((*at, "templates", i), f"template {template.get('name')!r} cannot schedule: {reason}"))
+            message = f"template {template.get('name')!r} cannot schedule: {reason}"
+            out.append(Problem.at((*at, "templates", i), message))
     return out

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from wf.errors import InputError, Problem
+from wf.errors import InputError, PathKey, Problem
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _constructor = yaml.constructor.SafeConstructor()
@@ -30,8 +30,6 @@ ALIAS_EXPANSION_ALLOWANCE = 10_000
 MAX_NESTING = 1000
 _NESTING_SCAN_ABOVE = 2000
 
-PathKey = str | int
-Path_ = tuple[PathKey, ...]
 
 
 @dataclass
@@ -56,14 +54,11 @@ class Document:
         return node.start_mark.line + 1
 
     def problem(self, path: Sequence[PathKey], message: str) -> Problem:
-        return Problem(self.file, self.line_of(path), format_path(path) or None, message)
+        return self.locate(Problem.at(path, message))
 
-
-def format_path(path: Sequence[PathKey]) -> str:
-    out = ""
-    for key in path:
-        out += f"[{key}]" if isinstance(key, int) else (f".{key}" if out else str(key))
-    return out
+    def locate(self, problem: Problem) -> Problem:
+        """The finding with this document's file and the line of the field it names."""
+        return problem.in_file(self.file, self.line_of(problem.path))
 
 
 def _child(node: Node, key: PathKey) -> Node | None:
@@ -72,7 +67,8 @@ def _child(node: Node, key: PathKey) -> Node | None:
             if isinstance(k, ScalarNode) and k.value == key:
                 return v
     elif isinstance(node, SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
-        return node.value[key]
+        item: Node = node.value[key]
+        return item
     return None
 
 
@@ -183,7 +179,8 @@ def _check_nesting(text: str, file: str) -> None:
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_NESTING:
-                raise InputError([Problem(file, event.start_mark.line + 1, None, "YAML nested too deeply")])
+                line = event.start_mark.line + 1 if event.start_mark else None
+                raise InputError([Problem(file, line, None, "YAML nested too deeply")])
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
 

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
-from wf.errors import InputError, Problem
-from wf.loader import Document, PathKey, format_path
+from wf.constants import (
+    DNS1123_LABEL,
+    DNS1123_LABEL_MAX,
+    DNS1123_SUBDOMAIN,
+    DNS1123_SUBDOMAIN_MAX,
+    LABEL_VALUE,
+    LABEL_VALUE_MAX,
+    QUALIFIED_NAME,
+)
+from wf.errors import InputError, PathKey, Problem
+from wf.loader import Document
 
 M = TypeVar("M", bound="StrictModel")
 
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 # Set in the validation context when the caller will run the semantic checks itself, to map them to lines.
 DEFER_CHECKS = "wf.defer_checks"
@@ -42,7 +46,7 @@ class StrictModel(BaseModel):
 
 
 def dns_label_problem(value: str, what: str = "name") -> str | None:
-    if len(value) > 63 or not DNS1123_LABEL.match(value):
+    if len(value) > DNS1123_LABEL_MAX or not DNS1123_LABEL.match(value):
         return f"{what} {value!r} must be a DNS-1123 label (lowercase letters, digits and '-', at most 63)"
     return None
 
@@ -50,25 +54,25 @@ def dns_label_problem(value: str, what: str = "name") -> str | None:
 def label_key_problem(key: str) -> str | None:
     """Kubernetes label/annotation key syntax: optional DNS subdomain prefix, '/', qualified name."""
     prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+    if prefix and (len(prefix) > DNS1123_SUBDOMAIN_MAX or not DNS1123_SUBDOMAIN.match(prefix)):
         return f"label key {key!r}: prefix {prefix!r} must be a DNS subdomain"
-    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
+    if not name or len(name) > DNS1123_LABEL_MAX or not QUALIFIED_NAME.match(name):
         return f"label key {key!r}: name part must be 1-63 alphanumerics, '-', '_' or '.'"
     return None
 
 
 def label_value_problem(key: str, value: str) -> str | None:
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
+    if len(value) > LABEL_VALUE_MAX or not LABEL_VALUE.match(value):
         return f"label {key!r}: value {value!r} must be at most 63 alphanumerics, '-', '_' or '.'"
     return None
 
 
-def labels_problems(labels: dict[str, str], path: tuple[PathKey, ...]) -> list[tuple[tuple[PathKey, ...], str]]:
+def labels_problems(labels: dict[str, str], path: tuple[PathKey, ...]) -> list[Problem]:
     out = []
     for key, value in labels.items():
         problem = label_key_problem(key) or label_value_problem(key, value)
         if problem:
-            out.append(((*path, key), problem))
+            out.append(Problem.at((*path, key), problem))
     return out
 
 
@@ -88,9 +92,8 @@ def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[PathKey, ...]:
     path: list[PathKey] = []
     node = data
     for key in loc:
-        if isinstance(node, dict) and key in node:
-            node = node[key]
-        elif isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+        in_list = isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node)
+        if isinstance(node, dict) and key in node or in_list:
             node = node[key]
         elif isinstance(node, dict) and isinstance(key, str) and key[:1].islower():
             path.append(key)  # a missing field's name: keep it, the line is its parent's
@@ -113,11 +116,11 @@ def parse_model(model: type[M], doc: Document) -> M:
         raise InputError([doc.problem(path, message) for path, message in found.items()]) from None
     problems = value.problems()  # type: ignore[attr-defined]
     if problems:
-        raise InputError([doc.problem(path, message) for path, message in problems])
+        raise InputError([doc.locate(p) for p in problems])
     return value
 
 
-def raise_problems(problems: Sequence[tuple[tuple[PathKey, ...], str]], source: str = "<python>") -> None:
+def raise_problems(problems: Sequence[Problem], source: str = "<python>") -> None:
     """For models built in Python: the same checks, reported with field paths instead of lines."""
     if problems:
-        raise InputError([Problem(source, None, format_path(path) or None, msg) for path, msg in problems])
+        raise InputError([p.in_file(source) for p in problems])

@@ -10,11 +10,19 @@ from dataclasses import dataclass, field
 
 from wf.accelerators import EFA_RESOURCE, HUGEPAGES_2MI, profile
 from wf.catalog import Accelerator, Catalog, ComputeClass, Taint
-from wf.instances import InstanceType, instance_type
-from wf.labels import (
-    ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL, EKS_CAPACITY_LABEL, EKS_CAPACITY_VALUES, EKS_NODEGROUP_LABEL,
-    INSTANCE_TYPE_LABEL, OS_LABEL, REGION_LABEL, ZONE_LABEL,
+from wf.constants import (
+    ARCH_LABEL,
+    CAPACITY_LABEL,
+    CLASS_LABEL,
+    EKS_CAPACITY_LABEL,
+    EKS_CAPACITY_VALUES,
+    EKS_NODEGROUP_LABEL,
+    INSTANCE_TYPE_LABEL,
+    OS_LABEL,
+    REGION_LABEL,
+    ZONE_LABEL,
 )
+from wf.instances import InstanceType, instance_type
 from wf.units import format_cpu, format_mib
 
 # Root volume of the simulated node; the real one is the node group's volumeSize.

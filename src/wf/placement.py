@@ -11,13 +11,11 @@ from decimal import Decimal
 
 from wf.accelerators import EFA_RESOURCE, HUGEPAGES_2MI, profile
 from wf.catalog import Catalog, ComputeClass
-from wf.labels import ARCH_LABEL
-from wf.loader import PathKey
+from wf.constants import ARCH_LABEL
+from wf.errors import PathKey, Problem
 from wf.nodegroups import class_node_labels
 from wf.spec import Step, TrainingJob
 from wf.units import format_cpu, format_mib, parse_quantity
-
-ProblemList = list[tuple[tuple[PathKey, ...], str]]
 
 # A pod asking for a whole node's allocatable never fits beside the node's DaemonSets (CNI, kube-proxy,
 # device plugins), so defaults derived from a node take this share of it.
@@ -68,7 +66,7 @@ def node_selector_for(cls: ComputeClass, capacity: str) -> dict[str, str]:
     return selector
 
 
-def place_step(job: TrainingJob, index: int, catalog: Catalog) -> tuple[Placement | None, ProblemList]:
+def place_step(job: TrainingJob, index: int, catalog: Catalog) -> tuple[Placement | None, list[Problem]]:
     """The placement of steps[index], or the problems that make it impossible, in the developer's terms."""
     step: Step = job.spec.steps[index]
     at: tuple[PathKey, ...] = ("spec", "steps", index)
@@ -78,20 +76,20 @@ def place_step(job: TrainingJob, index: int, catalog: Catalog) -> tuple[Placemen
         cls = catalog.compute_class(class_name)
     except KeyError:
         known = ", ".join(catalog.class_names)
-        return None, [(class_at, f"unknown compute class {class_name!r}; the catalog has: {known}")]
-    problems: ProblemList = []
+        return None, [Problem.at(class_at, f"unknown compute class {class_name!r}; the catalog has: {known}")]
+    problems: list[Problem] = []
     capacity = step.capacity or job.spec.capacity or cls.default_capacity
     if capacity not in cls.capacity:
         where = (*at, "capacity") if step.capacity else ("spec", "capacity")
-        problems.append((where, f"compute class {cls.name!r} offers {' and '.join(cls.capacity)}, not {capacity}"))
+        problems.append(Problem.at(where, f"compute class {cls.name!r} offers {' and '.join(cls.capacity)}, not {capacity}"))
     largest = cls.largest
     device = cls.accelerator.resource if cls.accelerator else None
     devices = step.accelerators
     per_node = cls.accelerator.count if cls.accelerator else 0
     if devices and not cls.accelerator:
-        problems.append(((*at, "accelerators"), f"compute class {cls.name!r} has no accelerators"))
+        problems.append(Problem.at((*at, "accelerators"), f"compute class {cls.name!r} has no accelerators"))
     elif devices > per_node:
-        problems.append(((*at, "accelerators"),
+        problems.append(Problem.at((*at, "accelerators"),
                          f"no {cls.name} node offers {devices} {device}; {largest.name} has {per_node}"))
     prof = profile(device)
     # Defaults follow the cards a node can hold, so too many cards is one error, not three about fields never written.
@@ -111,11 +109,11 @@ def place_step(job: TrainingJob, index: int, catalog: Catalog) -> tuple[Placemen
         memory_mib = _DEFAULT_MEMORY_MIB
     node_memory = largest.allocatable_memory_mib - (prof.hugepages_2mi_mib_per_device * per_node)
     if cpu_millis > largest.allocatable_cpu_millis:
-        problems.append(((*at, "resources", "cpu"),
+        problems.append(Problem.at((*at, "resources", "cpu"),
                          f"no {cls.name} node offers {format_cpu(cpu_millis)} cpu; {largest.name} has "
                          f"{format_cpu(largest.allocatable_cpu_millis)} allocatable"))
     if memory_mib > node_memory:
-        problems.append(((*at, "resources", "memory"),
+        problems.append(Problem.at((*at, "resources", "memory"),
                          f"no {cls.name} node offers {memory_mib}Mi memory; {largest.name} has {node_memory}Mi "
                          "allocatable"))
     if problems:

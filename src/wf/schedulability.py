@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from wf.constants import CLASS_LABEL
 from wf.instances import instance_type
-from wf.labels import CLASS_LABEL
 from wf.nodegroups import NodeGroup
 from wf.units import parse_quantity
 

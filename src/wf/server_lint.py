@@ -7,17 +7,17 @@ already exists is checked as an update instead of failing with AlreadyExists.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from wf.constants import ARGO_GROUP as GROUP
+from wf.constants import ARGO_PLURALS
+from wf.constants import ARGO_VERSION as VERSION
 from wf.errors import Problem
 from wf.loader import Document
 
-PLURALS = {
-    "Workflow": "workflows",
-    "WorkflowTemplate": "workflowtemplates",
-    "ClusterWorkflowTemplate": "clusterworkflowtemplates",
-    "CronWorkflow": "cronworkflows",
-}
+if TYPE_CHECKING:
+    from wf.controller.client import Kube
+
 FIELD_MANAGER = "wf-lint"
 # `Workflow.argoproj.io "x" is invalid: spec.templates[0].retryStrategy.retryPolicy: Unsupported value: ...`,
 # or with several errors `... is invalid: [spec.podGC.strategy: Unsupported value: ..., <nil>: ...]`
@@ -34,18 +34,17 @@ def field_path(message: str) -> tuple[str | int, ...]:
 
 
 def server_problems(
-    manifests: list[tuple[Document, dict[str, Any]]], *, context: str | None = None, namespace: str | None = None,
-    kubeconfig: str | None = None,
+    manifests: list[tuple[Document, dict[str, Any]]], kube: Kube, *, namespace: str | None = None,
 ) -> list[Problem]:
+    """The API server's refusals of `manifests` (dry runs through `kube`), each located in its document."""
     from kubernetes.client.exceptions import ApiException
 
-    from wf.controller.client import GROUP, VERSION, api_errors, connect, server_message
+    from wf.controller.client import api_errors, server_message
 
-    kube = connect(kubeconfig=kubeconfig, context=context, namespace=namespace)
     problems = []
     for doc, manifest in manifests:
         kind = manifest["kind"]
-        plural = PLURALS[kind]
+        plural = ARGO_PLURALS[kind]
         metadata = manifest.get("metadata") or {}
         ns = namespace or metadata.get("namespace") or kube.namespace
         name = metadata.get("name")

@@ -8,11 +8,11 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from wf.loader import Document, PathKey, load_mapping
+from wf.errors import Problem
+from wf.loader import Document, load_mapping
 from wf.modeling import DEFER_CHECKS, StrictModel, Text, dns_label_problem, labels_problems, parse_model, raise_problems
 from wf.units import parse_duration, parse_quantity
 
-ProblemList = list[tuple[tuple[PathKey, ...], str]]
 Quantity = int | float | str
 
 
@@ -155,23 +155,23 @@ class TrainingJob(StrictModel):
     def source(self) -> str:
         return self._source
 
-    def problems(self) -> ProblemList:
+    def problems(self) -> list[Problem]:
         """Rules the types can't express: names, labels, DAG edges and cycles."""
-        out: ProblemList = []
+        out: list[Problem] = []
         if problem := dns_label_problem(self.metadata.name, "job name"):
-            out.append((("metadata", "name"), problem))
+            out.append(Problem.at(("metadata", "name"), problem))
         elif len(self.metadata.name) > 57:
-            out.append((("metadata", "name"), "job name is at most 57 characters (Argo appends a suffix)"))
+            out.append(Problem.at(("metadata", "name"), "job name is at most 57 characters (Argo appends a suffix)"))
         if self.metadata.namespace and (problem := dns_label_problem(self.metadata.namespace, "namespace")):
-            out.append((("metadata", "namespace"), problem))
+            out.append(Problem.at(("metadata", "namespace"), problem))
         out += labels_problems(self.metadata.labels, ("metadata", "labels"))
         index: dict[str, int] = {}
         for i, step in enumerate(self.spec.steps):
             at = ("spec", "steps", i)
             if problem := dns_label_problem(step.name, "step name"):
-                out.append(((*at, "name"), problem))
+                out.append(Problem.at((*at, "name"), problem))
             if step.name in index:
-                out.append(((*at, "name"), f"duplicate step name {step.name!r} (first at steps[{index[step.name]}])"))
+                out.append(Problem.at((*at, "name"), f"duplicate step name {step.name!r} (first at steps[{index[step.name]}])"))
             index.setdefault(step.name, i)
             out += labels_problems(step.labels, (*at, "labels"))
         seen_volumes: set[str] = set()
@@ -179,22 +179,22 @@ class TrainingJob(StrictModel):
         for v, volume in enumerate(self.spec.volumes):
             at = ("spec", "volumes", v)
             if problem := dns_label_problem(volume.name, "volume name"):
-                out.append(((*at, "name"), problem))
+                out.append(Problem.at((*at, "name"), problem))
             if volume.name in seen_volumes:
-                out.append(((*at, "name"), f"duplicate volume name {volume.name!r}"))
+                out.append(Problem.at((*at, "name"), f"duplicate volume name {volume.name!r}"))
             if volume.mount_path in mounts:
-                out.append(((*at, "mountPath"), f"two volumes are mounted at {volume.mount_path}"))
+                out.append(Problem.at((*at, "mountPath"), f"two volumes are mounted at {volume.mount_path}"))
             seen_volumes.add(volume.name)
             mounts.add(volume.mount_path)
         for i, step in enumerate(self.spec.steps):
             for j, need in enumerate(step.needs):
                 if need not in index:
-                    out.append((("spec", "steps", i, "needs", j), f"unknown step {need!r}; steps: {sorted(index)}"))
+                    out.append(Problem.at(("spec", "steps", i, "needs", j), f"unknown step {need!r}; steps: {sorted(index)}"))
                 elif need == step.name:
-                    out.append((("spec", "steps", i, "needs", j), "a step cannot need itself"))
+                    out.append(Problem.at(("spec", "steps", i, "needs", j), "a step cannot need itself"))
         if not out and (cycle := find_cycle(self.spec.steps)):
             first = index[cycle[0]]
-            out.append((("spec", "steps", first, "needs"), f"steps form a cycle: {' -> '.join(cycle)}"))
+            out.append(Problem.at(("spec", "steps", first, "needs"), f"steps form a cycle: {' -> '.join(cycle)}"))
         return out
 
 

@@ -9,31 +9,34 @@ import re
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 
-_SUFFIX = {
-    suffix: Decimal(factor) for suffix, factor in {
-        "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-        "n": "1e-9", "u": "1e-6", "m": "1e-3", "": 1,
-        "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
-    }.items()
+from wf.constants import QUANTITY
+
+_FACTORS: dict[str, int | str] = {
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+    "n": "1e-9", "u": "1e-6", "m": "1e-3", "": 1,
+    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
 }
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+_SUFFIX = {suffix: Decimal(factor) for suffix, factor in _FACTORS.items()}
 
 
-@lru_cache(maxsize=4096, typed=True)  # typed: True must not hit 1's entry; a big DAG repeats the same few requests thousands of times
+# A big DAG repeats the same few requests thousands of times; typed, so True does not hit 1's entry.
+@lru_cache(maxsize=4096, typed=True)
 def parse_quantity(value: str | int | float) -> Decimal:
     """A Kubernetes quantity ("500m", "32Gi", 8) as a number of base units; ValueError if malformed."""
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a quantity")
     if isinstance(value, (int, float)):
         return Decimal(str(value))
-    match = _QUANTITY.match(value.strip())
+    match = QUANTITY.match(value.strip())
     if not match:
         raise ValueError(f"{value!r} is not a Kubernetes quantity (examples: 8, 500m, 32Gi)")
+    number, suffix = match["number"], match["suffix"] or ""
+    if len(suffix) > 1 and suffix[0] in "eE":  # a decimal exponent, not the E (exa) suffix
+        number, suffix = number + suffix, ""
     try:
-        number = Decimal(match.group(1))
+        return Decimal(number) * _SUFFIX[suffix]
     except InvalidOperation as exc:
         raise ValueError(f"{value!r} is not a Kubernetes quantity") from exc
-    return number * _SUFFIX[match.group(2) or ""]
 
 
 def format_mib(mib: int) -> str:

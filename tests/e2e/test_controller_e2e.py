@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
+from wf.constants import SIM_DURATION, SIM_EXIT_CODE
 from wf.controller.client import connect
 from wf.controller.steps import parse_time
-from wf.labels import SIM_DURATION, SIM_EXIT_CODE
 
 ClusterHandle = Any  # tests/e2e/conftest.py's handle: .kubeconfig, .context, .namespace, .cluster
 
@@ -74,7 +74,7 @@ def assert_placed_by_class(handle: ClusterHandle, name: str, doc: dict[str, Any]
     from kubernetes import client
 
     from wf.catalog import load_catalog
-    from wf.labels import CAPACITY_LABEL, CLASS_LABEL
+    from wf.constants import CAPACITY_LABEL, CLASS_LABEL
 
     catalog = load_catalog()
     spec = doc["spec"]
@@ -226,8 +226,9 @@ def test_developer_role_forbidden_namespace_exits_3_with_the_rbac_message(local_
 
 
 def test_a_spot_node_taken_away_is_an_interruption_and_the_job_still_succeeds(local_cluster: ClusterHandle, tmp_path: Path) -> None:
-    import wf
     from kubernetes import client
+
+    import wf
 
     path = job_file(tmp_path, "spot", [step("train", **{SIM_DURATION: "40s"})], capacity="spot", retries=1)
     kube = connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)

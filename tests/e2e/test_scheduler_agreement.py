@@ -30,8 +30,14 @@ import pytest
 
 from wf.catalog import load_catalog
 from wf.cluster.nodes import HOSTNAME_LABEL, node_manifest
-from wf.labels import (
-    ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL, EKS_CAPACITY_LABEL, EKS_NODEGROUP_LABEL, INSTANCE_TYPE_LABEL, ZONE_LABEL,
+from wf.constants import (
+    ARCH_LABEL,
+    CAPACITY_LABEL,
+    CLASS_LABEL,
+    EKS_CAPACITY_LABEL,
+    EKS_NODEGROUP_LABEL,
+    INSTANCE_TYPE_LABEL,
+    ZONE_LABEL,
 )
 from wf.nodegroups import NodeGroup, node_groups
 from wf.schedulability import PodConstraints, explain, judge, pod_constraints

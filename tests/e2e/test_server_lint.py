@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from wf.labels import CLASS_LABEL
+from wf.constants import ARGO_API_VERSION, ARGO_GROUP, ARGO_VERSION, CLASS_LABEL
 
 from .conftest import ClusterHandle
 
@@ -48,7 +48,8 @@ def full_crds(local_cluster: ClusterHandle) -> Iterator[list[str]]:
     # 2.4-2.6 MB of YAML each: the C loader reads them in a fraction of the pure-Python loader's time.
     full = [yaml.load((FULL_CRDS / name).read_text(), Loader=yaml.CSafeLoader) for name in CRD_FILES]
     names = [crd["metadata"]["name"] for crd in full]
-    minimal = [m for m in platform_manifests() if m["kind"] == "CustomResourceDefinition" and m["metadata"]["name"] in names]
+    minimal = [m for m in platform_manifests()
+               if m["kind"] == "CustomResourceDefinition" and m["metadata"]["name"] in names]
     assert len(minimal) == len(full), "manifests/argo-crds.yaml lacks one of " + ", ".join(names)
     with local_cluster.api_client() as api:
         _apply_crds(api, full)
@@ -70,8 +71,8 @@ def _apply_crds(api: Any, crds: list[dict[str, Any]]) -> None:
 
     extensions = client.ApiextensionsV1Api(api)
     for crd in crds:
-        extensions.patch_custom_resource_definition(crd["metadata"]["name"], crd, field_manager=FIELD_MANAGER, force=True,
-                                                    _content_type="application/apply-patch+yaml")
+        extensions.patch_custom_resource_definition(crd["metadata"]["name"], crd, field_manager=FIELD_MANAGER,
+                                                    force=True, _content_type="application/apply-patch+yaml")
 
 
 def _wait_schema_served(api: Any, crds: list[dict[str, Any]], *, strict: bool, timeout: float = 60) -> None:
@@ -96,7 +97,8 @@ def _wait_schema_served(api: Any, crds: list[dict[str, Any]], *, strict: bool, t
             refused = None
             if established and stored["spec"]["versions"] == crd["spec"]["versions"]:
                 try:
-                    custom.create_namespaced_custom_object("argoproj.io", "v1alpha1", "wf", plural, probe, dry_run="All")
+                    custom.create_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, "wf", plural, probe,
+                                                           dry_run="All")
                     refused = False
                 except ApiException as exc:
                     if exc.status != 422:
@@ -104,15 +106,16 @@ def _wait_schema_served(api: Any, crds: list[dict[str, Any]], *, strict: bool, t
                     refused = True
             if refused is strict:
                 break
-            assert time.monotonic() < deadline, f"{name}: the API server does not serve the {'full' if strict else 'minimal'} schema"
+            served = "full" if strict else "minimal"
+            assert time.monotonic() < deadline, f"{name}: the API server does not serve the {served} schema"
             time.sleep(0.2)
 
 
 def wf_lint_server(handle: ClusterHandle, *paths: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "KUBECONFIG": str(handle.kubeconfig)}
     env.pop("WF_CATALOG", None)
-    return subprocess.run([sys.executable, "-m", "wf", "lint", "--server", "--context", handle.context, *map(str, paths)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    argv = [sys.executable, "-m", "wf", "lint", "--server", "--context", handle.context, *map(str, paths)]
+    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_every_compiled_example_passes_the_full_crds(full_crds: list[str], local_cluster: ClusterHandle,
@@ -153,12 +156,14 @@ def manifest(kind: str, **spec: Any) -> dict[str, Any]:
     workflow_spec = {
         "entrypoint": "main",
         "templates": [{"name": "main", "nodeSelector": {CLASS_LABEL: "cpu"},
-                       "container": {"image": "busybox:1.36", "command": ["true"], "resources": {"requests": {"cpu": "1"}}}}],
+                       "container": {"image": "busybox:1.36", "command": ["true"],
+                                     "resources": {"requests": {"cpu": "1"}}}}],
         **spec,
     }
     if kind == "Workflow":
-        return {"apiVersion": "argoproj.io/v1alpha1", "kind": kind, "metadata": {"generateName": "typo-"}, "spec": workflow_spec}
-    return {"apiVersion": "argoproj.io/v1alpha1", "kind": kind, "metadata": {"name": "typo"}, "spec": workflow_spec}
+        return {"apiVersion": ARGO_API_VERSION, "kind": kind, "metadata": {"generateName": "typo-"},
+                "spec": workflow_spec}
+    return {"apiVersion": ARGO_API_VERSION, "kind": kind, "metadata": {"name": "typo"}, "spec": workflow_spec}
 
 
 def test_a_value_only_the_crd_schema_refuses_fails_with_file_line_and_the_servers_message(
@@ -185,9 +190,10 @@ def test_a_value_only_the_crd_schema_refuses_fails_with_file_line_and_the_server
     assert "Traceback" not in result.stderr
     problems = result.stdout.splitlines()
     assert len(problems) == 2, result.stdout
-    assert problems[0].startswith(f"{workflow}:{line}: the API server ({local_cluster.context}) rejects this Workflow:"), problems
+    server = f"the API server ({local_cluster.context})"
+    assert problems[0].startswith(f"{workflow}:{line}: {server} rejects this Workflow:"), problems
     assert 'spec.podGC.strategy: Unsupported value: "OnPodSucess"' in problems[0], problems
     policy_line = template.read_text().splitlines().index("      retryPolicy: Sometimes") + 1
-    assert problems[1].startswith(f"{template}:{policy_line}: the API server ({local_cluster.context}) rejects this WorkflowTemplate:"), problems
+    assert problems[1].startswith(f"{template}:{policy_line}: {server} rejects this WorkflowTemplate:"), problems
     assert 'spec.templates[0].retryStrategy.retryPolicy: Unsupported value: "Sometimes"' in problems[1], problems
     assert "1 files" not in result.stderr and "2 errors" in result.stderr, result.stderr

@@ -1,11 +1,12 @@
 """Argo manifests: strict validation derived from hera's models, and size limits.
 
-`validate(manifest)` returns `(json_path, message)` problems, empty when the manifest is valid.
+`validate(manifest)` returns its problems (`Problem.at(path, message)`), empty when the manifest is valid.
 Importing this package loads neither hera nor pydantic (it sits on the `wf compile` hot path).
 """
 
-from wf.argo.schema import API_VERSION, KINDS, validate
+from wf.argo.schema import KINDS, validate
 from wf.argo.size import ARGO_MAX_WORKFLOW_BYTES, ETCD_MAX_REQUEST_BYTES, json_size, size_problems
+from wf.constants import ARGO_API_VERSION as API_VERSION
 
 __all__ = [
     "API_VERSION",

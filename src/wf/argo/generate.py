@@ -27,7 +27,6 @@ from typing import Any
 
 from wf.argo.schema import KIND_MODELS, TABLE_PATH
 
-
 # Models that hera generates without fields but whose content is free-form JSON, so any keys are valid.
 # Every other field-less model (NoneStrategy, ZipStrategy, SuppliedValueFrom, RetryNodeAntiAffinity) is
 # a placeholder that must be written as `{}`.
@@ -80,14 +79,15 @@ class _Walker:
         self._root_model = RootModel
         self.models: dict[str, dict[str, Any]] = {}
 
-    def model(self, model: type) -> str:
+    def model(self, model: Any) -> str:
         name = definition_name(model)
         if name in FREE_FORM_MODELS:
             return FREE_FORM_MODELS[name]
         if name in WIRE_TYPES:
             return WIRE_TYPES[name]
         if issubclass(model, self._root_model):
-            return self.type_of(model.model_fields["root"].annotation, f"{name}.root")
+            root: str = self.type_of(model.model_fields["root"].annotation, f"{name}.root")
+            return root
         if name not in self.models:
             entry: dict[str, Any] = {"fields": {}, "required": []}
             self.models[name] = entry  # registered before recursing: models are recursive (Template)

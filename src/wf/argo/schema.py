@@ -1,8 +1,8 @@
 """Strict validation of Argo manifests against the field table derived from hera's models.
 
 Unknown fields, wrong JSON types and missing required fields are problems, reported as
-`(json_path, message)` with the path as a tuple of keys and list indices, so a caller holding the YAML
-node marks can turn each into `file:line`. Nothing here imports hera or pydantic: the table
+`Problem.at(path, message)` with the path as a tuple of keys and list indices, so a caller holding the YAML
+node marks can turn each into `file:line` (`Document.locate`). Nothing here imports hera or pydantic: the table
 (`fields.json`, written by `wf.argo.generate`) is plain JSON, loaded once.
 """
 
@@ -10,34 +10,23 @@ from __future__ import annotations
 
 import datetime
 import json
-import re
 from functools import cache
 from pathlib import Path as FilePath
-from typing import Any, Union
+from typing import Any
 
-API_VERSION = "argoproj.io/v1alpha1"
+from wf.constants import ARGO_API_VERSION as API_VERSION
+from wf.constants import ARGO_KINDS, ARGO_VERSION, DNS1123_SUBDOMAIN, DNS1123_SUBDOMAIN_MAX, QUANTITY
+from wf.errors import FieldPath, Problem
+
 # The kinds `wf lint` validates, and the hera model (swagger definition) of each.
-KIND_MODELS = {
-    "Workflow": "io.argoproj.workflow.v1alpha1.Workflow",
-    "WorkflowTemplate": "io.argoproj.workflow.v1alpha1.WorkflowTemplate",
-    "ClusterWorkflowTemplate": "io.argoproj.workflow.v1alpha1.ClusterWorkflowTemplate",
-    "CronWorkflow": "io.argoproj.workflow.v1alpha1.CronWorkflow",
-}
-KINDS: tuple[str, ...] = tuple(KIND_MODELS)
+KIND_MODELS = {kind: f"io.argoproj.workflow.{ARGO_VERSION}.{kind}" for kind in ARGO_KINDS}
+KINDS: tuple[str, ...] = ARGO_KINDS
 
 # Written by `python -m wf.argo.generate` from hera's models.
 TABLE_PATH = FilePath(__file__).with_name("fields.json")
 
-Path = tuple[Union[str, int], ...]
-Problem = tuple[Path, str]
+Path = FieldPath
 
-# Kubernetes' Quantity grammar (resource.Quantity, as in the CRDs' `pattern`).
-_QUANTITY = re.compile(
-    r"^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[KMGTPE]i|[numkMGTPE]|[eE][+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))?$"
-)
-# Kubernetes object names: DNS-1123 subdomain, at most 253 characters.
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*$")
-_MAX_NAME = 253
 # Argo's own caps (workflow/validate): names of templates are used as label values (63), and a
 # CronWorkflow's runs append "-<unix time>" to its name (52 + 11 = 63).
 _ARGO_NAME_LIMITS = {"WorkflowTemplate": 63, "ClusterWorkflowTemplate": 63, "CronWorkflow": 52}
@@ -81,28 +70,29 @@ def _kind_models() -> dict[str, _Model]:
 def validate(manifest: Any) -> list[Problem]:
     """All problems of one Argo manifest (empty when valid), in document order."""
     if not isinstance(manifest, dict):
-        return [((), f"expected an Argo manifest (a mapping), got {_describe(manifest)}")]
+        return [Problem.at((), f"expected an Argo manifest (a mapping), got {_describe(manifest)}")]
     problems: list[Problem] = []
     api_version = manifest.get("apiVersion")
     if api_version is None:
-        problems.append(((), f"missing required field 'apiVersion' (expected '{API_VERSION}')"))
+        problems.append(Problem.at((), f"missing required field 'apiVersion' (expected '{API_VERSION}')"))
     elif isinstance(api_version, str) and api_version != API_VERSION:
-        problems.append((("apiVersion",), f"apiVersion must be '{API_VERSION}', got {_show(api_version)}"))
+        problems.append(Problem.at(("apiVersion",), f"apiVersion must be '{API_VERSION}', got {_show(api_version)}"))
     kind = manifest.get("kind")
     model = _kind_models().get(kind) if isinstance(kind, str) else None
     if model is None:
         known = ", ".join(KINDS)
         if kind is None:
-            problems.append(((), f"missing required field 'kind' (one of {known})"))
+            problems.append(Problem.at((), f"missing required field 'kind' (one of {known})"))
         elif not isinstance(kind, str):
-            problems.append((("kind",), f"kind must be one of {known}, got {_describe(kind)}"))
+            problems.append(Problem.at(("kind",), f"kind must be one of {known}, got {_describe(kind)}"))
         else:
-            problems.append((("kind",), f"unknown kind {_show(kind)}{_suggest(kind, KINDS)}; wf lints {known}"))
+            message = f"unknown kind {_show(kind)}{_suggest(kind, KINDS)}; wf lints {known}"
+            problems.append(Problem.at(("kind",), message))
         return problems
     try:
         _check_object(manifest, model, (), problems)
     except RecursionError:
-        problems.append(((), "manifest is nested too deeply to validate"))
+        problems.append(Problem.at((), "manifest is nested too deeply to validate"))
     _check_object_name(manifest.get("metadata"), kind, problems)
     return problems
 
@@ -112,29 +102,29 @@ def _check(value: Any, spec: Any, path: Path, problems: list[Problem]) -> None:
         if value.__class__ is dict:
             _check_object(value, spec, path, problems)
         else:
-            problems.append((path, f"expected an object ({spec.short_name}), got {_describe(value)}"))
+            problems.append(Problem.at(path, f"expected an object ({spec.short_name}), got {_describe(value)}"))
     elif spec.__class__ is tuple:
         container, item_spec = spec
         if container == "list":
             if value.__class__ is not list:
-                problems.append((path, f"expected a list, got {_describe(value)}"))
+                problems.append(Problem.at(path, f"expected a list, got {_describe(value)}"))
                 return
             for index, item in enumerate(value):
                 if item_spec != "string" or item.__class__ is not str:
                     _check(item, item_spec, path + (index,), problems)
         else:
             if value.__class__ is not dict:
-                problems.append((path, f"expected a mapping, got {_describe(value)}"))
+                problems.append(Problem.at(path, f"expected a mapping, got {_describe(value)}"))
                 return
             for key, item in value.items():
                 if key.__class__ is not str:
-                    problems.append((path + (key,), f"keys must be strings, got {_describe(key)}"))
+                    problems.append(Problem.at(path + (key,), f"keys must be strings, got {_describe(key)}"))
                 elif item_spec != "string" or item.__class__ is not str:
                     _check(item, item_spec, path + (key,), problems)
     else:
         message = _scalar_problem(value, spec)
         if message:
-            problems.append((path, message))
+            problems.append(Problem.at(path, message))
 
 
 def _check_object(value: dict[Any, Any], model: _Model, path: Path, problems: list[Problem]) -> None:
@@ -142,7 +132,7 @@ def _check_object(value: dict[Any, Any], model: _Model, path: Path, problems: li
     for key, item in value.items():
         spec = fields.get(key) if key.__class__ is str else None
         if spec is None:
-            problems.append((path + (key,), _unknown_field(key, model)))
+            problems.append(Problem.at(path + (key,), _unknown_field(key, model)))
         elif item is None:  # null is how YAML spells an omitted optional field (`key:`)
             continue
         elif spec == "string" and item.__class__ is str:
@@ -151,7 +141,7 @@ def _check_object(value: dict[Any, Any], model: _Model, path: Path, problems: li
             _check(item, spec, path + (key,), problems)
     for key in model.required:
         if value.get(key) is None:
-            problems.append((path, f"missing required field '{key}' of {model.short_name}"))
+            problems.append(Problem.at(path, f"missing required field '{key}' of {model.short_name}"))
 
 
 def _scalar_problem(value: Any, spec: str) -> str | None:
@@ -170,7 +160,7 @@ def _scalar_problem(value: Any, spec: str) -> str | None:
     elif spec == "quantity":
         if kind is str:
             # Argo substitutes {{...}} expressions before the pod exists; only literal text can be checked.
-            if "{{" in value or _QUANTITY.match(value):
+            if "{{" in value or QUANTITY.match(value):
                 return None
             return f"invalid quantity {_show(value)} (Kubernetes quantities look like 500m, 2, 1.5, 32Gi, 1e3)"
         ok = kind is int or kind is float
@@ -196,26 +186,27 @@ _EXPECTED = {
 }
 
 
-def _check_object_name(metadata: Any, kind: str, problems: list[Problem]) -> None:
+def _check_object_name(metadata: Any, kind: Any, problems: list[Problem]) -> None:
     if not isinstance(metadata, dict):
         return  # already reported by the table walk
     # A manifest with neither name nor generateName is not reported: the API server refuses it, but two
     # of Argo's own examples (fun-with-gifs, k8s-jobs: generateName indented under labels) pass
     # upstream's schema, and lint must accept whatever that schema accepts.
     name, generate_name = metadata.get("name"), metadata.get("generateName")
-    limit = _ARGO_NAME_LIMITS.get(kind, _MAX_NAME)
+    limit = _ARGO_NAME_LIMITS.get(kind, DNS1123_SUBDOMAIN_MAX)
     if isinstance(name, str):
         if len(name) > limit:
             problems.append(
-                (("metadata", "name"), f"{kind} names must not be longer than {limit} characters (has {len(name)})")
+                Problem.at(("metadata", "name"),
+                           f"{kind} names must not be longer than {limit} characters (has {len(name)})")
             )
-        elif not _DNS1123_SUBDOMAIN.match(name):
-            problems.append((("metadata", "name"), _bad_name(name)))
+        elif not DNS1123_SUBDOMAIN.match(name):
+            problems.append(Problem.at(("metadata", "name"), _bad_name(name)))
     if isinstance(generate_name, str) and generate_name:
         # Kubernetes checks the prefix as a name once a trailing '-' is masked.
         masked = generate_name[:-1] + "a" if generate_name.endswith("-") else generate_name
-        if not _DNS1123_SUBDOMAIN.match(masked):
-            problems.append((("metadata", "generateName"), _bad_name(generate_name)))
+        if not DNS1123_SUBDOMAIN.match(masked):
+            problems.append(Problem.at(("metadata", "generateName"), _bad_name(generate_name)))
 
 
 def _bad_name(name: str) -> str:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from wf.errors import Problem
+
 ARGO_MAX_WORKFLOW_BYTES = 1024 * 1024
 ETCD_MAX_REQUEST_BYTES = 1536 * 1024
 
@@ -29,20 +31,20 @@ def json_size(manifest: Any) -> int:
     return size
 
 
-def size_problems(manifest_json_bytes: int) -> list[str]:
+def size_problems(manifest_json_bytes: int) -> list[Problem]:
     """Problems for a manifest whose compact JSON form is `manifest_json_bytes` long (empty when it fits)."""
     measured = f"manifest is {_bytes(manifest_json_bytes)} as JSON"
     problems = []
     if manifest_json_bytes > ETCD_MAX_REQUEST_BYTES:
-        problems.append(
+        problems.append(Problem.at((),
             f"{measured}, over etcd's request limit of {_bytes(ETCD_MAX_REQUEST_BYTES)}: "
             "the API server cannot store it"
-        )
+        ))
     if manifest_json_bytes > ARGO_MAX_WORKFLOW_BYTES:
-        problems.append(
+        problems.append(Problem.at((),
             f"{measured}, over Argo's maximum workflow size of {_bytes(ARGO_MAX_WORKFLOW_BYTES)} (status "
             "included): split it into WorkflowTemplates referenced by templateRef"
-        )
+        ))
     return problems
 
 

@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from enum import Enum
-from pathlib import Path
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
-from wf.commands.core import Format
 from wf.errors import ClusterError
+from wf.options import CatalogOption, Format, ReportOutput
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -113,23 +112,31 @@ def register(app: typer.Typer) -> None:
         for result in results:
             where = result.component.bin_dir(buildmod.cache_dir())
             verb = f"built in {result.seconds:.0f}s" if result.built else "cached"
-            progress.console.print(f"{result.component.name} {result.component.version}: {verb} -> {where}", highlight=False)
+            progress.console.print(f"{result.component.name} {result.component.version}: {verb} -> {where}",
+                                   highlight=False)
 
     @cluster.command("up")
     def up_cmd(
         name: NameOption = "local",
         nodes_per_group: Annotated[
             int | None,
-            typer.Option("--nodes-per-group", min=0, help="Simulated nodes per node group [default: as before, else 1]."),
+            typer.Option("--nodes-per-group", min=0,
+                         help="Simulated nodes per node group [default: as before, else 1]."),
         ] = None,
-        namespace: Annotated[
+        team_namespace: Annotated[
             list[str] | None,
-            typer.Option("--namespace", help="Another namespace where workflows may run (repeatable); wf always is."),
+            typer.Option("--team-namespace",
+                         help="Another namespace where workflows may run (repeatable); wf always is."),
         ] = None,
-        catalog: Annotated[Path | None, typer.Option("--catalog", help="Catalog file [default: as before, else WF_CATALOG or eksctl/catalog.yaml].")] = None,
-        runtime: Annotated[Runtime, typer.Option("--runtime", help="kwok (processes, default) or kind (needs Docker).")] = Runtime.kwok,
+        catalog: CatalogOption = None,
+        runtime: Annotated[
+            Runtime, typer.Option("--runtime", help="kwok (processes, default) or kind (needs Docker).")
+        ] = Runtime.kwok,
     ) -> None:
-        """Start the local cluster (or repair a dead component of a running one) and merge its context."""
+        """Start the local cluster (or repair a dead component of a running one) and merge its context.
+
+        Without --catalog, a cluster brought up before keeps the catalog it had.
+        """
         from rich.console import Console
 
         from wf.cluster.kubeconfig import user_kubeconfig_path
@@ -150,7 +157,7 @@ def register(app: typer.Typer) -> None:
         state = progress.run(
             lambda: cluster_.up(
                 nodes_per_group=nodes_per_group,
-                namespaces=namespace or (),
+                namespaces=team_namespace or (),
                 catalog_path=catalog,
                 merge_into=user_kubeconfig_path(),
                 say=lambda msg: console.print(msg, highlight=False),
@@ -176,7 +183,7 @@ def register(app: typer.Typer) -> None:
     @cluster.command("status")
     def status_cmd(
         name: NameOption = "local",
-        output: Annotated[Format, typer.Option("-o", "--output", help="text or json.")] = Format.text,
+        output: ReportOutput = Format.text.value,
     ) -> None:
         """Each process of the local cluster: pid, port, log file and whether it runs. Exit 1 if any is down."""
         from rich.console import Console
@@ -187,7 +194,7 @@ def register(app: typer.Typer) -> None:
 
         cluster_ = LocalCluster(name)
         components = cluster_.status()
-        if output is Format.json:
+        if output == Format.json.value:
             state = cluster_.state()
             typer.echo(
                 json.dumps(

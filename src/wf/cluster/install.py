@@ -73,10 +73,11 @@ def catalog_configmap(catalog: Catalog) -> dict[str, Any]:
 def install(kubeconfig: Path, catalog: Catalog, nodes_per_group: int, namespaces: Sequence[str] = (WORKFLOW_NAMESPACE,)) -> None:
     """Apply the platform objects, the workflow namespaces and the nodes; delete simulated nodes that are
     no longer wanted (namespaces are never deleted: they may hold someone's work)."""
-    from kubernetes import config as kconfig
     from kubernetes.dynamic import DynamicClient
 
-    api_client = kconfig.new_client_from_config(config_file=str(kubeconfig))
+    from wf.controller.client import connect
+
+    api_client = connect(kubeconfig=str(kubeconfig)).api_client
     try:
         client = DynamicClient(api_client)
         for manifest in platform_manifests():

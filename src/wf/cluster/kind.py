@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 
 from wf.catalog import Catalog
+from wf.constants import ARCH_LABEL, OS_LABEL
 from wf.errors import ClusterError
-from wf.labels import ARCH_LABEL, OS_LABEL
 from wf.nodegroups import node_groups
 
 # The 1.36 image kind v0.33.0 publishes (its release notes), pinned by digest as kind asks; nearest to

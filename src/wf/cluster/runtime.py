@@ -388,10 +388,10 @@ _SIMULATED_LOG = (
 
 def _wait_ready(kubeconfig_path: Path, timeout: float, say: Say) -> None:
     """Wait until the API server answers /readyz with our credentials."""
-    from kubernetes import config as kconfig
+    from wf.controller.client import connect
 
     say("waiting for the API server")
-    api_client = kconfig.new_client_from_config(config_file=str(kubeconfig_path))
+    api_client = connect(kubeconfig=str(kubeconfig_path)).api_client
     deadline = time.monotonic() + timeout
     last = ""
     try:
@@ -414,10 +414,11 @@ def _wait_workloads_ready(
     import urllib.request
 
     from kubernetes import client as kclient
-    from kubernetes import config as kconfig
+
+    from wf.controller.client import connect
 
     say("waiting for nodes, service accounts and the workflow controller")
-    api_client = kconfig.new_client_from_config(config_file=str(kubeconfig_path))
+    api_client = connect(kubeconfig=str(kubeconfig_path)).api_client
     core = kclient.CoreV1Api(api_client)
     deadline = time.monotonic() + timeout
     waiting = ""

@@ -6,29 +6,27 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 import yaml
 
 from wf.errors import WfError, WorkFailed
+from wf.options import (
+    CatalogOption,
+    ContextOption,
+    EksOption,
+    FileOption,
+    KubeconfigOption,
+    LintOutput,
+    NamespaceOption,
+    ObjectOutput,
+    Output,
+    RegionOption,
+    emit,
+)
 
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-CatalogOption = Annotated[
-    Optional[Path],
-    typer.Option("--catalog", envvar="WF_CATALOG", help="Compute-class catalog (default: eksctl/catalog.yaml)."),
-]
-
-
-class Output(str, Enum):
-    yaml = "yaml"
-    json = "json"
-
-
-class Format(str, Enum):
-    text = "text"
-    json = "json"
 
 
 class Kind(str, Enum):
@@ -37,8 +35,8 @@ class Kind(str, Enum):
     cron = "CronWorkflow"
 
 
-def dump(data: Any, output: Output) -> str:
-    if output is Output.json:
+def dump(data: Any, output: Output | str) -> str:
+    if Output(output) is Output.json:
         # Indented for a person at a terminal; compact (C encoder, 4x faster on large DAGs) for pipes and files.
         return json.dumps(data, indent=2 if sys.stdout.isatty() else None) + "\n"
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
@@ -46,8 +44,11 @@ def dump(data: Any, output: Output) -> str:
 
 def compile_command(
     job: Annotated[Path, typer.Argument(help="Job spec (kind: TrainingJob).")],
-    output: Annotated[Output, typer.Option("-o", "--output", help="Output format.")] = Output.yaml,
-    kind: Annotated[Optional[Kind], typer.Option("--kind", help="Default: CronWorkflow with a schedule, else Workflow.")] = None,
+    output: ObjectOutput = Output.yaml.value,
+    file: FileOption = None,
+    kind: Annotated[
+        Kind | None, typer.Option("--kind", help="Default: CronWorkflow with a schedule, else Workflow.")
+    ] = None,
     catalog: CatalogOption = None,
 ) -> None:
     """Compile a job spec into an Argo manifest."""
@@ -57,7 +58,7 @@ def compile_command(
 
     manifest = compile_job(load_job(job), load_catalog(catalog), kind=kind.value if kind else None)
     check_compiled(manifest)
-    sys.stdout.write(dump(manifest, output))
+    emit(dump(manifest, output or Output.yaml), file)
 
 
 def check_compiled(manifest: dict[str, Any]) -> None:
@@ -65,33 +66,43 @@ def check_compiled(manifest: dict[str, Any]) -> None:
     from wf import argo
 
     if problems := argo.validate(manifest):
-        detail = "; ".join(f"{'.'.join(map(str, p))}: {m}" for p, m in problems[:5])
+        detail = "; ".join(f"{p.field}: {p.message}" for p in problems[:5])
         raise WfError(f"internal error: the compiled manifest is invalid ({detail}); please report it")
 
 
 def lint_command(
-    paths: Annotated[list[Path], typer.Argument(help="Files or folders: job specs, Argo manifests, catalogs, eksctl configs.")],
-    format: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
-    server: Annotated[bool, typer.Option("--server", help="Also dry-run every manifest against the API server.")] = False,
-    context: Annotated[Optional[str], typer.Option("--context", help="Kubeconfig context for --server.")] = None,
-    namespace: Annotated[Optional[str], typer.Option("-n", "--namespace", help="Namespace for --server.")] = None,
+    paths: Annotated[
+        list[Path], typer.Argument(help="Files or folders: job specs, Argo manifests, catalogs, eksctl configs.")
+    ],
+    output: LintOutput = "text",
+    server: Annotated[
+        bool, typer.Option("--server", help="Also dry-run every manifest against the API server.")
+    ] = False,
     catalog: CatalogOption = None,
+    context: ContextOption = None,
+    namespace: NamespaceOption = None,
+    kubeconfig: KubeconfigOption = None,
+    eks_cluster: EksOption = None,
+    region: RegionOption = None,
 ) -> None:
     """Validate job specs and Argo manifests offline and prove every step can schedule (exit 1 on findings)."""
     from wf.lint import lint_paths
 
     result = lint_paths(paths, catalog)
     if server:
+        from wf.controller.client import connect
         from wf.server_lint import server_problems
 
-        result.problems += server_problems(result.manifests, context=context, namespace=namespace)
-    if format is Format.json:
+        kube = connect(kubeconfig=kubeconfig, context=context, namespace=namespace, eks_cluster=eks_cluster,
+                       region=region)
+        result.problems += server_problems(result.manifests, kube, namespace=namespace)
+    if output == "json":
         payload = {
             "ok": not result.errors,
             "files": result.files,
             "documents": result.documents,
             "skipped": result.skipped,
-            "problems": [p.__dict__ for p in result.problems],
+            "problems": [p.to_json() for p in result.problems],
         }
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
@@ -113,6 +124,7 @@ class SchemaFor(str, Enum):
 
 def schema_command(
     of: Annotated[SchemaFor, typer.Option("--for", help="Which document's schema.")] = SchemaFor.job,
+    file: FileOption = None,
 ) -> None:
     """Print the JSON Schema of job specs (for yaml-language-server and editors)."""
     from wf.catalog import Catalog
@@ -121,7 +133,7 @@ def schema_command(
     model = TrainingJob if of is SchemaFor.job else Catalog
     schema = model.model_json_schema(by_alias=True)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    sys.stdout.write(json.dumps(schema, indent=2) + "\n")
+    emit(json.dumps(schema, indent=2) + "\n", file)
 
 
 def register(app: typer.Typer) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -13,7 +13,7 @@ app = typer.Typer(help="Instance facts (vCPU, memory, accelerators, price) that 
 
 @app.command("list")
 def list_command(
-    family: Annotated[Optional[str], typer.Argument(help="Only this family, e.g. dl1 or c7g.")] = None,
+    family: Annotated[str | None, typer.Argument(help="Only this family, e.g. dl1 or c7g.")] = None,
 ) -> None:
     """The table, with its source and date."""
     from rich.console import Console
@@ -38,10 +38,14 @@ def list_command(
 
 @app.command("refresh")
 def refresh_command(
-    types: Annotated[Optional[list[str]], typer.Argument(help="Instance types (default: every type in the table).")] = None,
+    types: Annotated[
+        list[str] | None, typer.Argument(help="Instance types (default: every type in the table).")
+    ] = None,
     region: Annotated[str, typer.Option("--region", help="Region whose specs and prices to read.")] = "us-east-1",
     no_prices: Annotated[bool, typer.Option("--no-prices", help="Specs only (no Pricing API calls).")] = False,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write here instead of the packaged table.")] = None,
+    file: Annotated[
+        Path | None, typer.Option("--file", help="Write the table here instead of the packaged one.")
+    ] = None,
 ) -> None:
     """Re-read the table from the EC2 and Pricing APIs (needs AWS credentials) and print what changed."""
     from wf.instances_refresh import refresh_instance_table, write_table
@@ -49,7 +53,7 @@ def refresh_command(
     result = refresh_instance_table(types, region=region, with_prices=not no_prices)
     for change in result.changes:
         typer.echo(change)
-    path = write_table(result, output)
+    path = write_table(result, file)
     typer.echo(f"{len(result.changes)} changes; wrote {path}", err=True)
 
 

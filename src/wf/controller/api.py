@@ -7,9 +7,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from wf.controller.client import Kube, connect
 from wf.controller.cost import JobCost
@@ -88,20 +89,20 @@ def _targets(workflows: Any, default_namespace: str) -> tuple[list[tuple[str, st
 
 def watch(workflows: Any, *, namespace: str | None = None, context: str | None = None,
           kubeconfig: str | None = None, eks_cluster: str | None = None, region: str | None = None,
-          display: Display | None = None, with_cost: bool = True, kube: Kube | None = None) -> Runs:
+          display: Display | None = None, with_cost: bool = True, catalog: str | Path | None = None,
+          kube: Kube | None = None) -> Runs:
     """Watch workflows (names or submit()'s results) to their end through one stream per namespace."""
+    from wf.controller.catalog_source import resolve_catalog
     from wf.controller.watch import watch_workflows
 
     client = _kube(kube, context=context, kubeconfig=kubeconfig, eks_cluster=eks_cluster, region=region)
     targets, selector = _targets(workflows, namespace or client.namespace)
-    outcome = watch_workflows(client, targets, display=display, label_selector=selector, with_cost=with_cost)
+    outcome = watch_workflows(client, targets, display=display, label_selector=selector, with_cost=with_cost,
+                              catalog_loader=lambda: resolve_catalog(client, str(catalog) if catalog else None))
     runs = []
     for key in targets:
         view = outcome.views.get(key)
-        if key in outcome.deleted:
-            phase = "Deleted"
-        else:
-            phase = view.phase if view else "Unknown"
+        phase = "Deleted" if key in outcome.deleted else (view.phase if view else "Unknown")
         failed = tuple((s.name, s.failure) for s in view.failed_steps) if view else ()
         runs.append(Run(key[1], key[0], phase, failed, view.message if view else "", outcome.costs.get(key)))
     return Runs(tuple(runs), outcome.stopped, outcome)
@@ -116,7 +117,8 @@ def get(name: str, *, namespace: str | None = None, context: str | None = None, 
 
 
 def list_workflows(*, namespace: str | None = None, all_namespaces: bool = False, selector: str = "",
-                   context: str | None = None, kubeconfig: str | None = None, kube: Kube | None = None) -> list[dict[str, Any]]:
+                   context: str | None = None, kubeconfig: str | None = None,
+                   kube: Kube | None = None) -> list[dict[str, Any]]:
     from wf.controller.ops import list_workflows as list_
 
     client = _kube(kube, context=context, kubeconfig=kubeconfig)

@@ -10,20 +10,23 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-from wf.commands.core import Output, dump
+from wf.commands.core import dump
 from wf.errors import WorkFailed
-
-ContextOption = Annotated[Optional[str], typer.Option("--context", help="Kubeconfig context (default: the current one).")]
-NamespaceOption = Annotated[Optional[str], typer.Option("-n", "--namespace", help="Namespace (default: the context's).")]
-KubeconfigOption = Annotated[Optional[str], typer.Option("--kubeconfig", help="Kubeconfig file (default: KUBECONFIG, ~/.kube/config).")]
-EksOption = Annotated[Optional[str], typer.Option("--eks-cluster", help="EKS cluster name: endpoint and token from AWS, no kubeconfig needed.")]
-RegionOption = Annotated[Optional[str], typer.Option("--region", help="AWS region of --eks-cluster.")]
-PlainOption = Annotated[bool, typer.Option("--plain", help="Plain lines even on a terminal.")]
+from wf.options import (
+    CatalogOption,
+    ContextOption,
+    EksOption,
+    KubeconfigOption,
+    NamespaceOption,
+    ObjectOutput,
+    PlainOption,
+    RegionOption,
+)
 
 out = Console()
 err = Console(stderr=True)
@@ -62,10 +65,16 @@ def _report(runs: Any, console: Console) -> None:
 
 def submit_command(
     jobs: Annotated[list[Path], typer.Argument(help="Job specs (kind: TrainingJob), or folders of them.")],
-    watch: Annotated[bool, typer.Option("--watch", "-w", help="Follow the workflows to their end; exit code = result.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Server-side dry run: validated by the API server, nothing created.")] = False,
-    parameter: Annotated[Optional[list[str]], typer.Option("-p", "--parameter", help="Override a workflow parameter: key=value.")] = None,
-    catalog: Annotated[Optional[Path], typer.Option("--catalog", help="Catalog file (default: WF_CATALOG, else the cluster's, else eksctl/catalog.yaml).")] = None,
+    watch: Annotated[
+        bool, typer.Option("--watch", "-w", help="Follow the workflows to their end; exit code = result.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Server-side dry run: validated by the API server, nothing created.")
+    ] = False,
+    parameter: Annotated[
+        list[str] | None, typer.Option("-p", "--parameter", help="Override a workflow parameter: key=value.")
+    ] = None,
+    catalog: CatalogOption = None,
     rate: Annotated[float, typer.Option("--qps", help="Client-side limit on creates per second.")] = 20.0,
     plain: PlainOption = False,
     context: ContextOption = None,
@@ -92,12 +101,13 @@ def submit_command(
             err.print("note: scheduled jobs (CronWorkflow) are not watched; each run is a Workflow of its own",
                       markup=False, highlight=False)
         if workflows:
-            _report(api.watch(workflows, display=make_display(plain or None), kube=kube), out)
+            _report(api.watch(workflows, display=make_display(plain or None), catalog=catalog, kube=kube), out)
 
 
 def watch_command(
     names: Annotated[list[str], typer.Argument(help="Workflow names.")],
     plain: PlainOption = False,
+    catalog: CatalogOption = None,
     context: ContextOption = None,
     namespace: NamespaceOption = None,
     kubeconfig: KubeconfigOption = None,
@@ -109,15 +119,19 @@ def watch_command(
     from wf.controller.view import make_display
 
     kube = _connect(context, namespace, kubeconfig, eks_cluster, region)
-    _report(api.watch(names, namespace=namespace, display=make_display(plain or None), kube=kube), out)
+    _report(api.watch(names, namespace=namespace, display=make_display(plain or None), catalog=catalog, kube=kube),
+            out)
 
 
 def get_command(
     name: Annotated[str, typer.Argument(help="Workflow name.")],
-    output: Annotated[Optional[Output], typer.Option("-o", "--output", help="Print the Workflow object.")] = None,
+    output: ObjectOutput = None,
+    catalog: CatalogOption = None,
     context: ContextOption = None,
     namespace: NamespaceOption = None,
     kubeconfig: KubeconfigOption = None,
+    eks_cluster: EksOption = None,
+    region: RegionOption = None,
 ) -> None:
     """A workflow's steps (phase, class, node, time, retries), its result and what it cost."""
     from wf.controller.catalog_source import resolve_catalog
@@ -127,13 +141,13 @@ def get_command(
     from wf.controller.view import PlainDisplay, print_cost
     from wf.controller.watch import Insight
 
-    kube = _connect(context, namespace, kubeconfig)
+    kube = _connect(context, namespace, kubeconfig, eks_cluster, region)
     workflow = get_workflow(kube, name, namespace)
     if output is not None:
         sys.stdout.write(dump(workflow, output))
         return
     view = workflow_view(workflow)
-    insight = Insight(kube, lambda: resolve_catalog(kube))
+    insight = Insight(kube, lambda: resolve_catalog(kube, str(catalog) if catalog else None))
     explanations = {}
     for row in view.steps:
         if row.pending and row.attempts and (reason := insight.explain(workflow, row)):
@@ -149,10 +163,12 @@ def get_command(
 def list_command(
     all_namespaces: Annotated[bool, typer.Option("-A", "--all-namespaces", help="Every namespace.")] = False,
     selector: Annotated[str, typer.Option("-l", "--selector", help="Label selector, e.g. wf.dev/job=bert.")] = "",
-    output: Annotated[Optional[Output], typer.Option("-o", "--output", help="Print the Workflow objects.")] = None,
+    output: ObjectOutput = None,
     context: ContextOption = None,
     namespace: NamespaceOption = None,
     kubeconfig: KubeconfigOption = None,
+    eks_cluster: EksOption = None,
+    region: RegionOption = None,
 ) -> None:
     """Workflows, newest first."""
     from rich.table import Table
@@ -161,7 +177,7 @@ def list_command(
     from wf.controller.steps import parse_time
     from wf.controller.view import duration
 
-    kube = _connect(context, namespace, kubeconfig)
+    kube = _connect(context, namespace, kubeconfig, eks_cluster, region)
     items = list_workflows(kube, namespace, all_namespaces=all_namespaces, label_selector=selector)
     if output is not None:
         sys.stdout.write(dump({"apiVersion": "v1", "kind": "List", "items": items}, output))
@@ -185,15 +201,17 @@ def list_command(
 def logs_command(
     name: Annotated[str, typer.Argument(help="Workflow name.")],
     follow: Annotated[bool, typer.Option("-f", "--follow", help="Stream until the workflow ends.")] = False,
-    step: Annotated[Optional[str], typer.Option("--step", help="Only this step.")] = None,
+    step: Annotated[str | None, typer.Option("--step", help="Only this step.")] = None,
     context: ContextOption = None,
     namespace: NamespaceOption = None,
     kubeconfig: KubeconfigOption = None,
+    eks_cluster: EksOption = None,
+    region: RegionOption = None,
 ) -> None:
     """Logs of a workflow's steps, through the API server."""
     from wf.controller.ops import log_lines
 
-    kube = _connect(context, namespace, kubeconfig)
+    kube = _connect(context, namespace, kubeconfig, eks_cluster, region)
     try:
         for line in log_lines(kube, name, namespace, step=step, follow=follow):
             print(line, flush=True)
@@ -205,20 +223,24 @@ def retry_command(
     name: Annotated[str, typer.Argument(help="A Failed or Error workflow.")],
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Follow it to its end.")] = False,
     plain: PlainOption = False,
+    catalog: CatalogOption = None,
     context: ContextOption = None,
     namespace: NamespaceOption = None,
     kubeconfig: KubeconfigOption = None,
+    eks_cluster: EksOption = None,
+    region: RegionOption = None,
 ) -> None:
     """Run a failed workflow's failed steps again, keeping what succeeded."""
     from wf.controller import api
     from wf.controller.ops import retry_workflow
     from wf.controller.view import make_display
 
-    kube = _connect(context, namespace, kubeconfig)
+    kube = _connect(context, namespace, kubeconfig, eks_cluster, region)
     retried = retry_workflow(kube, name, namespace)
     out.print(f"{retried['metadata']['namespace']}/{name} retrying its failed steps", markup=False, highlight=False)
     if watch:
-        _report(api.watch([name], namespace=namespace, display=make_display(plain or None), kube=kube), out)
+        _report(api.watch([name], namespace=namespace, display=make_display(plain or None), catalog=catalog, kube=kube),
+                out)
 
 
 def stop_command(
@@ -226,11 +248,13 @@ def stop_command(
     context: ContextOption = None,
     namespace: NamespaceOption = None,
     kubeconfig: KubeconfigOption = None,
+    eks_cluster: EksOption = None,
+    region: RegionOption = None,
 ) -> None:
     """Stop a running workflow (spec.shutdown=Stop): running steps end, exit handlers run."""
     from wf.controller.ops import stop_workflow
 
-    kube = _connect(context, namespace, kubeconfig)
+    kube = _connect(context, namespace, kubeconfig, eks_cluster, region)
     stopped = stop_workflow(kube, name, namespace)
     out.print(f"{stopped['metadata']['namespace']}/{name} stopping", markup=False, highlight=False)
 
@@ -240,11 +264,13 @@ def delete_command(
     context: ContextOption = None,
     namespace: NamespaceOption = None,
     kubeconfig: KubeconfigOption = None,
+    eks_cluster: EksOption = None,
+    region: RegionOption = None,
 ) -> None:
     """Delete workflows and their pods."""
     from wf.controller.ops import delete_workflow
 
-    kube = _connect(context, namespace, kubeconfig)
+    kube = _connect(context, namespace, kubeconfig, eks_cluster, region)
     for name in names:
         delete_workflow(kube, name, namespace)
         out.print(f"{namespace or kube.namespace}/{name} deleted", markup=False, highlight=False)

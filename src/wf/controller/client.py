@@ -12,9 +12,11 @@ import os
 import tempfile
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from wf.controller.kubeconfig import DEFAULT_NAMESPACE, resolve_target
 from wf.errors import ClusterError, InputError
@@ -22,9 +24,6 @@ from wf.errors import ClusterError, InputError
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 
-GROUP = "argoproj.io"
-VERSION = "v1alpha1"
-WORKFLOWS = "workflows"
 DEFAULT_TIMEOUT = (10.0, 60.0)  # (connect, read) seconds for ordinary requests; watches pass their own
 
 
@@ -89,7 +88,10 @@ def _ca_file(pem: bytes) -> str:
     handle, path = tempfile.mkstemp(prefix="wf-eks-ca-", suffix=".pem")
     with os.fdopen(handle, "wb") as out:  # mkstemp creates it 0600
         out.write(pem)
-    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    def remove() -> None:
+        Path(path).unlink(missing_ok=True)
+
+    atexit.register(remove)
     return path
 
 
@@ -144,7 +146,8 @@ def connect(
         except k8s_config.ConfigException as exc:
             raise InputError(f"kubeconfig context {target.context!r}: {exc}", file=target.sources[0]) from exc
         if exec_user is not None:
-            exec_region = exec_user.region or region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+            exec_region = (exec_user.region or region or os.environ.get("AWS_REGION")
+                           or os.environ.get("AWS_DEFAULT_REGION"))
             if not exec_region:
                 raise InputError(f"context {target.context!r} runs `aws eks get-token` without --region; pass --region")
             session = eks.session_for(exec_user.profile, exec_user.role_arn, exec_region)
@@ -181,7 +184,7 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, (HTTPError, ConnectionError, TimeoutError))
 
 
-def cluster_error(exc: BaseException, kube: Kube, doing: str, namespace: str | None = None) -> Exception:
+def cluster_error(exc: BaseException, kube: Kube, doing: str, namespace: str | None = None) -> BaseException:
     """Translate a client exception into the error the CLI reports; unknown ones are returned unchanged."""
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
@@ -191,7 +194,8 @@ def cluster_error(exc: BaseException, kube: Kube, doing: str, namespace: str | N
         if exc.status == 0:
             return ClusterError(f"cannot reach the API server at {kube.server} ({kube.where(namespace)}): {message}")
         if exc.status == 401:
-            return ClusterError(f"{doing}: the API server at {kube.server} rejected the credentials of {kube.where(namespace)}: {message}")
+            return ClusterError(f"{doing}: the API server at {kube.server} rejected the credentials of "
+                                f"{kube.where(namespace)}: {message}")
         if exc.status == 403:
             return ClusterError(f"{doing}: forbidden by RBAC ({kube.where(namespace)}): {message}")
         if exc.status in (400, 404, 409, 422):

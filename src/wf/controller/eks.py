@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import base64
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from wf.errors import ClusterError
 

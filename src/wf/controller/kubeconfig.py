@@ -8,6 +8,7 @@ value win and resolves paths against the file that names them. We merge here and
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,8 +42,8 @@ def kubeconfig_paths(explicit: str | None = None, env: dict[str, str] | None = N
     """The files kubectl would read: --kubeconfig, else every existing entry of KUBECONFIG, else ~/.kube/config."""
     if explicit:
         return [Path(explicit).expanduser()]
-    env = os.environ if env is None else env
-    listed = [Path(p).expanduser() for p in env.get("KUBECONFIG", "").split(os.pathsep) if p]
+    variables: Mapping[str, str] = os.environ if env is None else env
+    listed = [Path(p).expanduser() for p in variables.get("KUBECONFIG", "").split(os.pathsep) if p]
     return listed or [Path("~/.kube/config").expanduser()]
 
 
@@ -130,13 +131,16 @@ def resolve_target(
     chosen = context or merged.get("current-context")
     contexts = [c.get("name") for c in merged["contexts"]]
     if not chosen:
-        raise InputError(f"no current context in {', '.join(sources)}; pass --context (known: {', '.join(contexts) or 'none'})")
+        raise InputError(f"no current context in {', '.join(sources)}; pass --context "
+                         f"(known: {', '.join(contexts) or 'none'})")
     ctx = _named(merged, "contexts", chosen)
     if ctx is None:
-        raise InputError(f"context {chosen!r} not found in {', '.join(sources)} (known: {', '.join(contexts) or 'none'})")
+        raise InputError(f"context {chosen!r} not found in {', '.join(sources)} "
+                         f"(known: {', '.join(contexts) or 'none'})")
     cluster = _named(merged, "clusters", str(ctx.get("cluster", "")))
     if cluster is None or not cluster.get("server"):
-        raise InputError(f"context {chosen!r} names cluster {ctx.get('cluster')!r}, which has no server in {', '.join(sources)}")
+        raise InputError(f"context {chosen!r} names cluster {ctx.get('cluster')!r}, which has no server in "
+                         f"{', '.join(sources)}")
     user = _named(merged, "users", str(ctx.get("user", ""))) or {}
     merged["current-context"] = chosen
     return KubeTarget(

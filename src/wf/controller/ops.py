@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any, Callable, Iterator
+from typing import Any
 
-from wf.controller.client import GROUP, VERSION, WORKFLOWS, Kube, api_errors
+from wf.constants import ARGO_GROUP as GROUP
+from wf.constants import ARGO_VERSION as VERSION
+from wf.constants import STEP_LABEL, WORKFLOWS
+from wf.controller.client import Kube, api_errors
 from wf.controller.steps import FAILED_PHASES, TERMINAL_PHASES, containment, contents, pod_name, workflow_view
 from wf.errors import InputError
-from wf.labels import STEP_LABEL
 
 WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 COMPLETED_LABEL = "workflows.argoproj.io/completed"
@@ -75,7 +78,8 @@ def delete_workflow(kube: Kube, name: str, namespace: str | None = None) -> None
     with api_errors(kube, f"deleting workflow {name}", ns):
         try:
             # Its pods are owned by the workflow: the garbage collector removes them.
-            kube.custom.delete_namespaced_custom_object(GROUP, VERSION, ns, WORKFLOWS, name, propagation_policy="Background")
+            kube.custom.delete_namespaced_custom_object(GROUP, VERSION, ns, WORKFLOWS, name,
+                                                        propagation_policy="Background")
         except ApiException as exc:
             if exc.status == 404:
                 raise InputError(f"no workflow {name!r} in namespace {ns} ({kube.context})") from None
@@ -96,7 +100,8 @@ def retry_plan(workflow: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     status = workflow.get("status") or {}
     phase = status.get("phase")
     if phase not in FAILED_PHASES:
-        raise InputError(f"workflow {metadata.get('name')} is {phase or 'not started'}; only Failed or Error workflows can be retried")
+        raise InputError(f"workflow {metadata.get('name')} is {phase or 'not started'}; "
+                         "only Failed or Error workflows can be retried")
     nodes: dict[str, dict[str, Any]] = status.get("nodes") or {}
     on_exit = f"{metadata.get('name')}.onExit"
     dropped: set[str] = set()
@@ -109,7 +114,8 @@ def retry_plan(workflow: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     for node_id, node in nodes.items():
         node_phase = node.get("phase")
         if node_phase in ("Running", "Pending"):
-            raise InputError(f"workflow {metadata.get('name')} still has {node.get('displayName')} {node_phase}; wait for it to end")
+            raise InputError(f"workflow {metadata.get('name')} still has {node.get('displayName')} {node_phase}; "
+                             "wait for it to end")
         failed = node_phase in (*FAILED_PHASES, "Omitted")
         if (node.get("name") or "").startswith(on_exit) or (failed and node.get("type") not in ("DAG", "Steps")):
             drop(node_id)
@@ -166,12 +172,14 @@ def retry_workflow(kube: Kube, name: str, namespace: str | None = None,
         deadline = time.monotonic() + POD_GONE_WAIT_SECONDS
         remaining = set(pods)
         while remaining and time.monotonic() < deadline:
-            present = {p.metadata.name for p in kube.core.list_namespaced_pod(ns, label_selector=f"{WORKFLOW_LABEL}={name}").items}
+            pods = kube.core.list_namespaced_pod(ns, label_selector=f"{WORKFLOW_LABEL}={name}").items
+            present = {p.metadata.name for p in pods}
             remaining &= present
             if remaining:
                 sleep(1.0)
         if remaining:
-            raise InputError(f"pods {', '.join(sorted(remaining))} of {name} are still being deleted; try again shortly")
+            raise InputError(f"pods {', '.join(sorted(remaining))} of {name} are still being deleted; "
+                             "try again shortly")
         # Optimistic concurrency: the PUT carries the resourceVersion we read, so a concurrent change fails (409).
         return kube.custom.replace_namespaced_custom_object(GROUP, VERSION, ns, WORKFLOWS, name, new)
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from wf.labels import CAPACITY_LABEL, CLASS_LABEL
+from wf.constants import CAPACITY_LABEL, CLASS_LABEL
 from wf.schedulability import explain as unschedulable_reason
 from wf.schedulability import judge, pod_constraints
 

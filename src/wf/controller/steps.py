@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from wf.labels import CAPACITY_LABEL, CLASS_LABEL
+from wf.constants import CAPACITY_LABEL, CLASS_LABEL
 from wf.placement import INTERRUPTION_EXPRESSION
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed", "Error"})

@@ -13,10 +13,14 @@ import json
 import random
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Protocol
 
-from wf.controller.client import GROUP, VERSION, WORKFLOWS, Kube, is_transient
+from wf.constants import ARGO_GROUP as GROUP
+from wf.constants import ARGO_VERSION as VERSION
+from wf.constants import WORKFLOWS
+from wf.controller.client import Kube, is_transient
 
 WATCH_SECONDS = 240  # the server ends each watch after this; we resume from the last resourceVersion
 READ_TIMEOUT = WATCH_SECONDS + 30  # a silent connection longer than this is dead (bookmarks arrive every ~60 s)

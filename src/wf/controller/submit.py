@@ -10,17 +10,19 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from wf.controller.client import GROUP, VERSION, Kube, api_errors, is_transient
+from wf.constants import ARGO_GROUP as GROUP
+from wf.constants import ARGO_PLURALS, DOMAIN, SUBMISSION_LABEL
+from wf.constants import ARGO_VERSION as VERSION
+from wf.controller.client import Kube, api_errors, is_transient
 from wf.errors import ClusterError, InputError
-from wf.labels import DOMAIN, SUBMISSION_LABEL
 
 # Groups the workflows of one `wf submit` so `--watch` follows them all with one label-selected stream.
 BATCH_LABEL = f"{DOMAIN}/batch"
-PLURALS = {"Workflow": "workflows", "CronWorkflow": "cronworkflows", "WorkflowTemplate": "workflowtemplates"}
 JOB_SUFFIXES = (".yaml", ".yml")
 
 
@@ -120,7 +122,8 @@ def prepare(job: Any, catalog: Any, kube_namespace: str, namespace_flag: str | N
     manifest = compile_job(job, catalog, submission=submission)
     job_namespace = manifest["metadata"].get("namespace")
     if namespace_flag and job_namespace and namespace_flag != job_namespace:
-        raise InputError(f"the job's namespace {job_namespace!r} does not match --namespace {namespace_flag!r}", file=path)
+        raise InputError(f"the job's namespace {job_namespace!r} does not match --namespace {namespace_flag!r}",
+                         file=path)
     namespace = job_namespace or namespace_flag or kube_namespace
     manifest["metadata"]["namespace"] = namespace
     labels = manifest["metadata"].setdefault("labels", {})
@@ -143,7 +146,7 @@ def create(kube: Kube, manifest: dict[str, Any], *, dry_run: bool = False, attem
     """Create the object once, whatever the network does: after a transient failure look the submission up
     by its label before trying again, and never re-create while that lookup cannot be made."""
     namespace = manifest["metadata"]["namespace"]
-    plural = PLURALS[manifest["kind"]]
+    plural = ARGO_PLURALS[manifest["kind"]]
     submission = manifest["metadata"].get("labels", {}).get(SUBMISSION_LABEL)
     doing = f"creating a {manifest['kind']} in {namespace}"
     uncertain = False  # a create may have happened without our hearing about it
@@ -158,7 +161,8 @@ def create(kube: Kube, manifest: dict[str, Any], *, dry_run: bool = False, attem
                     if found.get("items"):
                         return found["items"][0]
                 kwargs = {"dry_run": "All"} if dry_run else {}
-                return kube.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, plural, manifest, **kwargs)
+                return kube.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, plural, manifest,
+                                                                   **kwargs)
             except Exception as exc:
                 if not is_transient(exc):
                     raise
@@ -183,7 +187,8 @@ def submit_jobs(kube: Kube, jobs: list[Any], catalog: Any, *, namespace: str | N
                 rate: float = 20.0, burst: int = 40) -> list[Submitted]:
     """Compile every job first (bad input changes nothing), then create them under the rate limit."""
     batch = str(uuid.uuid4())
-    prepared = [(job.source, *prepare(job, catalog, kube.namespace, namespace, parameters or {}, batch)) for job in jobs]
+    prepared = [(job.source, *prepare(job, catalog, kube.namespace, namespace, parameters or {}, batch))
+                for job in jobs]
     bucket = TokenBucket(rate, burst)
     out: list[Submitted] = []
     for source, manifest, ns, submission in prepared:

@@ -9,17 +9,18 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Callable
+from typing import Any
 
+from wf.constants import CAPACITY_LABEL, CLASS_LABEL, EKS_CAPACITY_LABEL, INSTANCE_TYPE_LABEL
 from wf.controller.client import Kube, cluster_error
 from wf.controller.cost import JobCost, NodeFacts, job_cost
-from wf.controller.stream import KubeWorkflowTransport, NamespaceStream, StreamStats, Transport
 from wf.controller.steps import StepRow, WorkflowView, pod_name, workflow_view
+from wf.controller.stream import KubeWorkflowTransport, NamespaceStream, StreamStats, Transport
 from wf.controller.view import Display
 from wf.errors import InputError
-from wf.labels import CAPACITY_LABEL, CLASS_LABEL, EKS_CAPACITY_LABEL, INSTANCE_TYPE_LABEL
 
 Key = tuple[str, str]  # (namespace, name)
 TICK_SECONDS = 1.0  # redraw durations this often while nothing happens
@@ -89,7 +90,8 @@ class Insight:
 
     def _counts(self, compute_class: str) -> dict[str, int] | None:
         from kubernetes.client.exceptions import ApiException
-        from wf.labels import EKS_NODEGROUP_LABEL
+
+        from wf.constants import EKS_NODEGROUP_LABEL
 
         cached = self._group_counts.get(compute_class)
         if cached and time.monotonic() - cached[0] < NODE_COUNT_TTL_SECONDS:
