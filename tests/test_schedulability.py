@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from wf.catalog import Catalog
+from wf.catalog import Catalog, Taint
 from wf.labels import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL
 from wf.nodegroups import NodeGroup, node_groups
-from wf.schedulability import PodConstraints, explain, judge, pod_requests, tolerates
+from wf.schedulability import PodConstraints, explain, judge, pod_requests
 from wf.units import parse_quantity
 
 
@@ -53,12 +53,12 @@ GAUDI_TOLERATION = {"key": "habana.ai/gaudi", "operator": "Equal", "value": "tru
     ],
 )
 def test_tolerates(toleration: dict[str, Any], ok: bool) -> None:
-    assert tolerates([toleration], "habana.ai/gaudi", "true", "NoSchedule") is ok
+    assert Taint(key="habana.ai/gaudi", value="true", effect="NoSchedule").tolerated_by([toleration]) is ok
 
 
 def test_equal_toleration_of_an_empty_valued_taint() -> None:
-    assert tolerates([{"key": "k", "operator": "Equal"}], "k", "", "NoSchedule")
-    assert not tolerates([], "k", "", "NoSchedule")
+    assert Taint(key="k", effect="NoSchedule").tolerated_by([{"key": "k", "operator": "Equal"}])
+    assert not Taint(key="k", effect="NoSchedule").tolerated_by([])
 
 
 def test_untolerated_taints_block_the_group(groups: list[NodeGroup]) -> None:

@@ -1,12 +1,27 @@
-"""Node groups: one per compute class x capacity x zone, derived from the catalog.
+"""Node groups: one per compute class x capacity x zone, and the one renderer of a class in Kubernetes terms.
 
-eksctl configs, Karpenter NodePools, the local cluster's simulated nodes and lint's schedulability check all
-read these, so what lints clean is what gets provisioned.
+A `NodeGroup` owns everything that must agree between what workflows ask for and what the cluster provides:
+node labels and the pod nodeSelector, taints (as `wf.catalog.Taint`) and tolerations, cluster-autoscaler
+node-template tags, and node allocatable net of system reserve and hugepages. eksctl configs, Karpenter
+NodePools, the local cluster's nodes, placement, lint, consistency checks, cost and the Pending explanations
+all read it; none re-derives these terms.
+
+Mixed-size instance types: cluster-autoscaler builds the node it simulates for a scale-up from zero from ONE
+instance type of the Auto Scaling group, the first of a MixedInstancesPolicy's overrides
+(kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws/aws_wrapper.go, getInstanceTypesForAsgs:
+`results[name] = asg.MixedInstancesPolicy.instanceTypesOverrides[0]`), and once the group has nodes it uses a
+running node, of whichever type the ASG launched. Its FAQ says so plainly: "the instance types should have the
+same amount of RAM and number of CPU cores, since this is fundamental to CA's scaling calculations"
+(cluster-autoscaler/cloudprovider/aws/README.md, "Using Mixed Instances Policies and Spot Instances"). So wf
+only accepts a request that fits EVERY instance type of the class (`least_allocatable`), and names classes
+whose types differ in size (`mixed_sizes`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
+from functools import lru_cache
 
 from wf.accelerators import EFA_RESOURCE, HUGEPAGES_2MI, profile
 from wf.catalog import Accelerator, Catalog, ComputeClass, Taint
@@ -15,10 +30,12 @@ from wf.labels import (
     ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL, EKS_CAPACITY_LABEL, EKS_CAPACITY_VALUES, EKS_NODEGROUP_LABEL,
     INSTANCE_TYPE_LABEL, OS_LABEL, REGION_LABEL, ZONE_LABEL,
 )
-from wf.units import format_cpu, format_mib
+from wf.loader import PathKey
+from wf.units import format_cpu, format_mib, parse_quantity
 
 # Root volume of the simulated node; the real one is the node group's volumeSize.
 _EPHEMERAL_STORAGE_GIB = 100
+AUTOSCALER_TAG_PREFIX = "k8s.io/cluster-autoscaler/node-template"
 
 
 @dataclass(frozen=True)
@@ -52,25 +69,101 @@ class NodeGroup:
             **self.labels,
         }
 
-    def allocatable(self, instance: str) -> dict[str, str]:
-        """Node allocatable as Kubernetes quantities, hugepages carved out of memory as kubelet does."""
-        facts: InstanceType = instance_type(instance)
-        out = {
-            "cpu": format_cpu(facts.allocatable_cpu_millis),
-            "memory": format_mib(facts.allocatable_memory_mib - self.hugepages_2mi_mib),
-            "pods": str(facts.max_pods),
-            "ephemeral-storage": f"{_EPHEMERAL_STORAGE_GIB}Gi",
-            HUGEPAGES_2MI: format_mib(self.hugepages_2mi_mib),
-        }
-        for resource, count in facts.accelerators.items():
-            out[resource] = str(count)
-        if self.efa and facts.efa:
-            out[EFA_RESOURCE] = str(facts.efa)
+    @property
+    def node_selector(self) -> dict[str, str]:
+        """What a pod of the class selects on: labels every group of the class x capacity carries, whether
+        eksctl or Karpenter made the node, never instance types or zones."""
+        return {CLASS_LABEL: self.compute_class, CAPACITY_LABEL: self.capacity, ARCH_LABEL: self.arch}
+
+    @property
+    def tolerations(self) -> list[dict[str, str]]:
+        return [t.toleration() for t in self.taints]
+
+    @property
+    def kubernetes_taints(self) -> list[dict[str, str]]:
+        """The taints as core/v1 objects: eksctl managed groups, Karpenter NodePools, kind and kwok nodes."""
+        return [t.to_kubernetes() for t in self.taints]
+
+    def autoscaler_tags(self) -> dict[str, str]:
+        """Scale-from-zero hints for cluster-autoscaler (ASG tags).
+
+        eksctl's propagateASGTags writes taint tags without the `:Effect` cluster-autoscaler requires (it then
+        drops them), and cluster-autoscaler sizes template nodes from instance CPU, memory and NVIDIA data only.
+        """
+        tags = {f"{AUTOSCALER_TAG_PREFIX}/label/{key}": value for key, value in self.labels.items()}
+        tags |= {f"{AUTOSCALER_TAG_PREFIX}/taint/{t.key}": t.autoscaler_tag_value for t in self.taints}
+        for resource, quantity in self.template_resources().items():
+            tags[f"{AUTOSCALER_TAG_PREFIX}/resources/{resource}"] = quantity
+        return tags
+
+    def template_resources(self) -> dict[str, str]:
+        """Extended resources every node of the group offers (the least across its instance types)."""
+        out: dict[str, str] = {}
+        if self.accelerator:
+            out[self.accelerator.resource] = str(self.accelerator.count)
+        if self.hugepages_2mi_mib:
+            out[HUGEPAGES_2MI] = format_mib(self.hugepages_2mi_mib)
+        if self.efa:
+            out[EFA_RESOURCE] = str(min(instance_type(name).efa for name in self.instance_types))
         return out
 
-    def largest(self) -> InstanceType:
-        return max((instance_type(n) for n in self.instance_types),
-                   key=lambda i: (i.allocatable_cpu_millis, i.allocatable_memory_mib))
+    def allocatable(self, instance: str) -> dict[str, str]:
+        """Node allocatable of `instance` in this group, as Kubernetes quantities."""
+        return dict(_allocatable(instance, self.hugepages_2mi_mib, self.efa))
+
+    def allocatable_amounts(self, instance: str) -> dict[str, Decimal]:
+        return dict(_amounts(instance, self.hugepages_2mi_mib, self.efa))
+
+    def least_allocatable(self) -> dict[str, Decimal]:
+        """Per resource, what EVERY node of the group offers: the bound a request must fit (see the module doc)."""
+        each = [_amounts(i, self.hugepages_2mi_mib, self.efa) for i in self.instance_types]
+        return {r: min(a.get(r, Decimal(0)) for a in each) for r in each[0]}
+
+    def by_size(self) -> list[str]:
+        """The instance types, largest allocatable (cpu, then memory) first."""
+        return sorted(self.instance_types, key=_size, reverse=True)
+
+
+def _size(name: str) -> tuple[int, int]:
+    facts = instance_type(name)
+    return facts.allocatable_cpu_millis, facts.allocatable_memory_mib
+
+
+@lru_cache(maxsize=256)
+def _allocatable(instance: str, hugepages_2mi_mib: int, efa: bool) -> tuple[tuple[str, str], ...]:
+    """Node allocatable as Kubernetes quantities: the instance's after system reserve and eviction threshold
+    (wf.instances), with the hugepage pool carved out of memory as kubelet does."""
+    facts: InstanceType = instance_type(instance)
+    out = {
+        "cpu": format_cpu(facts.allocatable_cpu_millis),
+        "memory": format_mib(facts.allocatable_memory_mib - hugepages_2mi_mib),
+        "pods": str(facts.max_pods),
+        "ephemeral-storage": f"{_EPHEMERAL_STORAGE_GIB}Gi",
+        HUGEPAGES_2MI: format_mib(hugepages_2mi_mib),
+    }
+    for resource, count in facts.accelerators.items():
+        out[resource] = str(count)
+    if efa and facts.efa:
+        out[EFA_RESOURCE] = str(facts.efa)
+    return tuple(out.items())
+
+
+@lru_cache(maxsize=256)
+def _amounts(instance: str, hugepages_2mi_mib: int, efa: bool) -> dict[str, Decimal]:
+    return {k: parse_quantity(v) for k, v in _allocatable(instance, hugepages_2mi_mib, efa)}
+
+
+def instance_allocatable(instance: str) -> dict[str, Decimal]:
+    """Allocatable of a node of `instance` whose devices all have their hugepage pool: for callers that know
+    the node's instance type but not its compute class (cost)."""
+    facts = instance_type(instance)
+    hugepages = sum(hugepages_for(resource, count) for resource, count in facts.accelerators.items())
+    return dict(_amounts(instance, hugepages, False))
+
+
+def hugepages_for(resource: str | None, devices: int) -> int:
+    """MiB of 2 MiB hugepages `devices` of `resource` need (per pod, and pre-allocated per node)."""
+    return profile(resource).hugepages_2mi_mib_per_device * devices
 
 
 def group_name(cls: str, capacity: str, zone: str) -> str:
@@ -83,8 +176,7 @@ def class_node_labels(cls: ComputeClass, capacity: str) -> dict[str, str]:
 
 
 def node_groups_of(cls: ComputeClass, catalog: Catalog) -> list[NodeGroup]:
-    devices = cls.accelerator.count if cls.accelerator else 0
-    hugepages = profile(cls.accelerator.resource if cls.accelerator else None).hugepages_2mi_mib_per_device * devices
+    hugepages = hugepages_for(cls.accelerator.resource, cls.accelerator.count) if cls.accelerator else 0
     return [
         NodeGroup(
             name=group_name(cls.name, capacity, zone),
@@ -110,3 +202,26 @@ def node_groups_of(cls: ComputeClass, catalog: Catalog) -> list[NodeGroup]:
 
 def node_groups(catalog: Catalog) -> list[NodeGroup]:
     return [group for cls in catalog.compute_classes for group in node_groups_of(cls, catalog)]
+
+
+def mixed_sizes(catalog: Catalog) -> list[tuple[tuple[PathKey, ...], str]]:
+    """Classes whose instance types differ in vCPUs, memory or devices, which cluster-autoscaler's scaling
+    calculations assume equal (module doc): the finding names the class, the types and their sizes."""
+    out: list[tuple[tuple[PathKey, ...], str]] = []
+    for c, cls in enumerate(catalog.compute_classes):
+        try:
+            facts = [instance_type(name) for name in cls.instance_types]
+        except ValueError:
+            continue  # the catalog's own checks name the unknown type
+        if len({(f.vcpu, f.memory_mib, tuple(sorted(f.accelerators.items()))) for f in facts}) < 2:
+            continue
+        group = node_groups_of(cls, catalog)[0]
+        least = group.least_allocatable()
+        sizes = ", ".join(f"{f.name} ({f.vcpu} vCPU, {format_mib(f.memory_mib)})" for f in facts)
+        out.append((("computeClasses", c, "instanceTypes"),
+                    f"compute class {cls.name} mixes instance sizes: {sizes}; cluster-autoscaler sizes a scale-up "
+                    f"from zero from the first type ({facts[0].name}) and the group may launch any of them, so "
+                    f"wf accepts only requests that fit every type (at most {format_cpu(int(least['cpu'] * 1000))} "
+                    f"cpu and {format_mib(int(least['memory'] / 2**20))} memory); list types of one size, or split "
+                    "the class"))
+    return out
