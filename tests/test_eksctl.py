@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 from jsonschema import Draft7Validator
-
 from upstream import EKSCTL_SCHEMA, require
+
 from wf import eksctl, eksctl_drift
 from wf.catalog import Catalog, load_catalog
 from wf.errors import InputError

@@ -114,7 +114,7 @@ class ClusterInfo(StrictModel):
 class ComputeClass(StrictModel):
     name: str
     instance_types: list[str] = Field(alias="instanceTypes", min_length=1)
-    capacity: list[Capacity] = Field(default_factory=lambda: ["spot"], min_length=1)
+    capacity: list[Capacity] = Field(default_factory=lambda: list[Capacity](["spot"]), min_length=1)
     availability_zones: list[str] | None = Field(default=None, alias="availabilityZones")
     accelerator: Accelerator | None = None
     labels: dict[str, str] = Field(default_factory=dict)

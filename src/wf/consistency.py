@@ -111,8 +111,7 @@ def check_cluster_config(catalog: Catalog, config: ConfigSource) -> list[Problem
         cls = catalog.compute_class(owner)
         name = ng.get("name", "?")
         taints = group_taints(ng)
-        capacity = labels.get(CAPACITY_LABEL, cls.default_capacity)
-        selector, tolerations = placement_of(catalog, cls, capacity)
+        selector, tolerations = placement_of(catalog, cls, labels.get(CAPACITY_LABEL, cls.default_capacity))
         why = [f"label {k}={selector[k]} missing" for k in unmatched(selector, labels)]
         why += [f"taint {t} not tolerated" for t in untolerated(tolerations, taints)]
         if why:

@@ -7,7 +7,7 @@ hera's models) and every pod they would create is checked against the catalog's 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from wf.catalog import Catalog, catalog_from_document, load_catalog
 from wf.compile import compile_job
 from wf.errors import InputError, Problem
 from wf.loader import Document, PathKey, format_path, load_documents
-from wf.nodegroups import NodeGroup, node_groups
+from wf.nodegroups import NodeGroup, mixed_sizes, node_groups
 from wf.schedulability import explain, pod_constraints
 from wf.spec import job_from_document
 
@@ -132,10 +132,10 @@ def _lint_job(doc: Document, source: _CatalogOnDemand, result: LintResult) -> li
 
 def _lint_catalog(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:
     try:
-        catalog_from_document(doc)
+        catalog = catalog_from_document(doc)
     except InputError as exc:
         return exc.problems
-    return []
+    return [replace(doc.problem(path, message), severity="warning") for path, message in mixed_sizes(catalog)]
 
 
 def _lint_cluster_config(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:

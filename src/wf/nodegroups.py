@@ -218,10 +218,10 @@ def mixed_sizes(catalog: Catalog) -> list[tuple[tuple[PathKey, ...], str]]:
         group = node_groups_of(cls, catalog)[0]
         least = group.least_allocatable()
         sizes = ", ".join(f"{f.name} ({f.vcpu} vCPU, {format_mib(f.memory_mib)})" for f in facts)
-        out.append((("computeClasses", c, "instanceTypes"),
+        out.append((("computeClasses", c, "instanceTypes"), (
                     f"compute class {cls.name} mixes instance sizes: {sizes}; cluster-autoscaler sizes a scale-up "
                     f"from zero from the first type ({facts[0].name}) and the group may launch any of them, so "
                     f"wf accepts only requests that fit every type (at most {format_cpu(int(least['cpu'] * 1000))} "
                     f"cpu and {format_mib(int(least['memory'] / 2**20))} memory); list types of one size, or split "
-                    "the class"))
+                    "the class")))
     return out

@@ -9,13 +9,12 @@ import re
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 
-_SUFFIX = {
-    suffix: Decimal(factor) for suffix, factor in {
-        "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-        "n": "1e-9", "u": "1e-6", "m": "1e-3", "": 1,
-        "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
-    }.items()
+_FACTORS: dict[str, int | str] = {
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+    "n": "1e-9", "u": "1e-6", "m": "1e-3", "": 1,
+    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
 }
+_SUFFIX = {suffix: Decimal(factor) for suffix, factor in _FACTORS.items()}
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
 
 

@@ -77,8 +77,9 @@ def _attempt_cost(attempt: Attempt, requests: dict[str, Decimal], facts: NodeFac
         return 0.0, 0.0, 0.0, False, None
     node_hours = attempt.seconds(now) / 3600 * node_share(requests, instance_allocatable(instance.name))
     on_demand = node_hours * instance.price_on_demand
-    spot = facts.capacity == "spot" and instance.spot_price_estimate is not None
-    estimate = node_hours * instance.spot_price_estimate if spot else on_demand
+    spot_price = instance.spot_price_estimate if facts.capacity == "spot" else None
+    spot = spot_price is not None
+    estimate = node_hours * spot_price if spot_price is not None else on_demand
     return node_hours, on_demand, estimate, spot, instance.name
 
 
