@@ -100,6 +100,8 @@ class Taint(StrictModel):
 
 
 class Accelerator(StrictModel):
+    model_config = ConfigDict(frozen=True)  # part of a NodeGroup's identity (wf.nodegroups)
+
     resource: str = Field(description="Extended resource the device plugin advertises, e.g. habana.ai/gaudi")
     count: int = Field(gt=0, description="Devices per node")
 

@@ -18,7 +18,7 @@ from wf.eksctl_drift import (
 from wf.errors import Problem
 from wf.instances import instance_type
 from wf.labels import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL
-from wf.nodegroups import node_groups_of
+from wf.nodegroups import node_group
 
 
 def untolerated(tolerations: Iterable[Mapping[str, str]], taints: Iterable[Taint]) -> list[Taint]:
@@ -58,11 +58,9 @@ def accidental_tolerations(catalog: Catalog, owner: ComputeClass, taints: list[T
 
 def placement_of(catalog: Catalog, cls: ComputeClass, capacity: str) -> tuple[dict[str, str], list[dict[str, str]]]:
     """The nodeSelector and tolerations compiled workflows give pods of the class (the node groups' renderer)."""
-    groups = node_groups_of(cls, catalog)
-    group = next((g for g in groups if g.capacity == capacity), groups[0])
-    selector = dict(group.node_selector)
-    selector[CAPACITY_LABEL] = capacity
-    return selector, group.tolerations
+    group = node_group(cls, catalog, capacity if capacity in cls.capacity else cls.default_capacity)
+    # A hand-written group may carry a capacity the class lacks: select on it as written, to report the rest.
+    return {**group.node_selector, CAPACITY_LABEL: capacity}, group.tolerations
 
 
 def _node_labels(ng: dict[str, Any]) -> dict[str, str]:

@@ -19,9 +19,11 @@ whose types differ in size (`mixed_sizes`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import lru_cache
+from types import MappingProxyType
 
 from wf.accelerators import EFA_RESOURCE, HUGEPAGES_2MI, profile
 from wf.catalog import Accelerator, Catalog, ComputeClass, Taint
@@ -111,22 +113,32 @@ class NodeGroup:
         """Node allocatable of `instance` in this group, as Kubernetes quantities."""
         return dict(_allocatable(instance, self.hugepages_2mi_mib, self.efa))
 
-    def allocatable_amounts(self, instance: str) -> dict[str, Decimal]:
-        return dict(_amounts(instance, self.hugepages_2mi_mib, self.efa))
+    def allocatable_amounts(self, instance: str) -> Mapping[str, Decimal]:
+        return _amounts(instance, self.hugepages_2mi_mib, self.efa)
 
-    def least_allocatable(self) -> dict[str, Decimal]:
+    def least_allocatable(self) -> Mapping[str, Decimal]:
         """Per resource, what EVERY node of the group offers: the bound a request must fit (see the module doc)."""
-        each = [_amounts(i, self.hugepages_2mi_mib, self.efa) for i in self.instance_types]
-        return {r: min(a.get(r, Decimal(0)) for a in each) for r in each[0]}
+        return _least(self.instance_types, self.hugepages_2mi_mib, self.efa)
 
-    def by_size(self) -> list[str]:
+    def by_size(self) -> tuple[str, ...]:
         """The instance types, largest allocatable (cpu, then memory) first."""
-        return sorted(self.instance_types, key=_size, reverse=True)
+        return _by_size(self.instance_types)
 
 
-def _size(name: str) -> tuple[int, int]:
-    facts = instance_type(name)
-    return facts.allocatable_cpu_millis, facts.allocatable_memory_mib
+# Cached: placement asks for every step of a DAG, and a catalog has a handful of distinct answers.
+@lru_cache(maxsize=256)
+def _least(instance_types: tuple[str, ...], hugepages_2mi_mib: int, efa: bool) -> Mapping[str, Decimal]:
+    each = [_amounts(i, hugepages_2mi_mib, efa) for i in instance_types]
+    return MappingProxyType({r: min(a.get(r, Decimal(0)) for a in each) for r in each[0]})
+
+
+@lru_cache(maxsize=256)
+def _by_size(instance_types: tuple[str, ...]) -> tuple[str, ...]:
+    def size(name: str) -> tuple[int, int]:
+        facts = instance_type(name)
+        return facts.allocatable_cpu_millis, facts.allocatable_memory_mib
+
+    return tuple(sorted(instance_types, key=size, reverse=True))
 
 
 @lru_cache(maxsize=256)
@@ -149,8 +161,8 @@ def _allocatable(instance: str, hugepages_2mi_mib: int, efa: bool) -> tuple[tupl
 
 
 @lru_cache(maxsize=256)
-def _amounts(instance: str, hugepages_2mi_mib: int, efa: bool) -> dict[str, Decimal]:
-    return {k: parse_quantity(v) for k, v in _allocatable(instance, hugepages_2mi_mib, efa)}
+def _amounts(instance: str, hugepages_2mi_mib: int, efa: bool) -> Mapping[str, Decimal]:
+    return MappingProxyType({k: parse_quantity(v) for k, v in _allocatable(instance, hugepages_2mi_mib, efa)})
 
 
 def instance_allocatable(instance: str) -> dict[str, Decimal]:
@@ -176,28 +188,30 @@ def class_node_labels(cls: ComputeClass, capacity: str) -> dict[str, str]:
 
 
 def node_groups_of(cls: ComputeClass, catalog: Catalog) -> list[NodeGroup]:
+    return [node_group(cls, catalog, capacity, zone) for capacity in cls.capacity for zone in cls.zones(catalog.cluster)]
+
+
+def node_group(cls: ComputeClass, catalog: Catalog, capacity: str, zone: str | None = None) -> NodeGroup:
+    """The class's group in `zone` (default: its first); the groups of a class x capacity differ in zone only."""
+    zone = zone or cls.zones(catalog.cluster)[0]
     hugepages = hugepages_for(cls.accelerator.resource, cls.accelerator.count) if cls.accelerator else 0
-    return [
-        NodeGroup(
-            name=group_name(cls.name, capacity, zone),
-            compute_class=cls.name,
-            capacity=capacity,
-            zone=zone,
-            region=catalog.cluster.region,
-            instance_types=tuple(cls.instance_types),
-            arch=cls.resolved_arch,
-            labels=class_node_labels(cls, capacity),
-            taints=tuple(cls.taints),
-            accelerator=cls.accelerator,
-            efa=cls.efa,
-            min_size=cls.min_size,
-            max_size=cls.max_size,
-            volume_size=cls.volume_size,
-            hugepages_2mi_mib=hugepages,
-        )
-        for capacity in cls.capacity
-        for zone in cls.zones(catalog.cluster)
-    ]
+    return NodeGroup(
+        name=group_name(cls.name, capacity, zone),
+        compute_class=cls.name,
+        capacity=capacity,
+        zone=zone,
+        region=catalog.cluster.region,
+        instance_types=tuple(cls.instance_types),
+        arch=cls.resolved_arch,
+        labels=class_node_labels(cls, capacity),
+        taints=tuple(cls.taints),
+        accelerator=cls.accelerator,
+        efa=cls.efa,
+        min_size=cls.min_size,
+        max_size=cls.max_size,
+        volume_size=cls.volume_size,
+        hugepages_2mi_mib=hugepages,
+    )
 
 
 def node_groups(catalog: Catalog) -> list[NodeGroup]:
@@ -215,7 +229,7 @@ def mixed_sizes(catalog: Catalog) -> list[tuple[tuple[PathKey, ...], str]]:
             continue  # the catalog's own checks name the unknown type
         if len({(f.vcpu, f.memory_mib, tuple(sorted(f.accelerators.items()))) for f in facts}) < 2:
             continue
-        group = node_groups_of(cls, catalog)[0]
+        group = node_group(cls, catalog, cls.default_capacity)
         least = group.least_allocatable()
         sizes = ", ".join(f"{f.name} ({f.vcpu} vCPU, {format_mib(f.memory_mib)})" for f in facts)
         out.append((("computeClasses", c, "instanceTypes"), (

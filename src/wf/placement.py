@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import lru_cache
 
 from wf.accelerators import EFA_RESOURCE, HUGEPAGES_2MI, profile
 from wf.catalog import Catalog, ComputeClass
 from wf.loader import PathKey
-from wf.nodegroups import NodeGroup, hugepages_for, node_groups_of
+from wf.nodegroups import NodeGroup, hugepages_for, node_group
 from wf.schedulability import PodConstraints, Shortfall, Verdict, judge
 from wf.spec import Step, TrainingJob
 from wf.units import format_cpu, format_mib, parse_quantity
@@ -70,8 +71,7 @@ def place_step(job: TrainingJob, index: int, catalog: Catalog) -> tuple[Placemen
     if capacity not in cls.capacity:
         where = (*at, "capacity") if step.capacity else ("spec", "capacity")
         problems.append((where, f"compute class {cls.name!r} offers {' and '.join(cls.capacity)}, not {capacity}"))
-    groups = node_groups_of(cls, catalog)
-    group = next((g for g in groups if g.capacity == capacity), groups[0])
+    group = node_group(cls, catalog, capacity if capacity in cls.capacity else cls.default_capacity)
     # What every node of the class offers: a request sized from it fits whichever type the autoscaler models.
     least = group.least_allocatable()
     device = cls.accelerator.resource if cls.accelerator else None
@@ -98,9 +98,7 @@ def place_step(job: TrainingJob, index: int, catalog: Catalog) -> tuple[Placemen
         memory_mib = int(least["memory"] / _MIB * _NODE_SHARE * share) // 1024 * 1024
     else:
         memory_mib = _DEFAULT_MEMORY_MIB
-    wanted = PodConstraints(group.node_selector, [], group.tolerations,
-                            {"cpu": Decimal(cpu_millis) / 1000, "memory": memory_mib * _MIB})
-    verdict = judge(wanted, group)
+    verdict = _fit(group, cpu_millis, memory_mib)
     problems += [((*at, "resources", s.resource), _too_big(cls, group, s, verdict)) for s in verdict.shortfalls]
     if problems:
         return None, problems
@@ -130,6 +128,12 @@ def place_step(job: TrainingJob, index: int, catalog: Catalog) -> tuple[Placemen
         interruption_retries=cls.interruption_retries if cls.interruption_retries is not None
         else INTERRUPTION_RETRIES[capacity],
     ), []
+
+
+@lru_cache(maxsize=1024)  # a big DAG asks the same few (group, size) questions thousands of times
+def _fit(group: NodeGroup, cpu_millis: int, memory_mib: int) -> Verdict:
+    wanted = {"cpu": Decimal(cpu_millis) / 1000, "memory": memory_mib * _MIB}
+    return judge(PodConstraints(group.node_selector, [], group.tolerations, wanted), group)
 
 
 def _too_big(cls: ComputeClass, group: NodeGroup, short: Shortfall, verdict: Verdict) -> str:
