@@ -106,7 +106,7 @@ class NodeGroup:
         if self.hugepages_2mi_mib:
             out[HUGEPAGES_2MI] = format_mib(self.hugepages_2mi_mib)
         if self.efa:
-            out[EFA_RESOURCE] = str(min(instance_type(name).efa for name in self.instance_types))
+            out[EFA_RESOURCE] = str(int(self.least_allocatable().get(EFA_RESOURCE, 0)))
         return out
 
     def allocatable(self, instance: str) -> dict[str, str]:
