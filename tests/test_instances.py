@@ -7,7 +7,6 @@ from decimal import Decimal
 import pytest
 
 from wf.controller.cost import node_share
-
 from wf.instances import (
     AS_OF,
     SOURCE,
