@@ -63,7 +63,8 @@ def hera_compile(document: dict[str, Any]) -> str:
     from hera.workflows.models import ResourceRequirements, RetryStrategy, Toleration
 
     from wf.catalog import load_catalog
-    from wf.placement import INTERRUPTION_EXPRESSION, node_selector_for, tolerations_for
+    from wf.nodegroups import node_group
+    from wf.placement import INTERRUPTION_EXPRESSION
 
     catalog = load_catalog()
     classes = {c.name: c for c in catalog.compute_classes}
@@ -71,14 +72,15 @@ def hera_compile(document: dict[str, Any]) -> str:
         containers = {}
         for step in document["spec"]["steps"]:
             cls = classes[step["compute"]]
+            group = node_group(cls, catalog, cls.default_capacity)
             requests = ({"habana.ai/gaudi": "8", "cpu": "86", "memory": "640Gi"} if "accelerators" in step
                         else {"cpu": "4", "memory": "16Gi"})
             containers[step["name"]] = Container(
                 name=step["name"],
                 image=document["spec"]["image"],
                 command=step["command"],
-                node_selector=node_selector_for(cls, cls.default_capacity),
-                tolerations=[Toleration(**t) for t in tolerations_for(cls)],
+                node_selector=group.node_selector,
+                tolerations=[Toleration(**t) for t in group.tolerations],
                 resources=ResourceRequirements(requests=requests, limits=requests),
                 retry_strategy=RetryStrategy(limit=5, expression=INTERRUPTION_EXPRESSION),
             )

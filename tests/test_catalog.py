@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
-from wf.catalog import CATALOG_ENV, DEFAULT_CATALOG, Catalog, catalog_path, load_catalog
+from wf.catalog import CATALOG_ENV, DEFAULT_CATALOG, Catalog, Taint, catalog_path, load_catalog
 from wf.constants import CAPACITY_LABEL, CLASS_LABEL
 from wf.errors import InputError
-from wf.nodegroups import node_groups
+from wf.lint import lint_paths
+from wf.nodegroups import mixed_sizes, node_groups
 
 BASE: dict[str, Any] = {
     "apiVersion": "wf/v1",
@@ -257,3 +258,33 @@ def test_default_catalog_node_groups(catalog: Catalog) -> None:
     assert gaudi.node_labels("dl1.24xlarge")["eks.amazonaws.com/capacityType"] == "SPOT"
     assert groups["cpu-on-demand-us-east-1c"].node_labels("r5.8xlarge")["eks.amazonaws.com/capacityType"] == "ON_DEMAND"
     assert {g.arch for g in groups.values() if g.compute_class == "graviton"} == {"arm64"}
+
+
+def test_taint_renders_every_form() -> None:
+    taint = Taint(key="habana.ai/gaudi", value="true", effect="NoSchedule")
+    assert str(taint) == "habana.ai/gaudi=true:NoSchedule" and taint.is_hard
+    assert taint.to_kubernetes() == {"key": "habana.ai/gaudi", "value": "true", "effect": "NoSchedule"}
+    assert Taint.from_kubernetes(taint.to_kubernetes()) == taint
+    assert Taint.from_text("habana.ai/gaudi", taint.autoscaler_tag_value) == taint
+    assert taint.toleration() == {"key": "habana.ai/gaudi", "operator": "Equal", "value": "true",
+                                  "effect": "NoSchedule"}
+    valueless = Taint(key="dedicated", effect="PreferNoSchedule")
+    assert str(valueless) == "dedicated:PreferNoSchedule" and not valueless.is_hard
+    assert valueless.to_kubernetes() == {"key": "dedicated", "effect": "PreferNoSchedule"}
+    assert valueless.toleration() == {"key": "dedicated", "operator": "Exists", "effect": "PreferNoSchedule"}
+    assert not valueless.repels([]) and taint.repels([]) and not taint.repels([taint.toleration()])
+    assert len({taint, Taint.from_kubernetes(taint.to_kubernetes())}) == 1
+
+
+def test_mixed_size_classes_are_named(catalog: Catalog, tmp_path: Path) -> None:
+    [found] = mixed_sizes(catalog)  # gpu's g5.2xlarge and g4dn.2xlarge are one size
+    message = found.message
+    assert (found.path, found.severity) == (("computeClasses", 0, "instanceTypes"), "warning")
+    assert message.startswith("compute class cpu mixes instance sizes: r5.4xlarge (16 vCPU, 128Gi), r5.8xlarge "
+                              "(32 vCPU, 256Gi); cluster-autoscaler sizes a scale-up from zero from the first type "
+                              "(r5.4xlarge)")
+    assert "at most 15890m cpu and 118312Mi memory" in message
+    file = tmp_path / "catalog.yaml"
+    file.write_text(catalog.to_yaml())
+    [finding] = lint_paths([file], file).problems
+    assert (finding.severity, finding.field) == ("warning", "computeClasses[0].instanceTypes")

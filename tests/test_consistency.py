@@ -10,11 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wf import eksctl, karpenter
-from wf.catalog import Catalog, load_catalog
-from wf.consistency import accidental_tolerations, admits, check_cluster_config, untolerated
+from wf.catalog import Catalog, Taint, load_catalog
+from wf.consistency import accidental_tolerations, admits, check_cluster_config, placement_of, untolerated
 from wf.nodegroups import node_groups
-from wf.placement import node_selector_for, tolerations_for
-from wf.schedulability import tolerates
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = ROOT / "eksctl" / "catalog.yaml"
@@ -67,8 +65,8 @@ def catalogs(draw: st.DrawFn) -> Catalog:
     })
 
 
-def hard(taints: Any) -> list[tuple[str, str, str]]:
-    return [(t.key, t.value, t.effect) for t in taints if t.effect != "PreferNoSchedule"]
+def hard(taints: Any) -> list[Taint]:
+    return [t for t in taints if t.effect != "PreferNoSchedule"]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -76,15 +74,15 @@ def hard(taints: Any) -> list[tuple[str, str, str]]:
 def test_every_group_is_matched_by_its_class_only(catalog: Catalog):
     classes = catalog.compute_classes
     for group in node_groups(catalog):
-        taints = [(t.key, t.value, t.effect) for t in group.taints]
+        taints = list(group.taints)
         for instance in group.instance_types:
             labels = group.node_labels(instance)
             for cls in classes:
                 for capacity in cls.capacity:
                     own = (cls.name, capacity) == (group.compute_class, group.capacity)
-                    selector, tolerations = node_selector_for(cls, capacity), tolerations_for(cls)
+                    selector, tolerations = placement_of(catalog, cls, capacity)
                     assert admits(selector, tolerations, labels, taints) is own
-                    declared = {(t.key, t.value, t.effect) for t in cls.taints}
+                    declared = set(cls.taints)
                     if not set(hard(group.taints)) <= declared and not own:
                         # A class lacking the group's tolerations is kept off by the taints alone, unless
                         # the consistency check names it as an accidental toleration.
@@ -100,7 +98,7 @@ def test_karpenter_pools_admit_their_class_only(catalog: Catalog):
     pools = [m for m in karpenter.manifests(catalog) if m["kind"] == "NodePool"]
     for cls in catalog.compute_classes:
         for capacity in cls.capacity:
-            selector, tolerations = node_selector_for(cls, capacity), tolerations_for(cls)
+            selector, tolerations = placement_of(catalog, cls, capacity)
             admitted = [p["metadata"]["name"] for p in pools
                         if admits(selector, tolerations, karpenter.pool_node_labels(p), karpenter.pool_taints(p))]
             assert admitted == [karpenter.pool_name(cls, capacity)]
@@ -122,13 +120,13 @@ def test_default_catalog_config_is_consistent():
 
 
 def test_kubernetes_toleration_rules():
-    taint = ("habana.ai/gaudi", "true", "NoSchedule")
-    assert tolerates([{"key": "habana.ai/gaudi", "operator": "Equal", "value": "true", "effect": "NoSchedule"}], *taint)
-    assert tolerates([{"key": "habana.ai/gaudi", "operator": "Exists"}], *taint)
-    assert tolerates([{"operator": "Exists"}], *taint)
-    assert not tolerates([{"key": "habana.ai/gaudi", "operator": "Equal", "value": "false"}], *taint)
-    assert not tolerates([{"key": "habana.ai/gaudi", "operator": "Exists", "effect": "NoExecute"}], *taint)
-    assert untolerated([], [("a", "", "PreferNoSchedule")]) == []
+    taint = Taint(key="habana.ai/gaudi", value="true", effect="NoSchedule")
+    assert taint.tolerated_by([{"key": "habana.ai/gaudi", "operator": "Equal", "value": "true", "effect": "NoSchedule"}])
+    assert taint.tolerated_by([{"key": "habana.ai/gaudi", "operator": "Exists"}])
+    assert taint.tolerated_by([{"operator": "Exists"}])
+    assert not taint.tolerated_by([{"key": "habana.ai/gaudi", "operator": "Equal", "value": "false"}])
+    assert not taint.tolerated_by([{"key": "habana.ai/gaudi", "operator": "Exists", "effect": "NoExecute"}])
+    assert untolerated([], [Taint(key="a", effect="PreferNoSchedule")]) == []
 
 
 def edited_config(tmp_path: Path, edit) -> Path:  # type: ignore[no-untyped-def]

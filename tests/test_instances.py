@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
+from wf.controller.cost import node_share
 from wf.instances import (
     AS_OF,
     SOURCE,
@@ -14,6 +17,7 @@ from wf.instances import (
     parse_metadata,
     parse_table,
 )
+from wf.nodegroups import instance_allocatable
 
 REQUIRED_FAMILIES = (
     "m5", "c5", "c6i", "c7g", "r5", "r6i", "g4dn", "g5", "g5g", "g6", "p3", "p4d", "p5", "dl1", "trn1", "inf2",
@@ -274,3 +278,13 @@ def test_written_table_loads_back(aws_env: None, tmp_path) -> None:
     assert parse_table(text) == result.instances
     assert parse_metadata(text)["as-of"] == result.as_of
     assert [p.name for p in tmp_path.iterdir()] == ["instances.csv"]  # no temp file left behind
+
+
+def test_a_node_known_only_by_its_type_has_its_devices_hugepage_pool_carved_out() -> None:
+    # What cost divides by: dl1.24xlarge allocatable 718987Mi, 42000Mi of it pre-allocated for 8 Gaudi cards.
+    allocatable = instance_allocatable("dl1.24xlarge")
+    assert allocatable["memory"] == (718987 - 42000) * Decimal(2**20)
+    assert allocatable["hugepages-2Mi"] == 42000 * Decimal(2**20)
+    half = {"memory": allocatable["memory"] / 2, "habana.ai/gaudi": Decimal(1)}
+    assert node_share(half, allocatable) == 0.5
+    assert instance_allocatable("r5.4xlarge")["memory"] == 118312 * Decimal(2**20)

@@ -10,8 +10,7 @@ import yaml
 
 from wf import karpenter
 from wf.catalog import Catalog, load_catalog
-from wf.consistency import admits
-from wf.placement import node_selector_for, tolerations_for
+from wf.consistency import admits, placement_of
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = ROOT / "eksctl" / "catalog.yaml"
@@ -89,7 +88,7 @@ def test_placement_schedules_on_its_pool_and_no_other(default):
     all_pools = pools(default)
     for cls in default.compute_classes:
         for capacity in cls.capacity:
-            selector, tolerations = node_selector_for(cls, capacity), tolerations_for(cls)
+            selector, tolerations = placement_of(default, cls, capacity)
             admitted = [p["metadata"]["name"] for p in all_pools
                         if admits(selector, tolerations, karpenter.pool_node_labels(p), karpenter.pool_taints(p))]
             assert admitted == [karpenter.pool_name(cls, capacity)]

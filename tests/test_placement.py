@@ -319,3 +319,17 @@ def test_retry_strategies_sit_on_the_right_templates(catalog: Catalog, make_job:
     assert "container" not in wrapper
     tasks = {t["name"]: t for t in templates["Main"]["dag"]["tasks"]}
     assert tasks["a"]["template"] == "a" + ATTEMPTS_SUFFIX and tasks["b"]["template"] == "b"
+
+
+def test_a_request_only_the_larger_type_of_a_mixed_class_offers_is_refused(catalog: Catalog, make_job: Any) -> None:
+    # cpu lists r5.4xlarge (15890m, 118312Mi allocatable) and r5.8xlarge: cluster-autoscaler may model or launch
+    # the smaller one, so a request must fit it (wf.nodegroups).
+    assert placed(catalog, make_job, {"resources": {"cpu": "15890m", "memory": "118312Mi"}})
+    path, message = problem(catalog, make_job, {"resources": {"cpu": 20}})
+    assert path == "spec.steps.0.resources.cpu"
+    assert message == ("compute class cpu mixes instance sizes: 20 cpu fits r5.8xlarge but not r5.4xlarge (15890m "
+                       "allocatable); cluster-autoscaler may model or launch r5.4xlarge for a scale-up, so request "
+                       "at most 15890m or use a class whose types are one size")
+    path, message = problem(catalog, make_job, {"resources": {"memory": "118313Mi"}})
+    assert path == "spec.steps.0.resources.memory"
+    assert "118313Mi memory fits r5.8xlarge but not r5.4xlarge (118312Mi allocatable)" in message

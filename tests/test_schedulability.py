@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from wf.catalog import Catalog
+from wf.catalog import Catalog, Taint
 from wf.constants import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL
 from wf.nodegroups import NodeGroup, node_groups
-from wf.schedulability import PodConstraints, explain, judge, pod_requests, tolerates
+from wf.schedulability import PodConstraints, explain, judge, pod_requests
 from wf.units import parse_quantity
 
 
@@ -54,12 +54,12 @@ GAUDI_TOLERATION = {"key": "habana.ai/gaudi", "operator": "Equal", "value": "tru
     ],
 )
 def test_tolerates(toleration: dict[str, Any], ok: bool) -> None:
-    assert tolerates([toleration], "habana.ai/gaudi", "true", "NoSchedule") is ok
+    assert Taint(key="habana.ai/gaudi", value="true", effect="NoSchedule").tolerated_by([toleration]) is ok
 
 
 def test_equal_toleration_of_an_empty_valued_taint() -> None:
-    assert tolerates([{"key": "k", "operator": "Equal"}], "k", "", "NoSchedule")
-    assert not tolerates([], "k", "", "NoSchedule")
+    assert Taint(key="k", effect="NoSchedule").tolerated_by([{"key": "k", "operator": "Equal"}])
+    assert not Taint(key="k", effect="NoSchedule").tolerated_by([])
 
 
 def test_untolerated_taints_block_the_group(groups: list[NodeGroup]) -> None:
@@ -232,3 +232,27 @@ def test_arch_is_part_of_the_fit(groups: list[NodeGroup]) -> None:
     pod = PodConstraints(node_selector={CLASS_LABEL: "graviton", ARCH_LABEL: "amd64"})
     message = explain(pod, groups)
     assert message is not None and "kubernetes.io/arch=amd64 (nodes have kubernetes.io/arch=arm64)" in message
+
+
+def test_a_pod_that_fits_only_the_larger_type_fits_but_not_every_type(groups: list[NodeGroup]) -> None:
+    cpu = group(groups, "cpu-spot-us-east-1a")
+    pod = PodConstraints(node_selector={CLASS_LABEL: "cpu"}, requests=requests(cpu="20"))
+    verdict = judge(pod, cpu)
+    assert verdict.fits and not verdict.fits_every_type
+    assert [(s.instance, s.resource, s.wanted, s.have) for s in verdict.shortfalls] == [
+        ("r5.4xlarge", "cpu", Decimal(20), Decimal("15.89"))]
+    small = PodConstraints(node_selector={CLASS_LABEL: "cpu"}, requests=requests(cpu="15"))
+    assert judge(small, cpu).fits_every_type
+    # Pinned to the larger type, the smaller one is not a candidate: nothing to warn about.
+    pinned = PodConstraints(node_selector={CLASS_LABEL: "cpu", "node.kubernetes.io/instance-type": "r5.8xlarge"},
+                            requests=requests(cpu="20"))
+    assert judge(pinned, cpu).fits_every_type
+
+
+def test_least_allocatable_is_what_every_type_offers(groups: list[NodeGroup]) -> None:
+    least = group(groups, "cpu-spot-us-east-1a").least_allocatable()
+    assert (least["cpu"], least["memory"]) == (Decimal("15.89"), 118312 * Decimal(2**20))
+    # Gaudi: the hugepage pool is carved out of memory.
+    gaudi = group(groups, "gaudi-spot-us-east-1a")
+    assert gaudi.allocatable("dl1.24xlarge")["memory"] == f"{718987 - 42000}Mi"
+    assert gaudi.allocatable("dl1.24xlarge")["hugepages-2Mi"] == "42000Mi"

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
-from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationInfo, model_validator
 
 from wf.constants import CAPACITIES, DOMAIN
 from wf.errors import PathKey, Problem
@@ -19,6 +20,7 @@ from wf.modeling import DEFER_CHECKS, StrictModel, dns_label_problem, labels_pro
 Capacity = Literal["spot", "on-demand"]
 Arch = Literal["amd64", "arm64"]
 Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+HARD_EFFECTS: tuple[Effect, ...] = ("NoSchedule", "NoExecute")
 
 DEFAULT_CATALOG = Path("eksctl/catalog.yaml")
 CATALOG_ENV = "WF_CATALOG"
@@ -28,6 +30,15 @@ _ALLOWED_RESERVED = ("node.kubernetes.io/", "node-role.kubernetes.io/")
 
 
 class Taint(StrictModel):
+    """A node taint: the catalog's declaration and the one renderer of every form wf writes or reads.
+
+    Kubernetes form (core/v1 Taint, `value` omitted when empty as the API server does), text `key=value:Effect`
+    (kubectl taint), the cluster-autoscaler tag value `value:Effect`, the exact toleration, and the rule that
+    decides whether a set of tolerations lets a pod onto a node carrying it.
+    """
+
+    model_config = ConfigDict(frozen=True)  # hashable: consistency compares sets of taints
+
     key: str
     value: str = ""
     effect: Effect
@@ -35,8 +46,62 @@ class Taint(StrictModel):
     def __str__(self) -> str:
         return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
 
+    @property
+    def is_hard(self) -> bool:
+        """Only NoSchedule and NoExecute keep a pod off a node; PreferNoSchedule is a scoring preference."""
+        return self.effect in HARD_EFFECTS
+
+    def to_kubernetes(self) -> dict[str, str]:
+        out = {"key": self.key, "value": self.value, "effect": self.effect}
+        if not self.value:
+            del out["value"]
+        return out
+
+    @classmethod
+    def from_kubernetes(cls, data: Mapping[str, Any]) -> Taint:
+        """A taint as a cluster or a hand-written config states it; read as given (not validated), so a config
+        with an unknown effect is reported by the check comparing it, not refused while reading."""
+        return cls.model_construct(key=str(data.get("key", "")), value=str(data.get("value", "") or ""),
+                                   effect=str(data.get("effect", "")))
+
+    @classmethod
+    def from_text(cls, key: str, text: str) -> Taint:
+        """eksctl's unmanaged-group map form `key: value:Effect` (also cluster-autoscaler's taint tag)."""
+        value, _, effect = text.rpartition(":")
+        return cls.model_construct(key=key, value=value, effect=effect)
+
+    @property
+    def autoscaler_tag_value(self) -> str:
+        """cluster-autoscaler's node-template taint tag value: `value:Effect` (it drops tags without the effect)."""
+        return f"{self.value}:{self.effect}"
+
+    def toleration(self) -> dict[str, str]:
+        """The toleration that admits exactly this taint."""
+        if self.value:
+            return {"key": self.key, "operator": "Equal", "value": self.value, "effect": self.effect}
+        return {"key": self.key, "operator": "Exists", "effect": self.effect}
+
+    def tolerated_by(self, tolerations: Iterable[Mapping[str, Any]]) -> bool:
+        """The kube-scheduler's TaintToleration rule (k8s.io/api core/v1 Toleration.ToleratesTaint)."""
+        for t in tolerations:
+            if t.get("effect") and t["effect"] != self.effect:
+                continue
+            key = t.get("key") or ""
+            if (t.get("operator") or "Equal") == "Exists":
+                if not key or key == self.key:
+                    return True
+            elif key == self.key and (t.get("value") or "") == self.value:
+                return True
+        return False
+
+    def repels(self, tolerations: Iterable[Mapping[str, Any]]) -> bool:
+        """Whether this taint keeps a pod with these tolerations off the node."""
+        return self.is_hard and not self.tolerated_by(tolerations)
+
 
 class Accelerator(StrictModel):
+    model_config = ConfigDict(frozen=True)  # part of a NodeGroup's identity (wf.nodegroups)
+
     resource: str = Field(description="Extended resource the device plugin advertises, e.g. habana.ai/gaudi")
     count: int = Field(gt=0, description="Devices per node")
 
@@ -51,7 +116,7 @@ class ClusterInfo(StrictModel):
 class ComputeClass(StrictModel):
     name: str
     instance_types: list[str] = Field(alias="instanceTypes", min_length=1)
-    capacity: list[Capacity] = Field(default_factory=lambda: ["spot"], min_length=1)
+    capacity: list[Capacity] = Field(default_factory=lambda: list[Capacity](["spot"]), min_length=1)
     availability_zones: list[str] | None = Field(default=None, alias="availabilityZones")
     accelerator: Accelerator | None = None
     labels: dict[str, str] = Field(default_factory=dict)
@@ -73,11 +138,6 @@ class ComputeClass(StrictModel):
     @cached_property
     def instances(self) -> list[InstanceType]:
         return [instance_type(name) for name in self.instance_types]
-
-    @cached_property
-    def largest(self) -> InstanceType:
-        """The instance that can hold the biggest pod: what a request is checked against."""
-        return max(self.instances, key=lambda i: (i.allocatable_cpu_millis, i.allocatable_memory_mib))
 
     @property
     def resolved_arch(self) -> str:

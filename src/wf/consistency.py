@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from wf.catalog import Catalog, ComputeClass
+from wf.catalog import Catalog, ComputeClass, Taint
 from wf.constants import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL
-from wf.eksctl import (
+from wf.eksctl_drift import (
     ConfigSource,
     cluster_config_drift,
     config_node_groups,
@@ -23,17 +23,12 @@ from wf.eksctl import (
 )
 from wf.errors import Problem
 from wf.instances import instance_type
-from wf.placement import node_selector_for, tolerations_for
-from wf.schedulability import tolerates
-
-TaintTuple = tuple[str, str, str]
-# Only these keep a pod off a node; PreferNoSchedule is a preference.
-HARD_EFFECTS = ("NoSchedule", "NoExecute")
+from wf.nodegroups import node_group
 
 
-def untolerated(tolerations: Iterable[Mapping[str, str]], taints: Iterable[TaintTuple]) -> list[TaintTuple]:
+def untolerated(tolerations: Iterable[Mapping[str, str]], taints: Iterable[Taint]) -> list[Taint]:
     tolerations = list(tolerations)
-    return [t for t in taints if t[2] in HARD_EFFECTS and not tolerates(tolerations, *t)]
+    return [t for t in taints if t.repels(tolerations)]
 
 
 def unmatched(node_selector: Mapping[str, str], labels: Mapping[str, str]) -> list[str]:
@@ -41,35 +36,36 @@ def unmatched(node_selector: Mapping[str, str], labels: Mapping[str, str]) -> li
 
 
 def admits(node_selector: Mapping[str, str], tolerations: Iterable[Mapping[str, str]],
-           labels: Mapping[str, str], taints: Iterable[TaintTuple]) -> bool:
+           labels: Mapping[str, str], taints: Iterable[Taint]) -> bool:
     """Whether a pod with this nodeSelector and these tolerations may schedule on a node so labelled/tainted."""
     return not unmatched(node_selector, labels) and not untolerated(tolerations, taints)
 
 
-def accidental_tolerations(catalog: Catalog, owner: ComputeClass, taints: list[TaintTuple]) -> list[str]:
+def accidental_tolerations(catalog: Catalog, owner: ComputeClass, taints: list[Taint]) -> list[str]:
     """Other classes whose tolerations cover a group's hard taints without declaring those taints themselves.
 
     Classes that declare the same taint share it on purpose (say two NVIDIA classes); a valueless taint's
     `Exists` toleration covering another class's `key=value` taint is an accident: only the class label then
     keeps that class's pods off the group.
     """
-    hard = [t for t in taints if t[2] in HARD_EFFECTS]
+    hard = [t for t in taints if t.is_hard]
     if not hard:
         return []
     out = []
     for other in catalog.compute_classes:
-        declared = {(t.key, t.value, t.effect) for t in other.taints}
-        if other.name == owner.name or set(hard) <= declared:
+        if other.name == owner.name or set(hard) <= set(other.taints):
             continue
-        if not untolerated(tolerations_for(other), hard):
-            out.append(f"class {other.name}'s tolerations also tolerate {', '.join(map(_text, hard))} of class "
+        if not untolerated(placement_of(catalog, other, other.default_capacity)[1], hard):
+            out.append(f"class {other.name}'s tolerations also tolerate {', '.join(map(str, hard))} of class "
                        f"{owner.name}'s node group; give the taints distinct keys or values")
     return out
 
 
-def _text(taint: TaintTuple) -> str:
-    key, value, effect = taint
-    return f"{key}={value}:{effect}" if value else f"{key}:{effect}"
+def placement_of(catalog: Catalog, cls: ComputeClass, capacity: str) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """The nodeSelector and tolerations compiled workflows give pods of the class (the node groups' renderer)."""
+    group = node_group(cls, catalog, capacity if capacity in cls.capacity else cls.default_capacity)
+    # A hand-written group may carry a capacity the class lacks: select on it as written, to report the rest.
+    return {**group.node_selector, CAPACITY_LABEL: capacity}, group.tolerations
 
 
 def _node_labels(ng: dict[str, Any]) -> dict[str, str]:
@@ -118,10 +114,9 @@ def check_cluster_config(catalog: Catalog, config: ConfigSource) -> list[Problem
         cls = catalog.compute_class(owner)
         name = ng.get("name", "?")
         taints = group_taints(ng)
-        capacity = labels.get(CAPACITY_LABEL, cls.default_capacity)
-        selector, tolerations = node_selector_for(cls, capacity), tolerations_for(cls)
+        selector, tolerations = placement_of(catalog, cls, labels.get(CAPACITY_LABEL, cls.default_capacity))
         why = [f"label {k}={selector[k]} missing" for k in unmatched(selector, labels)]
-        why += [f"taint {_text(t)} not tolerated" for t in untolerated(tolerations, taints)]
+        why += [f"taint {t} not tolerated" for t in untolerated(tolerations, taints)]
         if why:
             problems.append(doc.problem(at, f"node group {name}: class {cls.name} pods cannot schedule here: "
                                             f"{'; '.join(why)}"))

@@ -11,10 +11,10 @@ from typing import Any
 
 import yaml
 
-from wf.catalog import Catalog, ComputeClass
+from wf.catalog import Catalog, ComputeClass, Taint
 from wf.constants import ARCH_LABEL, INSTANCE_TYPE_LABEL, ZONE_LABEL
 from wf.eksctl import GAUDI, display_path, hugepages_commands
-from wf.nodegroups import NodeGroup, class_node_labels, node_groups_of
+from wf.nodegroups import NodeGroup, node_groups_of
 from wf.units import format_mib
 
 NODEPOOL_API = "karpenter.sh/v1"
@@ -95,24 +95,23 @@ def node_pool(catalog: Catalog, cls: ComputeClass, capacity: str) -> dict[str, A
     group = groups[0]
     zones = [g.zone for g in groups]
     requirements = [
-        {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": list(cls.instance_types)},
+        {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": list(group.instance_types)},
         {"key": CAPACITY_TYPE_LABEL, "operator": "In", "values": [capacity]},
-        {"key": ARCH_LABEL, "operator": "In", "values": [cls.resolved_arch]},
+        {"key": ARCH_LABEL, "operator": "In", "values": [group.arch]},
         {"key": ZONE_LABEL, "operator": "In", "values": zones},
     ]
     template_spec: dict[str, Any] = {
         "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": nodeclass_name(group)},
         "requirements": requirements,
     }
-    if cls.taints:
-        template_spec["taints"] = [{"key": t.key, "value": t.value, "effect": t.effect} if t.value
-                                   else {"key": t.key, "effect": t.effect} for t in cls.taints]
+    if group.taints:
+        template_spec["taints"] = group.kubernetes_taints
     return {
         "apiVersion": NODEPOOL_API,
         "kind": "NodePool",
         "metadata": {"name": pool_name(cls, capacity)},
         "spec": {
-            "template": {"metadata": {"labels": class_node_labels(cls, capacity)}, "spec": template_spec},
+            "template": {"metadata": {"labels": dict(group.labels)}, "spec": template_spec},
             "limits": pool_limits(cls, len(zones)),
             # Training pods run for hours and checkpoint rarely: only empty nodes are removed, as the
             # cluster-autoscaler does for the eksctl groups, never nodes consolidated out from under a job.
@@ -131,8 +130,8 @@ def pool_node_labels(pool: dict[str, Any]) -> dict[str, str]:
     return labels
 
 
-def pool_taints(pool: dict[str, Any]) -> list[tuple[str, str, str]]:
-    return [(t["key"], t.get("value", ""), t["effect"]) for t in pool["spec"]["template"]["spec"].get("taints", [])]
+def pool_taints(pool: dict[str, Any]) -> list[Taint]:
+    return [Taint.from_kubernetes(t) for t in pool["spec"]["template"]["spec"].get("taints", [])]
 
 
 def pool_limits(cls: ComputeClass, zones: int) -> dict[str, str]:

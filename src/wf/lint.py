@@ -17,7 +17,7 @@ from wf.compile import compile_job
 from wf.constants import ARGO_GROUP, ARGO_KINDS
 from wf.errors import InputError, PathKey, Problem
 from wf.loader import Document, load_documents
-from wf.nodegroups import NodeGroup, node_groups
+from wf.nodegroups import NodeGroup, mixed_sizes, node_groups
 from wf.schedulability import explain, pod_constraints
 from wf.spec import job_from_document
 
@@ -133,10 +133,10 @@ def _lint_job(doc: Document, source: _CatalogOnDemand, result: LintResult) -> li
 
 def _lint_catalog(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:
     try:
-        catalog_from_document(doc)
+        catalog = catalog_from_document(doc)
     except InputError as exc:
         return exc.problems
-    return []
+    return [doc.locate(p) for p in mixed_sizes(catalog)]
 
 
 def _lint_cluster_config(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import lru_cache
 
 from wf.accelerators import EFA_RESOURCE, HUGEPAGES_2MI, profile
 from wf.catalog import Catalog, ComputeClass
-from wf.constants import ARCH_LABEL
 from wf.errors import PathKey, Problem
-from wf.nodegroups import class_node_labels
+from wf.nodegroups import NodeGroup, hugepages_for, node_group
+from wf.schedulability import PodConstraints, Shortfall, Verdict, judge
 from wf.spec import Step, TrainingJob
 from wf.units import format_cpu, format_mib, parse_quantity
 
@@ -52,20 +53,6 @@ class Placement:
     interruption_retries: int
 
 
-def tolerations_for(cls: ComputeClass) -> list[dict[str, str]]:
-    return [
-        {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} if t.value
-        else {"key": t.key, "operator": "Exists", "effect": t.effect}
-        for t in cls.taints
-    ]
-
-
-def node_selector_for(cls: ComputeClass, capacity: str) -> dict[str, str]:
-    selector = {k: v for k, v in class_node_labels(cls, capacity).items() if k not in cls.labels}
-    selector[ARCH_LABEL] = cls.resolved_arch
-    return selector
-
-
 def place_step(job: TrainingJob, index: int, catalog: Catalog) -> tuple[Placement | None, list[Problem]]:
     """The placement of steps[index], or the problems that make it impossible, in the developer's terms."""
     step: Step = job.spec.steps[index]
@@ -82,7 +69,9 @@ def place_step(job: TrainingJob, index: int, catalog: Catalog) -> tuple[Placemen
     if capacity not in cls.capacity:
         where = (*at, "capacity") if step.capacity else ("spec", "capacity")
         problems.append(Problem.at(where, f"compute class {cls.name!r} offers {' and '.join(cls.capacity)}, not {capacity}"))
-    largest = cls.largest
+    group = node_group(cls, catalog, capacity if capacity in cls.capacity else cls.default_capacity)
+    # What every node of the class offers: a request sized from it fits whichever type the autoscaler models.
+    least = group.least_allocatable()
     device = cls.accelerator.resource if cls.accelerator else None
     devices = step.accelerators
     per_node = cls.accelerator.count if cls.accelerator else 0
@@ -90,32 +79,26 @@ def place_step(job: TrainingJob, index: int, catalog: Catalog) -> tuple[Placemen
         problems.append(Problem.at((*at, "accelerators"), f"compute class {cls.name!r} has no accelerators"))
     elif devices > per_node:
         problems.append(Problem.at((*at, "accelerators"),
-                         f"no {cls.name} node offers {devices} {device}; {largest.name} has {per_node}"))
+                         f"no {cls.name} node offers {devices} {device}; {group.by_size()[0]} has {per_node}"))
     prof = profile(device)
     # Defaults follow the cards a node can hold, so too many cards is one error, not three about fields never written.
     sized = min(devices, per_node)
     share = Decimal(sized) / per_node if devices and per_node else None
 
     cpu_millis = _millis(step.resources.cpu) if step.resources.cpu is not None else (
-        int(largest.allocatable_cpu_millis * _NODE_SHARE * share) // 1000 * 1000 if share else _DEFAULT_CPU_MILLIS)
-    hugepages = prof.hugepages_2mi_mib_per_device * devices
+        int(least["cpu"] * 1000 * _NODE_SHARE * share) // 1000 * 1000 if share else _DEFAULT_CPU_MILLIS)
+    hugepages = hugepages_for(device, devices)
     if step.resources.memory is not None:
         memory_mib = int(parse_quantity(step.resources.memory) / _MIB)
     elif share and prof.memory_mib_per_device:
         memory_mib = prof.memory_mib_per_device * sized
     elif share:
-        memory_mib = int(largest.allocatable_memory_mib * _NODE_SHARE * share) // 1024 * 1024
+        memory_mib = int(least["memory"] / _MIB * _NODE_SHARE * share) // 1024 * 1024
     else:
         memory_mib = _DEFAULT_MEMORY_MIB
-    node_memory = largest.allocatable_memory_mib - (prof.hugepages_2mi_mib_per_device * per_node)
-    if cpu_millis > largest.allocatable_cpu_millis:
-        problems.append(Problem.at((*at, "resources", "cpu"),
-                         f"no {cls.name} node offers {format_cpu(cpu_millis)} cpu; {largest.name} has "
-                         f"{format_cpu(largest.allocatable_cpu_millis)} allocatable"))
-    if memory_mib > node_memory:
-        problems.append(Problem.at((*at, "resources", "memory"),
-                         f"no {cls.name} node offers {memory_mib}Mi memory; {largest.name} has {node_memory}Mi "
-                         "allocatable"))
+    verdict = _fit(group, cpu_millis, memory_mib)
+    problems += [Problem.at((*at, "resources", s.resource), _too_big(cls, group, s, verdict))
+                 for s in verdict.shortfalls]
     if problems:
         return None, problems
 
@@ -127,15 +110,16 @@ def place_step(job: TrainingJob, index: int, catalog: Catalog) -> tuple[Placemen
         exact = {device: str(devices)}
         if hugepages:
             exact[HUGEPAGES_2MI] = format_mib(hugepages)
-        if cls.efa and largest.efa:
-            exact[EFA_RESOURCE] = str(max(1, largest.efa * devices // per_node))
+        efa = int(least.get(EFA_RESOURCE, 0))
+        if cls.efa and efa:
+            exact[EFA_RESOURCE] = str(max(1, efa * devices // per_node))
         requests |= exact
         limits |= exact
     return Placement(
         compute_class=cls.name,
         capacity=capacity,
-        node_selector=node_selector_for(cls, capacity),
-        tolerations=tolerations_for(cls),
+        node_selector=group.node_selector,
+        tolerations=group.tolerations,
         requests=requests,
         limits=limits,
         host_ipc=prof.host_ipc and devices > 0,
@@ -143,6 +127,27 @@ def place_step(job: TrainingJob, index: int, catalog: Catalog) -> tuple[Placemen
         interruption_retries=cls.interruption_retries if cls.interruption_retries is not None
         else INTERRUPTION_RETRIES[capacity],
     ), []
+
+
+@lru_cache(maxsize=1024)  # a big DAG asks the same few (group, size) questions thousands of times
+def _fit(group: NodeGroup, cpu_millis: int, memory_mib: int) -> Verdict:
+    wanted = {"cpu": Decimal(cpu_millis) / 1000, "memory": memory_mib * _MIB}
+    return judge(PodConstraints(group.node_selector, [], group.tolerations, wanted), group)
+
+
+def _too_big(cls: ComputeClass, group: NodeGroup, short: Shortfall, verdict: Verdict) -> str:
+    """A request no node offers, or one only some of the class's instance types offer (wf.nodegroups)."""
+    wanted, have = _amount(short.resource, short.wanted), _amount(short.resource, short.have)
+    if not verdict.fits:
+        return f"no {cls.name} node offers {wanted} {short.resource}; {short.instance} has {have} allocatable"
+    bigger = [i for i in group.instance_types if i not in {s.instance for s in verdict.shortfalls}]
+    return (f"compute class {cls.name} mixes instance sizes: {wanted} {short.resource} fits {', '.join(bigger)} but "
+            f"not {short.instance} ({have} allocatable); cluster-autoscaler may model or launch {short.instance} "
+            f"for a scale-up, so request at most {have} or use a class whose types are one size")
+
+
+def _amount(resource: str, amount: Decimal) -> str:
+    return format_cpu(int(amount * 1000)) if resource == "cpu" else f"{int(amount / _MIB)}Mi"
 
 
 def _millis(value: int | float | str) -> int:

@@ -1,7 +1,7 @@
 """Can a pod schedule on some node group? The kube-scheduler's static filters, against the catalog's node groups.
 
 Covers what node groups decide: nodeSelector, required node affinity, taints vs tolerations, and requests
-against the allocatable of the group's largest instance (cpu, memory, hugepages, accelerators, EFA). Verdicts
+against the allocatable of each of the group's instance types (cpu, memory, hugepages, accelerators, EFA). Verdicts
 are checked against the real scheduler on the local cluster (tests/e2e).
 """
 
@@ -12,7 +12,6 @@ from decimal import Decimal
 from typing import Any
 
 from wf.constants import CLASS_LABEL
-from wf.instances import instance_type
 from wf.nodegroups import NodeGroup
 from wf.units import parse_quantity
 
@@ -26,27 +25,34 @@ class PodConstraints:
 
 
 @dataclass(frozen=True)
+class Shortfall:
+    """A resource an instance type's node has less of than the pod requests."""
+
+    instance: str
+    resource: str
+    wanted: Decimal
+    have: Decimal
+
+    def __str__(self) -> str:
+        return (f"requests {_show(self.resource, self.wanted)} {self.resource}; "
+                f"{self.instance} has {_show(self.resource, self.have)}")
+
+
+@dataclass(frozen=True)
 class Verdict:
     group: NodeGroup
-    reasons: list[str]  # empty: the pod fits a node of this group
+    reasons: list[str]  # empty: the pod fits an empty node of some instance type of the group
+    # Resources the pod lacks: on the nearest instance type when none fits; else on the group's types it matches
+    # but is too big for, which cluster-autoscaler may be modelling (wf.nodegroups, mixed-size instance types).
+    shortfalls: tuple[Shortfall, ...] = ()
 
     @property
     def fits(self) -> bool:
         return not self.reasons
 
-
-def tolerates(tolerations: list[dict[str, Any]], taint_key: str, taint_value: str, effect: str) -> bool:
-    for t in tolerations:
-        if t.get("effect") and t["effect"] != effect:
-            continue
-        operator = t.get("operator") or "Equal"
-        key = t.get("key") or ""
-        if operator == "Exists":
-            if not key or key == taint_key:
-                return True
-        elif key == taint_key and (t.get("value") or "") == taint_value:
-            return True
-    return False
+    @property
+    def fits_every_type(self) -> bool:
+        return self.fits and not self.shortfalls
 
 
 def _expression_holds(expr: dict[str, Any], labels: dict[str, str]) -> bool:
@@ -76,24 +82,16 @@ def _term_holds(term: dict[str, Any], labels: dict[str, str]) -> bool:
 
 
 def judge(pod: PodConstraints, group: NodeGroup) -> Verdict:
-    """Why the pod can't run on any instance of `group` (empty reasons: it can)."""
-    best: list[str] | None = None
+    """The fit verdict: whether, and why not, the pod can run on an empty node of `group`, per instance type."""
     # Largest first: when every instance falls short, the message names the one that comes closest.
-    for instance in sorted(group.instance_types, key=_size, reverse=True):
-        reasons = _judge_instance(pod, group, instance)
-        if not reasons:
-            return Verdict(group, [])
-        if best is None or len(reasons) < len(best):
-            best = reasons
-    return Verdict(group, best or [])
+    verdicts = [_judge_instance(pod, group, instance) for instance in group.by_size()]
+    if any(not reasons for reasons, _ in verdicts):
+        return Verdict(group, [], tuple(s for reasons, short in verdicts if len(reasons) == len(short) for s in short))
+    reasons, short = min(verdicts, key=lambda v: len(v[0]))
+    return Verdict(group, reasons, tuple(short))
 
 
-def _size(name: str) -> tuple[int, int]:
-    facts = instance_type(name)
-    return facts.allocatable_cpu_millis, facts.allocatable_memory_mib
-
-
-def _judge_instance(pod: PodConstraints, group: NodeGroup, instance: str) -> list[str]:
+def _judge_instance(pod: PodConstraints, group: NodeGroup, instance: str) -> tuple[list[str], list[Shortfall]]:
     labels = group.node_labels(instance)
     reasons = []
     for key, value in pod.node_selector.items():
@@ -102,15 +100,11 @@ def _judge_instance(pod: PodConstraints, group: NodeGroup, instance: str) -> lis
                            else f"nodeSelector {key}={value} (nodes have no {key} label)")
     if pod.affinity_terms and not any(_term_holds(t, labels) for t in pod.affinity_terms):
         reasons.append("required node affinity matches no node of the group")
-    for taint in group.taints:
-        if taint.effect != "PreferNoSchedule" and not tolerates(pod.tolerations, taint.key, taint.value, taint.effect):
-            reasons.append(f"untolerated taint {taint}")
-    allocatable = group.allocatable(instance)
-    for resource, wanted in pod.requests.items():
-        have = parse_quantity(allocatable.get(resource, "0"))
-        if wanted > have:
-            reasons.append(f"requests {_show(resource, wanted)} {resource}; {instance} has {_show(resource, have)}")
-    return reasons
+    reasons += [f"untolerated taint {taint}" for taint in group.taints if taint.repels(pod.tolerations)]
+    allocatable = group.allocatable_amounts(instance)
+    short = [Shortfall(instance, resource, wanted, allocatable.get(resource, Decimal(0)))
+             for resource, wanted in pod.requests.items() if wanted > allocatable.get(resource, Decimal(0))]
+    return reasons + [str(s) for s in short], short
 
 
 def _show(resource: str, amount: Decimal) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from wf.catalog import Catalog
+from wf.catalog import Catalog, Taint
 from wf.cluster.nodes import SIMULATED_ANNOTATION, node_manifests
 from wf.errors import ClusterError
 
@@ -145,12 +145,12 @@ def _node_matches(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
     from wf.units import parse_quantity
 
     labels = current["metadata"].get("labels") or {}
-    taints = {(t["key"], t.get("value", ""), t["effect"]) for t in (current.get("spec") or {}).get("taints") or []}
+    taints = {Taint.from_kubernetes(t) for t in (current.get("spec") or {}).get("taints") or []}
     allocatable = (current.get("status") or {}).get("allocatable") or {}
     wanted_allocatable = wanted["status"]["allocatable"]
     return (
         wanted["metadata"]["labels"].items() <= labels.items()
-        and all((t["key"], t["value"], t["effect"]) in taints for t in wanted["spec"]["taints"])
+        and all(Taint.from_kubernetes(t) in taints for t in wanted["spec"]["taints"])
         and allocatable.keys() == wanted_allocatable.keys()
         and all(parse_quantity(allocatable[k]) == parse_quantity(v) for k, v in wanted_allocatable.items())
     )

@@ -33,7 +33,7 @@ def kind_config(catalog: Catalog, nodes_per_group: int, name: str) -> dict[str, 
     nodes: list[dict[str, Any]] = [{"role": "control-plane", "image": KIND_NODE_IMAGE}]
     for group in node_groups(catalog):
         labels = {k: v for k, v in group.node_labels(group.instance_types[0]).items() if k not in _KUBELET_OWNED}
-        taints = [{"key": t.key, "value": t.value, "effect": t.effect} for t in group.taints]
+        taints = group.kubernetes_taints
         join_patch = yaml.safe_dump(
             {
                 "kind": "JoinConfiguration",

@@ -37,7 +37,7 @@ def node_manifest(group: NodeGroup, index: int) -> dict[str, Any]:
             "labels": {**group.node_labels(itype), HOSTNAME_LABEL: name},
             "annotations": {SIMULATED_ANNOTATION: "true"},
         },
-        "spec": {"taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in group.taints]},
+        "spec": {"taints": group.kubernetes_taints},
         "status": {
             "allocatable": allocatable,
             "capacity": capacity,

@@ -14,7 +14,11 @@ from decimal import Decimal
 from typing import Any
 
 from wf.controller.steps import Attempt, WorkflowView
+from wf.instances import ACCELERATOR_RESOURCES
+from wf.nodegroups import instance_allocatable
 from wf.schedulability import template_requests
+
+_SHARED = ("cpu", "memory")
 
 
 @dataclass(frozen=True)
@@ -52,16 +56,13 @@ class JobCost:
         return sum(s.estimate_usd for s in self.steps)
 
 
-def node_share(requests: dict[str, Decimal], instance: Any) -> float:
-    """The fraction of a node a pod reserves: its dominant resource over the node's allocatable."""
-    shares = []
-    if instance.allocatable_cpu_millis and "cpu" in requests:
-        shares.append(float(requests["cpu"] * 1000) / instance.allocatable_cpu_millis)
-    if instance.allocatable_memory_mib and "memory" in requests:
-        shares.append(float(requests["memory"]) / (instance.allocatable_memory_mib * 2**20))
-    for resource, count in instance.accelerators.items():
-        if count and resource in requests:
-            shares.append(float(requests[resource]) / count)
+def node_share(requests: dict[str, Decimal], allocatable: dict[str, Decimal]) -> float:
+    """The fraction of a node a pod reserves: its dominant resource (cpu, memory, devices) over the node's
+    allocatable (`wf.nodegroups`: net of system reserve and the hugepage pool)."""
+    shares = [float(wanted / allocatable[resource]) for resource, wanted in requests.items()
+              if resource in _SHARED and allocatable.get(resource)]
+    shares += [float(requests[resource] / count) for resource, count in allocatable.items()
+               if resource in ACCELERATOR_RESOURCES and count and resource in requests]
     return min(1.0, max(shares)) if shares else 1.0  # nothing requested: it could use the whole node
 
 
@@ -74,10 +75,11 @@ def _attempt_cost(attempt: Attempt, requests: dict[str, Decimal], facts: NodeFac
         instance = instance_type(facts.instance_type)
     except ValueError:
         return 0.0, 0.0, 0.0, False, None
-    node_hours = attempt.seconds(now) / 3600 * node_share(requests, instance)
+    node_hours = attempt.seconds(now) / 3600 * node_share(requests, instance_allocatable(instance.name))
     on_demand = node_hours * instance.price_on_demand
-    spot = facts.capacity == "spot" and instance.spot_price_estimate is not None
-    estimate = node_hours * instance.spot_price_estimate if spot else on_demand
+    spot_price = instance.spot_price_estimate if facts.capacity == "spot" else None
+    spot = spot_price is not None
+    estimate = node_hours * spot_price if spot_price is not None else on_demand
     return node_hours, on_demand, estimate, spot, instance.name
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from wf.constants import CAPACITY_LABEL, CLASS_LABEL
+from wf.schedulability import Verdict, judge, pod_constraints
 from wf.schedulability import explain as unschedulable_reason
-from wf.schedulability import judge, pod_constraints
 
 if TYPE_CHECKING:
     from wf.catalog import Catalog
@@ -60,7 +60,8 @@ def explain(
 
     # The same verdict `wf lint` gives offline, so the two never disagree about what can schedule.
     pod = pod_constraints({}, template)
-    fitting = groups if pod is None else [g for g in groups if judge(pod, g).fits]
+    verdicts: list[Verdict] = [] if pod is None else [judge(pod, g) for g in groups]
+    fitting = groups if pod is None else [v.group for v in verdicts if v.fits]
     where = f"a {cls_name}{f' ({capacity})' if capacity else ''} node"
     if pod is not None and not fitting:
         return Explanation("never", f"can never schedule on {where}: {unschedulable_reason(pod, groups)}")
@@ -84,6 +85,10 @@ def explain(
     else:
         in_use = f"no {'/'.join(types)} node in {', '.join(zones)} has room"
     text = f"waiting for {where}: {in_use}"
+    if too_small := sorted({s.instance for v in verdicts if v.fits for s in v.shortfalls}):
+        # wf.nodegroups: cluster-autoscaler may model the scale-up on a type the pod does not fit.
+        text += (f" (it does not fit {'/'.join(too_small)}, which cluster-autoscaler may model the node group on, "
+                 "so it may never add a node for it)")
     if verdict and verdict[0] == "TriggeredScaleUp":
         return Explanation("capacity", f"{text}; the cluster autoscaler is adding a node ({verdict[1]})")
     if up is not None:
