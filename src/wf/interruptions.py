@@ -30,9 +30,10 @@ class Sign:
 INTERRUPTION_SIGNS: Final = (
     Sign("pod deleted", "Argo: the pod vanished before it reached a terminal phase (node deleted and pod GC, drain or "
                         "eviction on a node whose kubelet is gone, scheduler preemption, taint manager)"),
-    Sign("did not complete successfully", "Argo: the pod Failed though no container failed: the pod GC marking the pods "
-                                          "of a vanished node Failed (DisruptionTarget DeletionByPodGC) while their "
-                                          "containers' last status is still Running"),
+    Sign("neither main nor wait container completed successfully",
+         "Argo: the pod Failed though no container failed: the pod GC marking the pods of a vanished node Failed "
+         "(DisruptionTarget DeletionByPodGC) while their containers' last status is still Running"),
+    Sign("container did not complete successfully", "Argo: as above, after one of main and wait had exited 0"),
     Sign("can't find failed message for pod", "Argo: the pod Failed with no container status at all: the pod GC failing "
                                               "a pod bound to a vanished node before its containers started"),
     Sign("imminent node shutdown", "kubelet graceful node shutdown (pod reason NodeShutdown), Spot reclaim on a node "

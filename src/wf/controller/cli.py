@@ -124,7 +124,7 @@ def get_command(
     from wf.controller.cost import job_cost
     from wf.controller.ops import get_workflow
     from wf.controller.steps import workflow_view
-    from wf.controller.view import PlainDisplay, print_cost
+    from wf.controller.view import PlainDisplay, attempts_table, interruption_summary, print_cost
     from wf.controller.watch import Insight
 
     kube = _connect(context, namespace, kubeconfig)
@@ -143,7 +143,13 @@ def get_command(
                 insight.node(attempt.host)
     display = PlainDisplay(sys.stdout)
     display.update(view, explanations)
-    print_cost(out, view.name, job_cost(view, workflow, insight.nodes(), datetime.now(UTC)))
+    now = datetime.now(UTC)
+    cost = job_cost(view, workflow, insight.nodes(), now)
+    if any(len(row.attempts) > 1 for row in view.steps):
+        out.print(attempts_table(view, now))
+    if view.interruptions:
+        out.print(interruption_summary(view, cost, now), markup=False, highlight=False)
+    print_cost(out, view.name, cost)
 
 
 def list_command(
