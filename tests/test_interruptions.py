@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
+from test_catalog import catalog_problems, only
 from test_placement import evaluate
 
+from wf.catalog import Catalog
+from wf.compile import compile_job
 from wf.interruptions import (
     APPLICATION_EXPRESSION,
     APPLICATION_SIGNS,
     INTERRUPTION_EXPRESSION,
     INTERRUPTION_SIGNS,
+    SPOT_FALLBACK_ANNOTATION,
     capacity_expression,
     is_interruption,
 )
+from wf.labels import CAPACITY_LABEL
+from wf.placement import place_step
 
 # How each way of losing a node reaches Argo v4.0.7 (phase and message of the attempt's node), from
 # workflow/controller/operator.go: inferFailedReason and the missing-pod check.
@@ -64,3 +73,46 @@ def test_signs_are_literal_text_in_both_regex_engines() -> None:
 
 def test_capacity_expression_counts_interruptions_with_argo_retries() -> None:
     assert capacity_expression("spot", "on-demand", 2) == "{{=asInt(retries) >= 2 ? 'on-demand' : 'spot'}}"
+
+
+# --- Spot fallback: the catalog field, the placement and the compiled pod template ---------------------------
+
+def test_spot_fallback_needs_both_capacities_and_enough_interruption_retries(write: Any) -> None:
+    def spot_only(d: dict[str, Any]) -> None:
+        d["computeClasses"][1].update(spotFallbackAfter=2)
+
+    field, message = only(catalog_problems(write, spot_only))
+    assert field == "computeClasses[1].spotFallbackAfter" and "needs capacity [spot, on-demand]" in message
+
+    def unreachable(d: dict[str, Any]) -> None:
+        d["computeClasses"][0].update(spotFallbackAfter=3, interruptionRetries=2)
+
+    field, message = only(catalog_problems(write, unreachable))
+    assert field == "computeClasses[0].spotFallbackAfter" and "never reached" in message
+
+
+def test_only_spot_steps_of_a_class_offering_on_demand_fall_back(catalog: Catalog, make_job: Any) -> None:
+    # The default catalog: cpu offers both and falls back after 2; gaudi and graviton are Spot only.
+    placements = {(s, c): place_step(make_job([{"name": "a", "command": ["x"], "compute": s, "capacity": c,
+                                                **({"accelerators": 8} if s == "gaudi" else {})}]), 0, catalog)[0]
+                  for s, c in (("cpu", "spot"), ("cpu", "on-demand"), ("gaudi", "spot"), ("graviton", "spot"))}
+    assert {key: p.on_demand_after for key, p in placements.items() if p} == {
+        ("cpu", "spot"): 2, ("cpu", "on-demand"): None, ("gaudi", "spot"): None, ("graviton", "spot"): None}
+
+
+def test_the_fallback_patches_the_pod_and_keeps_other_patches(catalog: Catalog, make_job: Any) -> None:
+    data = catalog.model_dump(by_alias=True, exclude_none=True)
+    gaudi = next(c for c in data["computeClasses"] if c["name"] == "gaudi")
+    gaudi.update(capacity=["spot", "on-demand"], spotFallbackAfter=3)
+    manifest = compile_job(make_job([{"name": "t", "command": ["x"], "compute": "gaudi", "accelerators": 8},
+                                     {"name": "od", "command": ["x"], "capacity": "on-demand"}]),
+                           Catalog.model_validate(data), submission="s")
+    templates = {t["name"]: t for t in manifest["spec"]["templates"]}
+    pod = templates["t"]
+    expression = "{{=asInt(retries) >= 3 ? 'on-demand' : 'spot'}}"
+    assert json.loads(pod["podSpecPatch"]) == {"hostIPC": True, "nodeSelector": {CAPACITY_LABEL: expression}}
+    assert pod["nodeSelector"][CAPACITY_LABEL] == "spot"  # what lint and the Pending explanations read
+    assert pod["metadata"]["labels"][CAPACITY_LABEL] == expression
+    assert pod["metadata"]["annotations"] == {SPOT_FALLBACK_ANNOTATION: "3"}
+    # An On-Demand step has nothing to fall back from.
+    assert "podSpecPatch" not in templates["od"] and templates["od"]["metadata"]["labels"][CAPACITY_LABEL] == "on-demand"
