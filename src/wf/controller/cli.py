@@ -38,11 +38,15 @@ def _connect(context: str | None, namespace: str | None, kubeconfig: str | None,
 
 def _report(runs: Any, console: Console) -> None:
     """Cost, then the verdict: exit 0 only when every workflow succeeded (DESIGN.md exit codes)."""
-    from wf.controller.view import print_cost
+    from wf.controller.view import interruption_summary, print_cost
 
+    now = datetime.now(UTC)
     for run in runs.runs:
         if run.cost is not None and run.cost.steps:
             print_cost(console, run.name, run.cost)
+        view = runs.outcome.views.get((run.namespace, run.name))
+        if view is not None and view.interruptions:
+            console.print(f"{run.name} {interruption_summary(view, run.cost, now)}", markup=False, highlight=False)
     if runs.stopped:
         names = " ".join(r.name for r in runs.runs)
         err.print(f"stopped watching; the workflows keep running (wf watch {names} to follow again, "
