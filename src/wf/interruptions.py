@@ -72,14 +72,13 @@ def _alternation(signs: tuple[Sign, ...]) -> str:
     return "|".join(sign.text for sign in signs)
 
 
-_INTERRUPTION: Final = (
+# The pod template's retryStrategy: retry only interruptions, on their own budget.
+INTERRUPTION_EXPRESSION: Final = (
     f'(lastRetry.status == "{ERROR_PHASE}" || lastRetry.message matches "{_alternation(INTERRUPTION_SIGNS)}")'
     f' && !(lastRetry.message matches "{_alternation(APPLICATION_SIGNS)}")'
 )
-# The pod template's retryStrategy: retry only interruptions, on their own budget.
-INTERRUPTION_EXPRESSION: Final = _INTERRUPTION
 # The wrapper's retryStrategy: retry the program's failures, never an interruption.
-APPLICATION_EXPRESSION: Final = f'lastRetry.status == "Failed" && !({_INTERRUPTION})'
+APPLICATION_EXPRESSION: Final = f'lastRetry.status == "Failed" && !({INTERRUPTION_EXPRESSION})'
 
 
 # On the pod template, the number of interruptions after which the Spot fallback moves the step On-Demand: read
