@@ -24,6 +24,7 @@ from wf.catalog import Catalog, load_catalog
 from wf.compile import ATTEMPTS_SUFFIX, ENTRYPOINT, POD_GC, TTL, compile_job
 from wf.constants import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
 from wf.errors import InputError
+from wf.interruptions import SPOT_FALLBACK_ANNOTATION, capacity_expression
 from wf.spec import TrainingJob, load_job
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,8 +183,8 @@ def test_labels_and_annotations_on_pods(catalog: Catalog, make_job: Any) -> None
                                      {"name": "b", "command": ["x"], "compute": "gaudi", "accelerators": 8}]), catalog)
     assert pod(manifest, "a")["metadata"] == {
         "labels": {"team": "ml", "phase": "one", JOB_LABEL: "demo", STEP_LABEL: "a", CLASS_LABEL: "cpu",
-                   CAPACITY_LABEL: "spot"},
-        "annotations": {"sidecar.istio.io/inject": "false"},
+                   CAPACITY_LABEL: capacity_expression("spot", "on-demand", 2)},  # cpu: spotFallbackAfter 2
+        "annotations": {"sidecar.istio.io/inject": "false", SPOT_FALLBACK_ANNOTATION: "2"},
     }
     labels = pod(manifest, "b")["metadata"]["labels"]
     assert labels[CLASS_LABEL] == "gaudi" and labels[STEP_LABEL] == "b" and "annotations" not in pod(manifest, "b")["metadata"]

@@ -123,3 +123,66 @@ def test_a_real_run_of_the_bert_example_has_one_row_per_step() -> None:
     by_name = {r.name: r for r in view.steps}
     assert by_name["download"].compute_class == "cpu" and by_name["pretrain-phase1"].compute_class == "gaudi"
     assert by_name["pretrain-phase1"].node.startswith("gaudi-")
+
+
+def fallback_run() -> dict:
+    """cpu step `shard` (Spot, falls back On-Demand after 2 interruptions): the pod GC failed attempt 0, failed
+    attempt 1 before its containers started, attempt 2 ran On-Demand and succeeded."""
+    wf = "prep-q8z"
+    nodes = {
+        wf: {"id": wf, "name": wf, "displayName": wf, "type": "DAG", "phase": "Succeeded", "children": ["r"]},
+        "r": {"id": "r", "name": f"{wf}.shard", "displayName": "shard", "type": "Retry", "phase": "Succeeded",
+              "startedAt": "2026-03-01T12:00:00Z", "finishedAt": "2026-03-01T13:00:00Z", "children": ["q0", "q1", "q2"],
+              "boundaryID": wf},
+        "q0": pod_node(wf, "q0", "shard(0)", "Failed", template="shard", host="cpu-spot-1",
+                       started="2026-03-01T12:00:00Z", finished="2026-03-01T12:20:00Z",
+                       message="pod failed: neither main nor wait container completed successfully"),
+        "q1": pod_node(wf, "q1", "shard(1)", "Failed", template="shard", host="cpu-spot-2",
+                       started="2026-03-01T12:21:00Z", finished="2026-03-01T12:26:00Z",
+                       message="can't find failed message for pod prep-q8z-shard-1 namespace wf"),
+        "q2": pod_node(wf, "q2", "shard(2)", "Succeeded", template="shard", host="cpu-od-1",
+                       started="2026-03-01T12:30:00Z", finished="2026-03-01T13:00:00Z"),
+    }
+    doc = workflow(wf, "Succeeded", nodes)
+    doc["spec"]["templates"].append(
+        {"name": "shard", "metadata": {"annotations": {"wf.dev/spot-fallback-after": "2"}},
+         "nodeSelector": {"wf.dev/compute-class": "cpu", "wf.dev/capacity": "spot"},
+         "container": {"image": "x", "resources": {"requests": {"cpu": "15", "memory": "8Gi"}}}})
+    doc["status"]["finishedAt"] = "2026-03-01T13:00:00Z"
+    return doc
+
+
+def test_attempts_show_where_they_ran_and_why_they_ended() -> None:
+    view = workflow_view(fallback_run())
+    (shard,) = view.steps
+    assert [(a.capacity, a.outcome) for a in shard.attempts] == [
+        ("spot", "interrupted"), ("spot", "interrupted"), ("on-demand", "succeeded")]
+    assert shard.interruptions == 2 and shard.retries == 0
+    now = datetime.now(UTC)
+    assert shard.interrupted_seconds(now) == 25 * 60  # 20 min + 5 min run, then lost
+    assert view.interruptions == 2 and view.interrupted_seconds(now) == 25 * 60
+
+
+def test_without_a_fallback_every_attempt_keeps_the_templates_capacity() -> None:
+    doc = fallback_run()
+    del doc["spec"]["templates"][-1]["metadata"]
+    assert {a.capacity for a in workflow_view(doc).steps[0].attempts} == {"spot"}
+
+
+def test_each_attempt_is_priced_at_its_own_capacity_and_interruptions_apart() -> None:
+    from wf.instances import instance_type
+
+    doc = fallback_run()
+    r5 = instance_type("r5.4xlarge")
+    # cpu-spot-2 is gone (a reclaimed node): its attempt is counted in time but not priced.
+    nodes = {"cpu-spot-1": NodeFacts("r5.4xlarge", "spot"), "cpu-od-1": NodeFacts("r5.4xlarge", "on-demand")}
+    cost = job_cost(workflow_view(doc), doc, nodes, datetime.now(UTC))
+    (shard,) = cost.steps
+    share = 15000 / r5.allocatable_cpu_millis
+    spot_hours, od_hours = 20 / 60 * share, 30 / 60 * share
+    assert shard.node_hours == pytest.approx(spot_hours + od_hours)
+    assert shard.estimate_usd == pytest.approx(spot_hours * r5.spot_price_estimate + od_hours * r5.price_on_demand)
+    assert shard.interrupted_node_hours == pytest.approx(spot_hours)
+    assert shard.interrupted_usd == pytest.approx(spot_hours * r5.spot_price_estimate)
+    assert shard.unpriced_attempts == 1
+    assert cost.interrupted_usd == shard.interrupted_usd and cost.interrupted_node_hours == shard.interrupted_node_hours

@@ -12,7 +12,8 @@ import pytest
 from wf.catalog import Catalog
 from wf.compile import ATTEMPTS_SUFFIX, compile_job
 from wf.constants import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL, INSTANCE_TYPE_LABEL
-from wf.placement import APPLICATION_EXPRESSION, INTERRUPTION_EXPRESSION, INTERRUPTION_RETRIES, place_step
+from wf.interruptions import APPLICATION_EXPRESSION, INTERRUPTION_EXPRESSION
+from wf.placement import INTERRUPTION_RETRIES, place_step
 
 
 def place(catalog: Catalog, make_job: Any, step: dict[str, Any], **spec: Any) -> Any:
@@ -261,10 +262,13 @@ NODE_SHUTDOWN = {"status": "Failed", "message": "Pod was terminated in response 
                  "exitCode": "-1"}
 NODE_PRESSURE_EVICTION = {"status": "Failed", "exitCode": "-1",
                           "message": "The node was low on resource: memory. Threshold quantity: 100Mi, available: 52Ki. "}
-EVICTED = {"status": "Failed", "message": "Pod was evicted: the node is draining", "exitCode": "-1"}
+# An eviction by a drain (kubectl, Karpenter, the node termination handler) sets no pod message: the kubelet
+# SIGTERMs the containers and Argo may see the Failed pod before it is gone.
+EVICTED = {"status": "Failed", "message": "main: Error (exit code 143)", "exitCode": "143"}
 OOM_KILLED = {"status": "Failed", "message": "OOMKilled (exit code 137)", "exitCode": "137"}
 EXIT_1 = {"status": "Failed", "message": "Error (exit code 1)", "exitCode": "1"}
-SIGKILL_137 = {"status": "Failed", "message": "Error (exit code 137)", "exitCode": "137"}
+# SIGKILL once a deletion's grace period ran out (drain, preemption): the node's loss, not the program's.
+SIGKILL_137 = {"status": "Failed", "message": "main: Error (exit code 137)", "exitCode": "137"}
 # The wrapper's child is the DAG node around the pod's retry node.
 WRAPPED_FAILURE = {"status": "Failed", "message": "child 'job-abc-123' failed", "exitCode": ""}
 WRAPPED_EXHAUSTED_INTERRUPTIONS = {"status": "Error", "message": "pod deleted", "exitCode": "-1"}
@@ -279,7 +283,7 @@ WRAPPED_EXHAUSTED_INTERRUPTIONS = {"status": "Error", "message": "pod deleted", 
         (EVICTED, True, False),
         (OOM_KILLED, False, True),
         (EXIT_1, False, True),
-        (SIGKILL_137, False, True),
+        (SIGKILL_137, True, False),
         (WRAPPED_FAILURE, False, True),
         (WRAPPED_EXHAUSTED_INTERRUPTIONS, True, False),
     ],

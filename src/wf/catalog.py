@@ -130,6 +130,11 @@ class ComputeClass(StrictModel):
         default=None, ge=0, le=20, alias="interruptionRetries",
         description="Retries for Spot interruptions and evictions, on their own budget (default 5 on Spot, 2 on-demand)",
     )
+    spot_fallback_after: int | None = Field(
+        default=None, ge=1, le=20, alias="spotFallbackAfter",
+        description="Spot interruptions of one step after which its next attempt runs On-Demand (when the class "
+                    "offers on-demand capacity); unset: every attempt stays on Spot",
+    )
 
     @property
     def default_capacity(self) -> Capacity:
@@ -226,6 +231,13 @@ def _class_problems(cls: ComputeClass, at: tuple[PathKey, ...], cluster: Cluster
         out.append(Problem.at((*at, "instanceTypes"), "instance types are listed twice"))
     if len(set(cls.capacity)) != len(cls.capacity):
         out.append(Problem.at((*at, "capacity"), f"capacity lists a value twice; choose from {list(CAPACITIES)}"))
+    if cls.spot_fallback_after is not None and set(cls.capacity) != set(CAPACITIES):
+        out.append(Problem.at((*at, "spotFallbackAfter"),
+                               "falling back from Spot to On-Demand needs capacity [spot, on-demand]"))
+    elif cls.spot_fallback_after is not None and cls.interruption_retries is not None \
+            and cls.spot_fallback_after > cls.interruption_retries:
+        out.append(Problem.at((*at, "spotFallbackAfter"), f"never reached: a step gets {cls.interruption_retries} "
+                                                           "interruption retries (interruptionRetries)"))
     arches = {i.arch for i in instances}
     if len(arches) > 1:
         mixed = ", ".join(f"{i.name} ({i.arch})" for i in instances)

@@ -13,7 +13,14 @@ from typing import Any, Literal
 from wf.catalog import Catalog
 from wf.constants import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
 from wf.errors import InputError, Problem
-from wf.placement import APPLICATION_EXPRESSION, INTERRUPTION_EXPRESSION, Placement, place_step
+from wf.interruptions import (
+    APPLICATION_EXPRESSION,
+    INTERRUPTION_EXPRESSION,
+    ON_DEMAND,
+    SPOT_FALLBACK_ANNOTATION,
+    capacity_expression,
+)
+from wf.placement import Placement, place_step
 from wf.spec import SecretRef, Step, TrainingJob, Volume
 from wf.units import parse_duration
 
@@ -27,7 +34,6 @@ ATTEMPTS_SUFFIX = "-Attempts"
 # workflows for a day (failed ones a week) so `wf get` can explain them.
 POD_GC = {"strategy": "OnPodSuccess", "deleteDelayDuration": "10m"}
 TTL = {"secondsAfterSuccess": 86400, "secondsAfterFailure": 7 * 86400}
-HOST_IPC_PATCH = json.dumps({"hostIPC": True})
 # `cap` bounds each wait. Not `maxDuration`: Argo counts that from the FIRST attempt's start, retries nothing
 # once it has passed and hands the retried pod that deadline (ARGO_DEADLINE), so a long step interrupted
 # after 10 minutes would not be retried, and a retry of one interrupted sooner would be killed at minute 10.
@@ -115,11 +121,22 @@ def _attempts(step: Step, retries: int) -> dict[str, Any]:
 
 
 def _pod_template(job: TrainingJob, step: Step, placement: Placement) -> dict[str, Any]:
+    capacity = placement.capacity
+    pod_patch: dict[str, Any] = {}
+    if placement.host_ipc:
+        pod_patch["hostIPC"] = True
+    annotations = dict(step.annotations)
+    if placement.on_demand_after is not None:
+        # Spot fallback: Argo evaluates `retries` in the template before it creates each attempt's pod, and
+        # podSpecPatch overrides the nodeSelector's capacity; the pod's label follows so it tells where it ran.
+        capacity = capacity_expression(placement.capacity, ON_DEMAND, placement.on_demand_after)
+        pod_patch["nodeSelector"] = {CAPACITY_LABEL: capacity}
+        annotations[SPOT_FALLBACK_ANNOTATION] = str(placement.on_demand_after)
     labels = {**job.metadata.labels, **step.labels, JOB_LABEL: job.name, STEP_LABEL: step.name,
-              CLASS_LABEL: placement.compute_class, CAPACITY_LABEL: placement.capacity}
+              CLASS_LABEL: placement.compute_class, CAPACITY_LABEL: capacity}
     metadata: dict[str, Any] = {"labels": labels}
-    if step.annotations:
-        metadata["annotations"] = dict(step.annotations)
+    if annotations:
+        metadata["annotations"] = annotations
     container: dict[str, Any] = {
         "image": step.image or job.spec.image,
         "command": list(step.command),
@@ -153,8 +170,8 @@ def _pod_template(job: TrainingJob, step: Step, placement: Placement) -> dict[st
     if step.timeout is not None:
         # Template `timeout` counts Pending time too: a step that can't schedule fails instead of waiting forever.
         template["timeout"] = f"{parse_duration(step.timeout)}s"
-    if placement.host_ipc:
-        template["podSpecPatch"] = HOST_IPC_PATCH
+    if pod_patch:
+        template["podSpecPatch"] = json.dumps(pod_patch)
     return template
 
 

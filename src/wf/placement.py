@@ -26,18 +26,6 @@ _DEFAULT_MEMORY_MIB = 2048
 _MIB = Decimal(2**20)
 
 INTERRUPTION_RETRIES = {"spot": 5, "on-demand": 2}
-# How Spot reclaims, drains and evictions reach Argo: "pod deleted" (Error), graceful node shutdown
-# ("Pod was terminated in response to imminent node shutdown.", Failed), node-pressure eviction
-# ("The node was low on resource: ..."), admission refused on a node under pressure ("The node had condition:
-# [DiskPressure]") and drains. An OOM kill also exits 137, so it is excluded by name:
-# it is the application's failure and spends the application's retries.
-_INTERRUPTION = (
-    '(lastRetry.status == "Error" || lastRetry.message matches '
-    '"pod deleted|imminent node shutdown|node is draining|node was low on resource|node had condition|[Ee]vict")'
-    ' && !(lastRetry.message contains "OOMKilled")'
-)
-INTERRUPTION_EXPRESSION = _INTERRUPTION
-APPLICATION_EXPRESSION = f'lastRetry.status == "Failed" && !({_INTERRUPTION})'
 
 
 @dataclass(frozen=True)
@@ -51,6 +39,8 @@ class Placement:
     host_ipc: bool
     capabilities: tuple[str, ...]
     interruption_retries: int
+    # Interruptions after which the step's next attempt runs On-Demand (None: stay on the chosen capacity).
+    on_demand_after: int | None = None
 
 
 def place_step(job: TrainingJob, index: int, catalog: Catalog) -> tuple[Placement | None, list[Problem]]:
@@ -126,6 +116,7 @@ def place_step(job: TrainingJob, index: int, catalog: Catalog) -> tuple[Placemen
         capabilities=prof.capabilities if devices else (),
         interruption_retries=cls.interruption_retries if cls.interruption_retries is not None
         else INTERRUPTION_RETRIES[capacity],
+        on_demand_after=cls.spot_fallback_after if capacity == "spot" and "on-demand" in cls.capacity else None,
     ), []
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from wf.compile import ATTEMPTS_SUFFIX
-from wf.constants import SIM_DURATION, SIM_EXIT_CODE
+from wf.constants import CAPACITY_LABEL, SIM_DURATION, SIM_EXIT_CODE
 from wf.controller.client import connect
 from wf.controller.steps import parse_time
 
@@ -91,6 +91,174 @@ def test_application_retries_and_interruptions(local_cluster: ClusterHandle, tmp
     (view,) = wf.watch([names["interrupted"]], namespace=NAMESPACE, kube=kube, with_cost=False).outcome.views.values()
     (train,) = view.steps
     assert train.interruptions == 1 and train.retries == 0, train
+
+
+# Each way a node loss reaches a pod, reproduced directly as the pod state it leaves (rather than hoping a race
+# shows it): (how the pod's status is rewritten, the message Argo v4 derives, whether it is an interruption).
+# The pod GC's states are those of kube-controller-manager's gc_controller: phase Failed and a DisruptionTarget
+# condition applied over whatever container statuses the vanished kubelet last reported.
+RUNNING = "running"  # leave the container statuses as the kubelet last reported them
+NODE_LOSS_PATHS: dict[str, tuple[dict[str, Any], str, bool]] = {
+    "podgc-running": ({"containers": RUNNING, "condition": "DeletionByPodGC"},
+                      "pod failed: neither main nor wait container completed successfully", True),
+    "podgc-unstarted": ({"containers": None, "condition": "DeletionByPodGC"}, "can't find failed message for pod", True),
+    "podgc-creating": ({"containers": {"waiting": {"reason": "ContainerCreating"}}, "condition": "DeletionByPodGC"},
+                       "Pod failed before main container starts due to ContainerCreating", True),
+    "node-shutdown": ({"containers": {"terminated": {"exitCode": 143, "reason": "Error"}}, "reason": "Terminated",
+                       "message": "Pod was terminated in response to imminent node shutdown.",
+                       "condition": "TerminationByKubelet"},
+                      "Pod was terminated in response to imminent node shutdown.", True),
+    "pressure-eviction": ({"containers": {"terminated": {"exitCode": 137, "reason": "Error"}}, "reason": "Evicted",
+                           "message": "The node was low on resource: memory. Threshold quantity: 100Mi, available: 52Ki. ",
+                           "condition": "TerminationByKubelet"},
+                          "The node was low on resource: memory.", True),
+    "admission-rejected": ({"containers": None, "reason": "OutOfcpu",
+                            "message": "Pod was rejected: Node didn't have enough resource: cpu, requested: 1000, used: "
+                                       "15890, capacity: 15890"},
+                           "Pod was rejected: Node didn't have enough resource: cpu", True),
+    "drain-eviction-sigterm": ({"containers": {"terminated": {"exitCode": 143, "reason": "Error"}},
+                                "condition": "EvictionByEvictionAPI"}, "main: Error (exit code 143)", True),
+    "preemption-sigkill": ({"containers": {"terminated": {"exitCode": 137, "reason": "Error"}},
+                            "condition": "PreemptionByScheduler"}, "main: Error (exit code 137)", True),
+    "oom-kill": ({"containers": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}},
+                 "main: OOMKilled (exit code 137)", False),
+    "bad-image": ({"containers": {"waiting": {"reason": "ErrImagePull", "message": "manifest unknown"}}},
+                  "Pod failed before main container starts due to ErrImagePull: manifest unknown", False),
+}
+
+
+def test_every_way_a_node_loss_reaches_argo_is_retried(local_cluster: ClusterHandle, tmp_path: Path) -> None:
+    """Each pod state a node loss leaves is an interruption retry; OOM kills and bad images stay the program's.
+    Also the Eviction API itself (what kubectl drain, Karpenter and the node termination handler call)."""
+    import wf
+
+    kube = connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
+    cases = [*NODE_LOSS_PATHS, "eviction-api"]
+    names = {case: wf.submit(str(job_file(tmp_path, f"loss-{case}", [step("train", **{SIM_DURATION: "25s"})])),
+                             kube=kube)[0].name for case in cases}
+    pending = dict(names)
+    deadline = time.monotonic() + 120
+    while pending:  # interrupt each workflow's first attempt as soon as it has run past the recently-started window
+        for case, name in list(pending.items()):
+            found = _running_attempt(kube, name)
+            if found is None:
+                continue
+            _, pod = found
+            if case == "eviction-api":
+                kube.core.create_namespaced_pod_eviction(pod.metadata.name, NAMESPACE, _eviction(pod.metadata.name))
+            else:
+                _leave_pod_state(kube, pod, **NODE_LOSS_PATHS[case][0])
+            del pending[case]
+        assert time.monotonic() < deadline, f"never running: {sorted(pending)}"
+        time.sleep(0.5)
+    final = {case: _wait_final(kube, name, timeout=180) for case, name in names.items()}
+    report = "\n".join(f"{case} ({names[case]}): {w['status']['phase']}\n{_node_tree(w)}" for case, w in final.items())
+    print(f"\nnode-loss paths:\n{report}")
+
+    expected = {case: (message, interruption) for case, (_, message, interruption) in NODE_LOSS_PATHS.items()}
+    expected["eviction-api"] = ("pod deleted", True)
+    for case, (message, interruption) in expected.items():
+        workflow = final[case]
+        first, *rest = sorted(_pod_nodes(workflow), key=lambda n: n["startedAt"])
+        assert first["message"].startswith(message), (case, report)
+        (view,) = wf.watch([names[case]], namespace=NAMESPACE, kube=kube, with_cost=False).outcome.views.values()
+        (train,) = view.steps
+        if interruption:
+            # Retried on the interruption budget (retries: 0 leaves no application retry to spend).
+            assert workflow["status"]["phase"] == "Succeeded", (case, report)
+            assert [n["phase"] for n in rest] == ["Succeeded"], (case, report)
+            assert (train.interruptions, train.retries) == (1, 0), (case, train)
+            assert [a.outcome for a in train.attempts] == ["interrupted", "succeeded"], (case, train)
+        else:
+            assert workflow["status"]["phase"] in ("Failed", "Error") and not rest, (case, report)
+            assert (train.interruptions, train.retries) == (0, 0), (case, train)
+            assert [a.outcome for a in train.attempts] == ["failed"], (case, train)
+
+
+def test_spot_fallback_runs_the_third_attempt_on_demand(local_cluster: ClusterHandle, tmp_path: Path) -> None:
+    """cpu falls back after 2 Spot interruptions (eksctl/catalog.yaml): the podSpecPatch's `retries` expression
+    moves the third attempt to an On-Demand node, and wf's view says where each attempt ran."""
+    import wf
+
+    kube = connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
+    name = wf.submit(str(job_file(tmp_path, "fallback", [step("train", **{SIM_DURATION: "20s"})])), kube=kube)[0].name
+    interrupted: list[str] = []
+    deadline = time.monotonic() + 150
+    while len(interrupted) < 2:
+        found = _running_attempt(kube, name, exclude=tuple(interrupted))
+        if found is not None:
+            node_id, pod = found
+            assert pod.spec.node_selector[CAPACITY_LABEL] == "spot", pod.spec.node_selector
+            _leave_pod_state(kube, pod, containers=RUNNING, condition="DeletionByPodGC")
+            interrupted.append(node_id)
+        assert time.monotonic() < deadline, _node_tree(_get(kube, name))
+        time.sleep(0.5)
+    workflow = _wait_final(kube, name, timeout=180)
+    report = _node_tree(workflow)
+    print(f"\nspot fallback ({name}):\n{report}")
+    assert workflow["status"]["phase"] == "Succeeded", report
+    third = [p for p in _pods(kube, name) if p.metadata.annotations["workflows.argoproj.io/node-id"] not in interrupted]
+    (pod,) = third
+    assert pod.spec.node_selector[CAPACITY_LABEL] == "on-demand" and pod.metadata.labels[CAPACITY_LABEL] == "on-demand"
+    node_labels = kube.core.read_node(pod.spec.node_name).metadata.labels
+    assert node_labels[CAPACITY_LABEL] == "on-demand", node_labels
+    (view,) = wf.watch([name], namespace=NAMESPACE, kube=kube, with_cost=False).outcome.views.values()
+    (train,) = view.steps
+    assert [(a.capacity, a.outcome) for a in train.attempts] == [
+        ("spot", "interrupted"), ("spot", "interrupted"), ("on-demand", "succeeded")], train
+    assert train.attempts[-1].host == pod.spec.node_name
+
+
+def _eviction(pod: str) -> Any:
+    from kubernetes import client
+
+    return client.V1Eviction(metadata=client.V1ObjectMeta(name=pod, namespace=NAMESPACE))
+
+
+def _running_attempt(kube: Any, name: str, exclude: tuple[str, ...] = ()) -> tuple[str, Any] | None:
+    """The attempt (Argo node id, pod) running past Argo's recently-started window, if there is one."""
+    for node in _nodes(_get(kube, name)):
+        if node["type"] != "Pod" or node["phase"] != "Running" or node["id"] in exclude:
+            continue
+        if (datetime.now(UTC) - parse_time(node["startedAt"])).total_seconds() <= RECENTLY_STARTED_SECONDS + 3:
+            continue
+        for pod in _pods(kube, name):
+            if pod.metadata.annotations.get("workflows.argoproj.io/node-id") == node["id"] and pod.status.phase == "Running":
+                return node["id"], pod
+    return None
+
+
+def _leave_pod_state(kube: Any, pod: Any, *, containers: Any, condition: str | None = None, reason: str | None = None,
+                     message: str | None = None) -> None:
+    """Rewrite a running pod's status to what a node loss leaves: phase Failed, optionally a DisruptionTarget
+    condition, a reason and message, and container states (RUNNING: as they were; None: no statuses at all)."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    current = kube.core.api_client.sanitize_for_serialization(pod.status)
+    ops: list[dict[str, Any]] = [{"op": "replace", "path": "/status/phase", "value": "Failed"}]
+    if condition:
+        ops.append({"op": "add", "path": "/status/conditions/-", "value": {
+            "type": "DisruptionTarget", "status": "True", "reason": condition, "lastTransitionTime": now,
+            "message": f"wf e2e: {condition}"}})
+    if reason:
+        ops.append({"op": "add", "path": "/status/reason", "value": reason})
+    if message:
+        ops.append({"op": "add", "path": "/status/message", "value": message})
+    if containers is None:  # never reported by a kubelet: Argo's init container has no status either
+        ops += [{"op": "remove", "path": f"/status/{key}"} for key in ("initContainerStatuses", "containerStatuses")
+                if key in current]
+    elif containers != RUNNING:
+        statuses = []
+        for status in current["containerStatuses"]:
+            started = (status.get("state") or {}).get("running", {}).get("startedAt", now)
+            if status["name"] == "main" or "waiting" in containers:
+                state = dict(containers)
+            else:  # the wait container exits 0 once main has ended
+                state = {"terminated": {"exitCode": 0, "reason": "Completed"}}
+            if "terminated" in state:
+                state = {"terminated": {**state["terminated"], "startedAt": started, "finishedAt": now}}
+            statuses.append({**status, "state": state, "ready": False, "started": "running" in state})
+        ops.append({"op": "replace", "path": "/status/containerStatuses", "value": statuses})
+    kube.core.patch_namespaced_pod_status(pod.metadata.name, NAMESPACE, ops)
 
 
 def _interrupt_once(kube: Any, name: str) -> str:

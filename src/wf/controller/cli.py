@@ -41,11 +41,15 @@ def _connect(context: str | None, namespace: str | None, kubeconfig: str | None,
 
 def _report(runs: Any, console: Console) -> None:
     """Cost, then the verdict: exit 0 only when every workflow succeeded (DESIGN.md exit codes)."""
-    from wf.controller.view import print_cost
+    from wf.controller.view import interruption_summary, print_cost
 
+    now = datetime.now(UTC)
     for run in runs.runs:
         if run.cost is not None and run.cost.steps:
             print_cost(console, run.name, run.cost)
+        view = runs.outcome.views.get((run.namespace, run.name))
+        if view is not None and view.interruptions:
+            console.print(f"{run.name} {interruption_summary(view, run.cost, now)}", markup=False, highlight=False)
     if runs.stopped:
         names = " ".join(r.name for r in runs.runs)
         err.print(f"stopped watching; the workflows keep running (wf watch {names} to follow again, "
@@ -138,7 +142,7 @@ def get_command(
     from wf.controller.cost import job_cost
     from wf.controller.ops import get_workflow
     from wf.controller.steps import workflow_view
-    from wf.controller.view import PlainDisplay, print_cost
+    from wf.controller.view import PlainDisplay, attempts_table, interruption_summary, print_cost
     from wf.controller.watch import Insight
 
     kube = _connect(context, namespace, kubeconfig, eks_cluster, region)
@@ -157,7 +161,13 @@ def get_command(
                 insight.node(attempt.host)
     display = PlainDisplay(sys.stdout)
     display.update(view, explanations)
-    print_cost(out, view.name, job_cost(view, workflow, insight.nodes(), datetime.now(UTC)))
+    now = datetime.now(UTC)
+    cost = job_cost(view, workflow, insight.nodes(), now)
+    if any(len(row.attempts) > 1 for row in view.steps):
+        out.print(attempts_table(view, now))
+    if view.interruptions:
+        out.print(interruption_summary(view, cost, now), markup=False, highlight=False)
+    print_cost(out, view.name, cost)
 
 
 def list_command(

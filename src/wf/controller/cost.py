@@ -1,9 +1,10 @@
 """What a run cost: node-hours per step and a price estimate from the instance facts.
 
 A step is charged for the share of its node it reserved (the largest of its cpu, memory and accelerator
-requests over the node's allocatable) for as long as each attempt ran, interrupted attempts included: that
-time was paid for. On-Demand prices are list prices; the Spot estimate applies the Spot advisor's average
-savings for the type and is only indicative (real Spot prices move by zone and hour).
+requests over the node's allocatable) for as long as each attempt ran, at the price of the capacity it ran on,
+interrupted attempts included: that time was paid for, and it is reported apart as lost to interruptions.
+On-Demand prices are list prices; the Spot estimate applies the Spot advisor's average savings for the type and
+is only indicative (real Spot prices move by zone and hour).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class StepCost:
     on_spot: bool
     instance_types: tuple[str, ...]
     unpriced_attempts: int  # attempts whose node (and so its type) is no longer known
+    # The share of the above spent on attempts whose node went away: paid for, then run again.
+    interrupted_node_hours: float = 0.0
+    interrupted_usd: float = 0.0  # at each interrupted attempt's own capacity's price, like estimate_usd
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,14 @@ class JobCost:
     @property
     def estimate_usd(self) -> float:
         return sum(s.estimate_usd for s in self.steps)
+
+    @property
+    def interrupted_node_hours(self) -> float:
+        return sum(s.interrupted_node_hours for s in self.steps)
+
+    @property
+    def interrupted_usd(self) -> float:
+        return sum(s.interrupted_usd for s in self.steps)
 
 
 def node_share(requests: dict[str, Decimal], allocatable: dict[str, Decimal]) -> float:
@@ -77,9 +89,9 @@ def _attempt_cost(attempt: Attempt, requests: dict[str, Decimal], facts: NodeFac
         return 0.0, 0.0, 0.0, False, None
     node_hours = attempt.seconds(now) / 3600 * node_share(requests, instance_allocatable(instance.name))
     on_demand = node_hours * instance.price_on_demand
-    spot_price = instance.spot_price_estimate if facts.capacity == "spot" else None
-    spot = spot_price is not None
-    estimate = node_hours * spot_price if spot_price is not None else on_demand
+    # Each attempt at its own capacity's price: a Spot fallback's On-Demand attempt is charged On-Demand.
+    spot = (facts.capacity or attempt.capacity) == "spot" and instance.spot_price_estimate is not None
+    estimate = node_hours * instance.spot_price_estimate if spot else on_demand
     return node_hours, on_demand, estimate, spot, instance.name
 
 
@@ -91,7 +103,7 @@ def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, Node
     steps: list[StepCost] = []
     any_spot = any_unpriced = False
     for row in view.steps:
-        hours = on_demand = estimate = 0.0
+        hours = on_demand = estimate = lost_hours = lost_usd = 0.0
         on_spot, types, unpriced = False, [], 0
         for attempt in row.attempts:
             if attempt.started is None:
@@ -101,11 +113,14 @@ def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, Node
                 unpriced += 1
                 continue
             hours, on_demand, estimate = hours + h, on_demand + od, estimate + est
+            if attempt.interrupted:
+                lost_hours, lost_usd = lost_hours + h, lost_usd + est
             on_spot = on_spot or spot
             if name not in types:
                 types.append(name)
         any_spot, any_unpriced = any_spot or on_spot, any_unpriced or bool(unpriced)
-        steps.append(StepCost(row.name, hours, on_demand, estimate, on_spot, tuple(types), unpriced))
+        steps.append(StepCost(row.name, hours, on_demand, estimate, on_spot, tuple(types), unpriced, lost_hours,
+                              lost_usd))
     assumptions = [
         "node-hours = attempt run time x the share of the node the step reserved (largest of cpu, memory, "
         "accelerators over allocatable); interrupted attempts count",

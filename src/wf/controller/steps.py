@@ -1,26 +1,22 @@
 """A Workflow's status as the developer thinks of it: one row per step, attempts split into retries and interruptions.
 
 Argo records a step with a retryStrategy as a `Retry` node whose children are the attempts (`Pod` nodes); a
-step without one is a lone `Pod` node. A Spot interruption shows up as an attempt that ended with "pod deleted"
-(drain, node deletion) or "...imminent node shutdown" (graceful node shutdown); those are counted apart from
-the application's own retries.
+step without one is a lone `Pod` node. Which attempts were interruptions (the node went away) rather than the
+program's failures is decided by wf.interruptions, the rule the compiled retry strategies use too; those are
+counted, timed and priced apart from the application's own retries.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from wf.constants import CAPACITY_LABEL, CLASS_LABEL
-from wf.placement import INTERRUPTION_EXPRESSION
+from wf.interruptions import ON_DEMAND, SPOT_FALLBACK_ANNOTATION, is_interruption
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed", "Error"})
 FAILED_PHASES = frozenset({"Failed", "Error"})
-# What the compiled retryStrategy treats as an interruption (wf.placement): the same messages, read from the
-# expression itself so the view and the retry budget never disagree.
-_INTERRUPTION_MESSAGES = re.compile(re.search(r'matches "([^"]+)"', INTERRUPTION_EXPRESSION).group(1))  # type: ignore[union-attr]
 _STEP_TYPES = ("Retry", "Pod", "Skipped")
 _MAX_POD_PREFIX = 253 - 10  # Kubernetes name limit minus the hash suffix (Argo's maxPrefixLength)
 
@@ -29,15 +25,6 @@ def parse_time(value: str | None) -> datetime | None:
     if not value:
         return None
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def is_interruption(phase: str | None, message: str | None) -> bool:
-    """An attempt that ended because its node went away (Argo phase Error, or a drain/shutdown/eviction
-    message), not because the program failed; OOM kills are the program's."""
-    text = message or ""
-    if "OOMKilled" in text:
-        return False
-    return phase == "Error" or bool(_INTERRUPTION_MESSAGES.search(text))
 
 
 @dataclass(frozen=True)
@@ -51,11 +38,21 @@ class Attempt:
     message: str
     template: str
     interrupted: bool
+    capacity: str | None = None  # the capacity the attempt's pod asked for (after any Spot fallback)
 
     def seconds(self, now: datetime) -> float:
         if self.started is None:
             return 0.0
         return max(0.0, ((self.finished or now) - self.started).total_seconds())
+
+    @property
+    def outcome(self) -> str:
+        """Why the attempt ended, in the developer's terms."""
+        if self.interrupted:
+            return "interrupted"
+        if self.phase in FAILED_PHASES:
+            return "failed"
+        return self.phase.lower()
 
 
 @dataclass(frozen=True)
@@ -77,7 +74,11 @@ class StepRow:
 
     @property
     def interruptions(self) -> int:
-        return sum(1 for a in self.attempts if a.interrupted and a.phase in FAILED_PHASES)
+        return sum(1 for a in self.attempts if a.interrupted)
+
+    def interrupted_seconds(self, now: datetime) -> float:
+        """Run time lost to interruptions: the attempts that ran until their node went away."""
+        return sum(a.seconds(now) for a in self.attempts if a.interrupted)
 
     @property
     def node(self) -> str | None:
@@ -119,6 +120,13 @@ class WorkflowView:
     def failed_steps(self) -> tuple[StepRow, ...]:
         return tuple(s for s in self.steps if s.phase in FAILED_PHASES)
 
+    @property
+    def interruptions(self) -> int:
+        return sum(s.interruptions for s in self.steps)
+
+    def interrupted_seconds(self, now: datetime) -> float:
+        return sum(s.interrupted_seconds(now) for s in self.steps)
+
 
 def _templates(workflow: dict[str, Any]) -> dict[str, dict[str, Any]]:
     stored = ((workflow.get("status") or {}).get("storedWorkflowTemplateSpec") or {}).get("templates") or []
@@ -140,19 +148,31 @@ def _placement(template: dict[str, Any] | None) -> tuple[str | None, str | None]
     return selector.get(CLASS_LABEL), selector.get(CAPACITY_LABEL)
 
 
-def _attempt(node: dict[str, Any]) -> Attempt:
+def _attempt(node: dict[str, Any], capacity: str | None) -> Attempt:
     message = node.get("message") or ""
+    phase = node.get("phase") or "Pending"
     return Attempt(
         node_id=node.get("id", ""),
         node_name=node.get("name", ""),
-        phase=node.get("phase") or "Pending",
+        phase=phase,
         host=node.get("hostNodeName") or None,
         started=parse_time(node.get("startedAt")),
         finished=parse_time(node.get("finishedAt")),
         message=message,
         template=node.get("templateName") or "",
-        interrupted=node.get("phase") in FAILED_PHASES and is_interruption(node.get("phase"), message),
+        interrupted=phase in FAILED_PHASES and is_interruption(phase, message),
+        capacity=capacity,
     )
+
+
+def attempt_capacity(template: dict[str, Any] | None, retry_index: int) -> str | None:
+    """The capacity an attempt's pod asked for: the template's, or On-Demand once the Spot fallback's threshold
+    of interruptions is reached (the compiled podSpecPatch does the same with Argo's `retries`)."""
+    _, capacity = _placement(template)
+    after = (((template or {}).get("metadata") or {}).get("annotations") or {}).get(SPOT_FALLBACK_ANNOTATION)
+    if after is not None and after.isdigit() and retry_index >= int(after):
+        return ON_DEMAND
+    return capacity
 
 
 def pod_name(workflow: dict[str, Any], attempt: Attempt) -> str:
@@ -208,6 +228,11 @@ def workflow_view(workflow: dict[str, Any]) -> WorkflowView:
     templates = _templates(workflow)
     parent = containment(nodes)
 
+    def retry_index(node_id: str) -> int:
+        """An attempt's position among its Retry node's children: Argo's `retries` when it made the pod."""
+        siblings = nodes.get(parent.get(node_id, ""), {}).get("children") or []
+        return siblings.index(node_id) if node_id in siblings else 0
+
     def inside_step(node_id: str) -> bool:
         seen = set()
         while (up := parent.get(node_id)) is not None and up not in seen:
@@ -226,10 +251,12 @@ def workflow_view(workflow: dict[str, Any]) -> WorkflowView:
             continue
         if kind == "Retry":
             pods = [nodes[n] for n in contents(nodes, parent, node_id) if nodes[n].get("type") == "Pod"]
-            attempts = tuple(sorted((_attempt(p) for p in pods),
+            attempts = tuple(sorted((_attempt(p, attempt_capacity(templates.get(p.get("templateName") or ""),
+                                                                   retry_index(p.get("id", ""))))
+                                     for p in pods),
                                     key=lambda a: (a.started or datetime.max.replace(tzinfo=UTC), a.node_id)))
         elif kind == "Pod":
-            attempts = (_attempt(node),)
+            attempts = (_attempt(node, attempt_capacity(templates.get(node.get("templateName") or ""), 0)),)
         else:
             attempts = ()
         template_name = attempts[-1].template if attempts else node.get("templateName")

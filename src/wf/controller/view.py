@@ -166,14 +166,19 @@ def money(usd: float) -> str:
 
 def cost_table(name: str, cost: JobCost) -> Table:
     table = Table(title=f"cost of {name} (estimate)", title_justify="left")
-    for column in ("step", "instance", "node-hours", "On-Demand $", "estimate $"):
+    interrupted = bool(cost.interrupted_node_hours)
+    columns = ("step", "instance", "node-hours", "On-Demand $", "estimate $") + (("lost to interruptions $",)
+                                                                             if interrupted else ())
+    for column in columns:
         table.add_column(column, justify="right" if column.endswith(("$", "hours")) else "left")
     for step in cost.steps:
         estimate = money(step.estimate_usd) + (" (Spot)" if step.on_spot else "")
         instance = ", ".join(step.instance_types) or ("node gone" if step.unpriced_attempts else "-")
-        table.add_row(step.step, instance, f"{step.node_hours:.4f}", money(step.on_demand_usd), estimate)
+        lost = (money(step.interrupted_usd),) if interrupted else ()
+        table.add_row(step.step, instance, f"{step.node_hours:.4f}", money(step.on_demand_usd), estimate, *lost)
+    total_lost = (money(cost.interrupted_usd),) if interrupted else ()
     table.add_row("total", "", f"{cost.node_hours:.4f}", money(cost.on_demand_usd), money(cost.estimate_usd),
-                  style="bold")
+                  *total_lost, style="bold")
     return table
 
 
@@ -181,3 +186,25 @@ def print_cost(console: Console, name: str, cost: JobCost) -> None:
     console.print(cost_table(name, cost))
     for assumption in cost.assumptions:
         console.print(f"  assumption: {assumption}", markup=False, highlight=False)
+
+
+def attempts_table(view: WorkflowView, now: datetime) -> Table:
+    """Every attempt of every step that took more than one: where it asked to run, where it ran, and why it ended."""
+    table = Table(title=f"attempts of {view.name}", title_justify="left")
+    for column in ("step", "attempt", "capacity", "node", "time", "ended", "message"):
+        table.add_column(column, overflow="fold")
+    for row in view.steps:
+        if len(row.attempts) < 2:
+            continue
+        for number, attempt in enumerate(row.attempts, 1):
+            table.add_row(row.name, str(number), attempt.capacity or "-", attempt.host or "-",
+                          duration(attempt.seconds(now)), attempt.outcome, attempt.message)
+    return table
+
+
+def interruption_summary(view: WorkflowView, cost: JobCost | None, now: datetime) -> str:
+    """Interruptions retried and what they cost, per workflow (the per-step figures are in the tables)."""
+    lost = f"{duration(view.interrupted_seconds(now))} of run time lost"
+    if cost is not None and cost.interrupted_node_hours:
+        lost += f", {cost.interrupted_node_hours:.4f} node-hours, ${money(cost.interrupted_usd)} (estimate)"
+    return f"interruptions: {view.interruptions} retried, {lost}"

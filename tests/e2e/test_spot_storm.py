@@ -1,0 +1,119 @@
+"""A Spot storm on a dedicated local cluster: 30 workflows, 20% of the cpu class's Spot nodes vanish mid-run.
+
+The Node objects are deleted without a drain, as when a reclaimed instance takes its node away and nothing
+drains it: kube-controller-manager's pod garbage collector then fails (DisruptionTarget DeletionByPodGC) and
+deletes the pods bound to them, about 40-60 s later (its orphan quarantine and check period). Whichever of those
+two states Argo sees ("pod failed: neither main nor wait container completed successfully" or "pod deleted"),
+the step must come back through its interruption retry, and every workflow must Succeed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wf.constants import CAPACITY_LABEL, CLASS_LABEL, SIM_DURATION, STEP_LABEL
+from wf.controller.client import connect
+
+from .conftest import (
+    ClusterHandle,
+    become_subreaper,
+    build_with_progress,
+    start_cluster,
+    stop_cluster,
+)
+from .test_controller_e2e import job_file, step, wf_cli
+from .test_retries import NAMESPACE, _node_tree, _wait_final
+
+pytestmark = pytest.mark.cluster
+
+NODES_PER_GROUP = 16  # 13 node groups in the catalog: 208 nodes, 48 of them cpu Spot
+WORKFLOWS = 30
+SHARDS = 3
+SHARE_LOST = 0.2
+SHARD_SECONDS = 100  # long enough to still be running when the pod GC acts on the vanished nodes (40-60 s)
+WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
+
+
+@pytest.fixture(scope="module")
+def storm_cluster(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Iterator[ClusterHandle]:
+    become_subreaper()
+    build_with_progress(pytestconfig)
+    handle = start_cluster(tmp_path_factory.mktemp("wf-storm"), f"storm{os.getpid()}", nodes_per_group=NODES_PER_GROUP)
+    try:
+        yield handle
+    finally:
+        stop_cluster(handle)
+
+
+def test_a_spot_storm_loses_no_workflow(storm_cluster: ClusterHandle, tmp_path: Path) -> None:
+    import wf
+
+    kube = connect(kubeconfig=str(storm_cluster.kubeconfig), context=storm_cluster.context)
+    shards = [f"shard-{i}" for i in range(SHARDS)]
+    steps = [step("prep", **{SIM_DURATION: "5s"}),
+             *(step(s, needs=["prep"], **{SIM_DURATION: f"{SHARD_SECONDS}s"}) for s in shards),
+             step("merge", needs=shards, **{SIM_DURATION: "5s"})]
+    started = time.monotonic()
+    names = [wf.submit(str(job_file(tmp_path, f"storm-{i:02d}", steps)), kube=kube)[0].name for i in range(WORKFLOWS)]
+
+    running = _wait_for_running_shards(kube, WORKFLOWS * SHARDS // 2, timeout=180)
+    nodes = kube.core.list_node().items
+    spot = [n.metadata.name for n in nodes
+            if n.metadata.labels.get(CLASS_LABEL) == "cpu" and n.metadata.labels.get(CAPACITY_LABEL) == "spot"]
+    # 20% of the class's Spot nodes; the busiest ones, so the storm surely hits running steps.
+    load = Counter(pod.spec.node_name for pod in running)
+    lost = sorted(spot, key=lambda n: (-load[n], n))[:round(len(spot) * SHARE_LOST)]
+    for node in lost:
+        kube.core.delete_node(node)
+    storm_at = time.monotonic() - started
+    # Every unfinished pod bound to a lost node, listed after the deletions: nothing runs them any more.
+    hit = {(pod.metadata.labels[WORKFLOW_LABEL], pod.metadata.labels[STEP_LABEL])
+           for pod in kube.core.list_namespaced_pod(NAMESPACE, label_selector=WORKFLOW_LABEL).items
+           if pod.spec.node_name in lost and pod.status.phase not in ("Succeeded", "Failed")}
+
+    final = {name: _wait_final(kube, name, timeout=420) for name in names}
+    elapsed = time.monotonic() - started
+    failed = {n: _node_tree(w) for n, w in final.items() if w["status"]["phase"] != "Succeeded"}
+    print(f"\nspot storm: {len(nodes)} nodes, {len(lost)} of {len(spot)} cpu Spot nodes deleted at "
+          f"{storm_at:.0f}s, {len(hit)} running steps on them; all {WORKFLOWS} workflows done in {elapsed:.0f}s")
+    assert not failed, "\n".join(f"{n}:\n{t}" for n, t in failed.items())
+    assert len(lost) == round(len(spot) * SHARE_LOST) and hit, (lost, load)
+
+    views = wf.watch(names, namespace=NAMESPACE, kube=kube, with_cost=False).outcome.views
+    interrupted = {(view.name, row.name) for view in views.values() for row in view.steps if row.interruptions}
+    seen = Counter(a.message.split(" namespace ")[0].rsplit(" ", 1)[0] if a.message.startswith("can't") else a.message
+                   for view in views.values() for row in view.steps for a in row.attempts if a.interrupted)
+    print(f"how the interruptions reached Argo: {dict(seen)}")
+    # Exactly the steps running on the lost nodes came back through an interruption retry, none through an
+    # application retry, and the attempt on the lost node is the interrupted one.
+    assert interrupted == hit, (sorted(interrupted ^ hit), {n: _node_tree(final[n]) for n, _ in interrupted ^ hit})
+    for view in views.values():
+        for row in view.steps:
+            assert row.retries == 0 and row.phase == "Succeeded", (view.name, row)
+            if (view.name, row.name) in hit:
+                assert [a.outcome for a in row.attempts][-1] == "succeeded", (view.name, row)
+                assert all(a.host in lost for a in row.attempts if a.interrupted), (view.name, row)
+
+    name, _ = min(hit)
+    shown = wf_cli(storm_cluster, "get", name, "--context", storm_cluster.context)
+    assert shown.returncode == 0, shown.stderr
+    assert "interrupted" in shown.stdout and "interruptions: " in shown.stdout and " retried" in shown.stdout, shown.stdout
+
+
+def _wait_for_running_shards(kube: Any, count: int, timeout: float) -> list[Any]:
+    """The running shard pods once at least `count` of them run."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pods = [p for p in kube.core.list_namespaced_pod(NAMESPACE, label_selector=WORKFLOW_LABEL).items
+                if p.status.phase == "Running" and p.metadata.labels.get(STEP_LABEL, "").startswith("shard-")]
+        if len(pods) >= count:
+            return pods
+        assert time.monotonic() < deadline, f"{len(pods)} of {count} shards running after {timeout}s"
+        time.sleep(1)
