@@ -86,17 +86,19 @@ def _targets(workflows: Any, default_namespace: str) -> tuple[list[tuple[str, st
     return targets, selector
 
 
-def watch(workflows: Any, *, namespace: str | None = None, context: str | None = None,
+def watch(workflows: Any = (), *, selector: str = "", namespace: str | None = None, context: str | None = None,
           kubeconfig: str | None = None, eks_cluster: str | None = None, region: str | None = None,
           display: Display | None = None, with_cost: bool = True, kube: Kube | None = None) -> Runs:
-    """Watch workflows (names or submit()'s results) to their end through one stream per namespace."""
+    """Watch workflows (names or submit()'s results, or every one `selector` matches) to their end through one
+    stream per namespace."""
     from wf.controller.watch import watch_workflows
 
     client = _kube(kube, context=context, kubeconfig=kubeconfig, eks_cluster=eks_cluster, region=region)
-    targets, selector = _targets(workflows, namespace or client.namespace)
-    outcome = watch_workflows(client, targets, display=display, label_selector=selector, with_cost=with_cost)
+    targets, batch = _targets(workflows, namespace or client.namespace)
+    outcome = watch_workflows(client, targets, display=display, label_selector=selector or batch,
+                              namespace=namespace, with_cost=with_cost)
     runs = []
-    for key in targets:
+    for key in targets or outcome.followed:
         view = outcome.views.get(key)
         if key in outcome.deleted:
             phase = "Deleted"

@@ -38,11 +38,9 @@ def _connect(context: str | None, namespace: str | None, kubeconfig: str | None,
 
 def _report(runs: Any, console: Console) -> None:
     """Cost, then the verdict: exit 0 only when every workflow succeeded (DESIGN.md exit codes)."""
-    from wf.controller.view import print_cost
+    from wf.controller.view import print_costs
 
-    for run in runs.runs:
-        if run.cost is not None and run.cost.steps:
-            print_cost(console, run.name, run.cost)
+    print_costs(console, [(run.name, run.cost) for run in runs.runs if run.cost is not None])
     if runs.stopped:
         names = " ".join(r.name for r in runs.runs)
         err.print(f"stopped watching; the workflows keep running (wf watch {names} to follow again, "
@@ -96,7 +94,8 @@ def submit_command(
 
 
 def watch_command(
-    names: Annotated[list[str], typer.Argument(help="Workflow names.")],
+    names: Annotated[Optional[list[str]], typer.Argument(help="Workflow names.")] = None,
+    selector: Annotated[str, typer.Option("-l", "--selector", help="Every workflow with these labels, e.g. wf.dev/batch=ID.")] = "",
     plain: PlainOption = False,
     context: ContextOption = None,
     namespace: NamespaceOption = None,
@@ -109,7 +108,7 @@ def watch_command(
     from wf.controller.view import make_display
 
     kube = _connect(context, namespace, kubeconfig, eks_cluster, region)
-    _report(api.watch(names, namespace=namespace, display=make_display(plain or None), kube=kube), out)
+    _report(api.watch(names or [], selector=selector, namespace=namespace, display=make_display(plain or None), kube=kube), out)
 
 
 def get_command(
@@ -124,7 +123,7 @@ def get_command(
     from wf.controller.cost import job_cost
     from wf.controller.ops import get_workflow
     from wf.controller.steps import workflow_view
-    from wf.controller.view import PlainDisplay, print_cost
+    from wf.controller.view import print_cost, workflow_lines
     from wf.controller.watch import Insight
 
     kube = _connect(context, namespace, kubeconfig)
@@ -141,8 +140,7 @@ def get_command(
         for attempt in row.attempts:
             if attempt.host:
                 insight.node(attempt.host)
-    display = PlainDisplay(sys.stdout)
-    display.update(view, explanations)
+    out.print("\n".join(workflow_lines(view, explanations)), markup=False, highlight=False, soft_wrap=True)
     print_cost(out, view.name, job_cost(view, workflow, insight.nodes(), datetime.now(UTC)))
 
 
@@ -159,7 +157,7 @@ def list_command(
 
     from wf.controller.ops import list_workflows
     from wf.controller.steps import parse_time
-    from wf.controller.view import duration
+    from wf.controller.view import duration, print_table
 
     kube = _connect(context, namespace, kubeconfig)
     items = list_workflows(kube, namespace, all_namespaces=all_namespaces, label_selector=selector)
@@ -179,7 +177,7 @@ def list_command(
                duration(((finished or now) - started).total_seconds()) if started else "-",
                (meta.get("labels") or {}).get("wf.dev/job", "-")]
         table.add_row(*([meta.get("namespace", "")] if all_namespaces else []) + row)
-    out.print(table)
+    print_table(out, table)
 
 
 def logs_command(

@@ -1,12 +1,14 @@
 """Watching workflows to their end: one stream per namespace, a view per change, cost and reasons on the side.
 
-The consumer runs in the caller's thread; each namespace's stream runs in a daemon thread and hands events
-over a queue, so Ctrl-C lands in the caller, stops the streams and leaves the workflows running.
+Each namespace's stream runs in a daemon thread, reduces every event to a compact snapshot (wf.controller.events)
+and leaves the newest per workflow in an inbox; the consumer runs in the caller's thread, so Ctrl-C lands there,
+stops the streams and leaves the workflows running. The state machine (events.WatchState) decides what is
+followed and when the watch ends, the display (wf.controller.view) how it looks; this module wires them to the
+cluster and adds what the stream alone cannot tell: reasons a step waits and what nodes cost.
 """
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
 from dataclasses import dataclass, field
@@ -15,13 +17,13 @@ from typing import Any, Callable
 
 from wf.controller.client import Kube, cluster_error
 from wf.controller.cost import JobCost, NodeFacts, job_cost
+from wf.controller.events import Inbox, Key, Snapshot, WatchState, snapshot
 from wf.controller.stream import KubeWorkflowTransport, NamespaceStream, StreamStats, Transport
-from wf.controller.steps import StepRow, WorkflowView, pod_name, workflow_view
-from wf.controller.view import Display
+from wf.controller.steps import StepRow, WorkflowView, pod_name
+from wf.controller.view import Display, detailed
 from wf.errors import InputError
 from wf.labels import CAPACITY_LABEL, CLASS_LABEL, EKS_CAPACITY_LABEL, INSTANCE_TYPE_LABEL
 
-Key = tuple[str, str]  # (namespace, name)
 TICK_SECONDS = 1.0  # redraw durations this often while nothing happens
 EXPLAIN_EVERY_SECONDS = 10.0
 NODE_COUNT_TTL_SECONDS = 30.0
@@ -31,8 +33,7 @@ TransportFactory = Callable[[str, str, str], Transport]  # (namespace, label sel
 
 @dataclass
 class WatchOutcome:
-    workflows: dict[Key, dict[str, Any]] = field(default_factory=dict)
-    views: dict[Key, WorkflowView] = field(default_factory=dict)
+    views: dict[Key, WorkflowView] = field(default_factory=dict)  # the last state of each followed workflow
     noticed_at: dict[Key, float] = field(default_factory=dict)  # wall clock when the terminal phase arrived
     deleted: set[Key] = field(default_factory=set)
     costs: dict[Key, JobCost] = field(default_factory=dict)
@@ -42,6 +43,10 @@ class WatchOutcome:
     @property
     def succeeded(self) -> bool:
         return not self.stopped and not self.deleted and all(v.phase == "Succeeded" for v in self.views.values())
+
+    @property
+    def followed(self) -> list[Key]:
+        return sorted(set(self.views) | self.deleted)
 
 
 class Insight:
@@ -136,122 +141,125 @@ class Insight:
         return text
 
 
+def _start_streams(namespaces: set[str], state: WatchState, inbox: Inbox, make_transport: TransportFactory) -> dict[str, NamespaceStream]:
+    streams: dict[str, NamespaceStream] = {}
+    for namespace in sorted(namespaces):
+        names = [name for ns, name in state.targets if ns == namespace]
+        # One workflow: a field selector keeps the stream to it; several share the caller's label selector.
+        field_selector = f"metadata.name={names[0]}" if len(names) == 1 else ""
+
+        def sink(kind: str, obj: dict[str, Any], ns: str = namespace) -> None:
+            key = (ns, obj["metadata"]["name"])
+            if state.wants(key):  # reduced here, in the stream's thread: the whole object is never queued
+                inbox.workflow(key, None if kind == "DELETED" else snapshot(obj))
+
+        streams[namespace] = NamespaceStream(
+            make_transport(namespace, "" if field_selector else state.selector, field_selector),
+            sink=sink,
+            on_trouble=lambda message, ns=namespace: inbox.notice("trouble", f"{ns}: {message}"),
+            on_synced=lambda ns=namespace: inbox.notice("synced", ns),
+        )
+
+    def run(ns: str, stream: NamespaceStream) -> None:
+        try:
+            stream.run()
+        except Exception as exc:  # handed to the consumer, which reports it in our terms
+            inbox.notice("error", (ns, exc))
+
+    for ns, stream in streams.items():
+        threading.Thread(target=run, args=(ns, stream), daemon=True, name=f"wf-watch-{ns}").start()
+    return streams
+
+
+def _look_closer(insight: Insight, snap: Snapshot, explain: bool, with_cost: bool, explanations: dict[str, str]) -> None:
+    """Reasons for waiting steps (shown step by step only) and the facts of the nodes steps run on (cost)."""
+    for row in snap.view.steps:
+        if explain and row.pending and row.attempts:
+            reason = insight.explain(snap.workflow, row)
+            if reason:
+                explanations[row.attempts[-1].node_id] = reason
+        if with_cost and row.node:
+            insight.node(row.node)
+
+
 def watch_workflows(
     kube: Kube,
     targets: list[Key],
     *,
     display: Display | None = None,
     label_selector: str = "",
+    namespace: str | None = None,
     catalog_loader: Callable[[], Any] | None = None,
     with_cost: bool = True,
     transport_factory: TransportFactory | None = None,
 ) -> WatchOutcome:
-    """Watch the named workflows until every one has ended (or was deleted, or Ctrl-C)."""
+    """Watch the named workflows (or, without names, every workflow label_selector matches in namespace)
+    until every one has ended (or was deleted, or Ctrl-C)."""
     from wf.controller.catalog_source import resolve_catalog
 
-    wanted = set(targets)
+    if not targets and not label_selector:
+        raise InputError("name the workflows to watch, or select them with -l/--selector")
+    namespaces = {ns for ns, _ in targets} or {namespace or kube.namespace}
+    state = WatchState(namespaces, set(targets), selector=label_selector, context=kube.context)
     outcome = WatchOutcome()
-    events: queue.Queue[tuple[str, Any]] = queue.Queue()
+    inbox = Inbox()
     insight = Insight(kube, catalog_loader or (lambda: resolve_catalog(kube)))
     make_transport = transport_factory or (lambda ns, ls, fs: KubeWorkflowTransport(kube, ns, ls, fs))
-
-    streams: dict[str, NamespaceStream] = {}
-    for namespace in sorted({ns for ns, _ in wanted}):
-        names = [name for ns, name in wanted if ns == namespace]
-        # One workflow: a field selector keeps the stream to it; several share the caller's label selector.
-        field_selector = f"metadata.name={names[0]}" if len(names) == 1 else ""
-        stream = NamespaceStream(
-            make_transport(namespace, "" if field_selector else label_selector, field_selector),
-            sink=lambda kind, obj, ns=namespace: events.put(("event", (ns, kind, obj))),
-            on_trouble=lambda message, ns=namespace: events.put(("trouble", f"{ns}: {message}")),
-            on_synced=lambda ns=namespace: events.put(("synced", ns)),
-        )
-        streams[namespace] = stream
-        outcome.stats[namespace] = stream.stats
-
-    def run(ns: str, stream: NamespaceStream) -> None:
-        try:
-            stream.run()
-        except Exception as exc:  # handed to the consumer, which reports it in our terms
-            events.put(("error", (ns, exc)))
-
-    threads = [threading.Thread(target=run, args=(ns, s), daemon=True, name=f"wf-watch-{ns}") for ns, s in streams.items()]
-    for thread in threads:
-        thread.start()
+    streams = _start_streams(namespaces, state, inbox, make_transport)
+    for ns, stream in streams.items():
+        outcome.stats[ns] = stream.stats
 
     explanations: dict[str, str] = {}
     troubled = False
-    remaining = set(wanted)
+    unshown: set[Key] = set()  # changes before every namespace was listed: the first list is shown whole
     try:
-        while remaining:
-            try:
-                kind, payload = events.get(timeout=TICK_SECONDS)
-            except queue.Empty:
-                kind, payload = "tick", None
-            if kind == "error":
-                ns, exc = payload
-                raise cluster_error(exc, kube, f"watching workflows in {ns}", ns)
-            if kind == "trouble":
-                troubled = True
-                if display:
-                    display.trouble(payload)
-                continue
-            if troubled and kind in ("event", "synced"):
+        while not state.finished:
+            latest, notices = inbox.take(TICK_SECONDS)
+            changed = [key for key, snap in latest.items() if state.apply(key, snap)]
+            for kind, payload in notices:
+                if kind == "synced":
+                    state.on_synced(payload)
+                elif kind == "trouble":
+                    troubled = True
+                    if display:
+                        display.trouble(payload)
+            if troubled and (latest or any(kind == "synced" for kind, _ in notices)):
                 troubled = False
                 if display:
                     display.trouble("connected again; watching")
-            if kind == "synced":
-                # A list delivers every selected workflow before it reports synced: absent now means absent.
-                missing = [name for ns, name in remaining if ns == payload and (ns, name) not in outcome.workflows]
-                if missing:
-                    raise InputError(f"no workflow {', '.join(sorted(missing))} in namespace {payload} ({kube.context})")
-                continue
-            changed: list[Key] = []
-            if kind == "event":
-                ns, event_type, obj = payload
-                key = (ns, obj["metadata"]["name"])
-                if key not in wanted:
-                    continue
-                if event_type == "DELETED":
-                    if key in remaining:
-                        outcome.deleted.add(key)
-                        remaining.discard(key)
-                        if display:
-                            display.trouble(f"{key[1]} was deleted while being watched")
-                    continue
-                outcome.workflows[key] = obj
-                changed.append(key)
-            else:  # tick: refresh durations and reasons of what is still running
-                changed = [k for k in remaining if k in outcome.workflows]
             for key in changed:
-                workflow = outcome.workflows[key]
-                view = workflow_view(workflow)
-                outcome.views[key] = view
-                for row in view.steps:
-                    if row.pending and row.attempts:
-                        reason = insight.explain(workflow, row)
-                        if reason:
-                            explanations[row.attempts[-1].node_id] = reason
-                    if with_cost and row.node:
-                        insight.node(row.node)
-                if display:
-                    display.update(view, explanations)
-                if view.done and key in remaining:
-                    outcome.noticed_at[key] = time.time()
-                    remaining.discard(key)
+                if key in state.ended:
+                    outcome.noticed_at.setdefault(key, time.time())
+            failure = next((payload for kind, payload in notices if kind == "error"), None)
+            if failure and not state.finished:  # a stream that fails after the last end changes nothing
+                ns, exc = failure
+                raise cluster_error(exc, kube, f"watching workflows in {ns}", ns)
+            if not state.listed:
+                unshown.update(changed)
+                continue
+            if unshown:
+                changed, unshown = [*unshown, *changed], set()
+            # On a quiet tick the running workflows are looked at again: reasons and durations move on.
+            for key in changed or state.running:
+                if key in state.snapshots:
+                    _look_closer(insight, state.snapshots[key], detailed(state), with_cost, explanations)
+            if display:
+                display.show(state, changed, explanations)
     except KeyboardInterrupt:
         outcome.stopped = True
     finally:
         for stream in streams.values():
             stream.stop()
         if display:
-            display.close()
+            display.close(state)
+    outcome.views = state.views
+    outcome.deleted = set(state.deleted)
     if with_cost:
         now = datetime.now(UTC)
-        for key, view in outcome.views.items():
-            for row in view.steps:
+        for key, snap in state.snapshots.items():
+            for row in snap.view.steps:
                 for attempt in row.attempts:
                     if attempt.host:
                         insight.node(attempt.host)
-            outcome.costs[key] = job_cost(view, outcome.workflows[key], insight.nodes(), now)
+            outcome.costs[key] = job_cost(snap.view, snap.workflow, insight.nodes(), now)
     return outcome
