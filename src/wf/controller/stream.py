@@ -13,8 +13,9 @@ import json
 import random
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Protocol
 
 from wf.controller.client import GROUP, VERSION, WORKFLOWS, Kube, is_transient
 

@@ -4,9 +4,9 @@ name, the workflows running longest. The many-workflow view renders this; nothin
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable
 
 from wf.controller.steps import StepRow, WorkflowView
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import IO, Callable, Mapping, Protocol, Sequence
+from typing import IO, Protocol
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live

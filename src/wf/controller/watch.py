@@ -11,18 +11,30 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Callable
+from functools import partial
+from typing import Any
 
 from wf.controller.client import Kube, cluster_error
 from wf.controller.cost import JobCost, NodeFacts, job_cost
 from wf.controller.events import Inbox, Key, Snapshot, WatchState, snapshot
-from wf.controller.stream import KubeWorkflowTransport, NamespaceStream, StreamStats, Transport
 from wf.controller.steps import StepRow, WorkflowView, pod_name
+from wf.controller.stream import (
+    KubeWorkflowTransport,
+    NamespaceStream,
+    StreamStats,
+    Transport,
+)
 from wf.controller.view import Display, detailed
 from wf.errors import InputError
-from wf.labels import CAPACITY_LABEL, CLASS_LABEL, EKS_CAPACITY_LABEL, INSTANCE_TYPE_LABEL
+from wf.labels import (
+    CAPACITY_LABEL,
+    CLASS_LABEL,
+    EKS_CAPACITY_LABEL,
+    INSTANCE_TYPE_LABEL,
+)
 
 TICK_SECONDS = 1.0  # redraw durations this often while nothing happens
 EXPLAIN_EVERY_SECONDS = 10.0
@@ -94,16 +106,19 @@ class Insight:
 
     def _counts(self, compute_class: str) -> dict[str, int] | None:
         from kubernetes.client.exceptions import ApiException
+
         from wf.labels import EKS_NODEGROUP_LABEL
 
         cached = self._group_counts.get(compute_class)
         if cached and time.monotonic() - cached[0] < NODE_COUNT_TTL_SECONDS:
             return cached[1]
-        counts: dict[str, int] | None = {}
+        counts: dict[str, int] | None
         try:
+            found: dict[str, int] = {}
             for node in self.kube.core.list_node(label_selector=f"{CLASS_LABEL}={compute_class}").items:
                 group = (node.metadata.labels or {}).get(EKS_NODEGROUP_LABEL, "")
-                counts[group] = counts.get(group, 0) + 1
+                found[group] = found.get(group, 0) + 1
+            counts = found
         except ApiException:
             counts = None
         self._group_counts[compute_class] = (time.monotonic(), counts)
@@ -153,17 +168,18 @@ def _start_streams(namespaces: set[str], state: WatchState, inbox: Inbox, make_t
             if state.wants(key):  # reduced here, in the stream's thread: the whole object is never queued
                 inbox.workflow(key, None if kind == "DELETED" else snapshot(obj))
 
+        def trouble(message: str, ns: str = namespace) -> None:
+            inbox.notice("trouble", f"{ns}: {message}")
+
         streams[namespace] = NamespaceStream(
             make_transport(namespace, "" if field_selector else state.selector, field_selector),
-            sink=sink,
-            on_trouble=lambda message, ns=namespace: inbox.notice("trouble", f"{ns}: {message}"),
-            on_synced=lambda ns=namespace: inbox.notice("synced", ns),
+            sink=sink, on_trouble=trouble, on_synced=partial(inbox.notice, "synced", namespace),
         )
 
     def run(ns: str, stream: NamespaceStream) -> None:
         try:
             stream.run()
-        except Exception as exc:  # handed to the consumer, which reports it in our terms
+        except Exception as exc:  # noqa: BLE001 - handed to the consumer, which reports it in our terms
             inbox.notice("error", (ns, exc))
 
     for ns, stream in streams.items():
