@@ -27,9 +27,10 @@ import sys
 import threading
 import time
 import zlib
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import yaml
@@ -214,7 +215,7 @@ def handler(cluster: Cluster) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             url = urlparse(self.path)
             query = {k: v[0] for k, v in parse_qs(url.query).items()}
             if url.path == f"/apis/argoproj.io/v1alpha1/namespaces/{NAMESPACE}/workflows":
