@@ -77,3 +77,19 @@ def test_the_terminal_summary_names_phases_failures_and_the_longest_running() ->
     assert "2 workflows: 1 Failed, 1 Running" in text and "interruptions retried: 1" in text
     assert "failed steps" in text and "Error (exit code 1)" in text
     assert "running longest" in text and "wf/slow" in text and "3h00m" in text
+
+
+def test_the_live_view_shows_one_workflow_step_by_step_and_many_as_a_summary() -> None:
+    from wf.controller.view import LiveDisplay
+
+    for count, expected, absent in ((1, "interrupted 1x", "interruptions retried:"), (3, "interruptions retried: 3", "│ prep")):
+        keys = [("wf", f"w{i}") for i in range(count)]
+        state = WatchState({"wf"}, set(keys))
+        for key in keys:
+            state.apply(key, snapshot(nested_run(key[1], final="Failed")))
+        state.on_synced("wf")
+        buffer = io.StringIO()
+        display = LiveDisplay(Console(file=buffer, width=160, force_terminal=True, color_system=None))
+        display.show(state, keys, {})
+        display.close(state)
+        assert expected in buffer.getvalue() and absent not in buffer.getvalue()
