@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -187,15 +187,86 @@ def _start_streams(namespaces: set[str], state: WatchState, inbox: Inbox, make_t
     return streams
 
 
-def _look_closer(insight: Insight, snap: Snapshot, explain: bool, with_cost: bool, explanations: dict[str, str]) -> None:
-    """Reasons for waiting steps (shown step by step only) and the facts of the nodes steps run on (cost)."""
-    for row in snap.view.steps:
-        if explain and row.pending and row.attempts:
-            reason = insight.explain(snap.workflow, row)
-            if reason:
-                explanations[row.attempts[-1].node_id] = reason
-        if with_cost and row.node:
-            insight.node(row.node)
+class _Silent:
+    """The display of a caller that wants only the outcome."""
+
+    def show(self, state: WatchState, changed: Sequence[Key], explanations: Mapping[str, str]) -> None:
+        pass
+
+    def trouble(self, message: str) -> None:
+        pass
+
+    def close(self, state: WatchState) -> None:
+        pass
+
+
+@dataclass
+class _Consumer:
+    """Takes what the streams delivered into the state, looks closer where the view needs it, shows it."""
+
+    kube: Kube
+    state: WatchState
+    insight: Insight
+    display: Display
+    with_cost: bool
+    outcome: WatchOutcome
+    explanations: dict[str, str] = field(default_factory=dict)
+    troubled: bool = False
+    unshown: set[Key] = field(default_factory=set)  # changes before every namespace was listed
+
+    def take(self, latest: dict[Key, Snapshot | None], notices: list[tuple[str, Any]]) -> None:
+        changed = [key for key, snap in latest.items() if self.state.apply(key, snap)]
+        self._notices(notices, bool(latest))
+        for key in changed:
+            if key in self.state.ended:
+                self.outcome.noticed_at.setdefault(key, time.time())
+        failure = next((payload for kind, payload in notices if kind == "error"), None)
+        if failure and not self.state.finished:  # a stream that fails after the last end changes nothing
+            ns, exc = failure
+            raise cluster_error(exc, self.kube, f"watching workflows in {ns}", ns)
+        if not self.state.listed:  # the first list is one burst: it is shown whole
+            self.unshown.update(changed)
+            return
+        changed, self.unshown = [*self.unshown, *changed], set()
+        # On a quiet tick the running workflows are looked at again: reasons and durations move on.
+        for key in changed or self.state.running:
+            if key in self.state.snapshots:  # not when it was deleted before we saw it
+                self._look_closer(self.state.snapshots[key])
+        self.display.show(self.state, changed, self.explanations)
+
+    def _notices(self, notices: list[tuple[str, Any]], delivered: bool) -> None:
+        for kind, payload in notices:
+            if kind == "synced":
+                self.state.on_synced(payload)
+                delivered = True
+            elif kind == "trouble":
+                self.troubled = True
+                self.display.trouble(payload)
+        if self.troubled and delivered:
+            self.troubled = False
+            self.display.trouble("connected again; watching")
+
+    def _look_closer(self, snap: Snapshot) -> None:
+        """Reasons for waiting steps (shown step by step only) and the facts of the nodes steps run on (cost)."""
+        explain = detailed(self.state)
+        for row in snap.view.steps:
+            if explain and row.pending and row.attempts:
+                reason = self.insight.explain(snap.workflow, row)
+                if reason:
+                    self.explanations[row.attempts[-1].node_id] = reason
+            if self.with_cost and row.node:
+                self.insight.node(row.node)
+
+
+def _costs(insight: Insight, state: WatchState) -> dict[Key, JobCost]:
+    """Each workflow's cost, from the facts of every node an attempt ran on (read while they still exist)."""
+    now = datetime.now(UTC)
+    costs = {}
+    for key, snap in state.snapshots.items():
+        for host in {a.host for row in snap.view.steps for a in row.attempts if a.host}:
+            insight.node(host)
+        costs[key] = job_cost(snap.view, snap.workflow, insight.nodes(), now)
+    return costs
 
 
 def watch_workflows(
@@ -222,60 +293,20 @@ def watch_workflows(
     insight = Insight(kube, catalog_loader or (lambda: resolve_catalog(kube)))
     make_transport = transport_factory or (lambda ns, ls, fs: KubeWorkflowTransport(kube, ns, ls, fs))
     streams = _start_streams(namespaces, state, inbox, make_transport)
-    for ns, stream in streams.items():
-        outcome.stats[ns] = stream.stats
-
-    explanations: dict[str, str] = {}
-    troubled = False
-    unshown: set[Key] = set()  # changes before every namespace was listed: the first list is shown whole
+    outcome.stats = {ns: stream.stats for ns, stream in streams.items()}
+    shown = display or _Silent()
+    consumer = _Consumer(kube, state, insight, shown, with_cost, outcome)
     try:
         while not state.finished:
-            latest, notices = inbox.take(TICK_SECONDS)
-            changed = [key for key, snap in latest.items() if state.apply(key, snap)]
-            for kind, payload in notices:
-                if kind == "synced":
-                    state.on_synced(payload)
-                elif kind == "trouble":
-                    troubled = True
-                    if display:
-                        display.trouble(payload)
-            if troubled and (latest or any(kind == "synced" for kind, _ in notices)):
-                troubled = False
-                if display:
-                    display.trouble("connected again; watching")
-            for key in changed:
-                if key in state.ended:
-                    outcome.noticed_at.setdefault(key, time.time())
-            failure = next((payload for kind, payload in notices if kind == "error"), None)
-            if failure and not state.finished:  # a stream that fails after the last end changes nothing
-                ns, exc = failure
-                raise cluster_error(exc, kube, f"watching workflows in {ns}", ns)
-            if not state.listed:
-                unshown.update(changed)
-                continue
-            if unshown:
-                changed, unshown = [*unshown, *changed], set()
-            # On a quiet tick the running workflows are looked at again: reasons and durations move on.
-            for key in changed or state.running:
-                if key in state.snapshots:
-                    _look_closer(insight, state.snapshots[key], detailed(state), with_cost, explanations)
-            if display:
-                display.show(state, changed, explanations)
+            consumer.take(*inbox.take(TICK_SECONDS))
     except KeyboardInterrupt:
         outcome.stopped = True
     finally:
         for stream in streams.values():
             stream.stop()
-        if display:
-            display.close(state)
+        shown.close(state)
     outcome.views = state.views
     outcome.deleted = set(state.deleted)
     if with_cost:
-        now = datetime.now(UTC)
-        for key, snap in state.snapshots.items():
-            for row in snap.view.steps:
-                for attempt in row.attempts:
-                    if attempt.host:
-                        insight.node(attempt.host)
-            outcome.costs[key] = job_cost(snap.view, snap.workflow, insight.nodes(), now)
+        outcome.costs = _costs(insight, state)
     return outcome
