@@ -83,12 +83,12 @@ class FakeTransport:
         self.list_calls = 0
         self.closed = False
 
-    def list(self) -> tuple[list[dict[str, Any]], str]:
+    def pages(self) -> Iterator[tuple[list[dict[str, Any]], str]]:
         self.list_calls += 1
         entry = self.lists.pop(0)
         if isinstance(entry, BaseException):
             raise entry
-        return entry
+        yield entry
 
     def watch(self, resource_version: str) -> Iterator[dict[str, Any]]:
         self.watched_from.append(resource_version)

@@ -104,3 +104,20 @@ def test_stop_ends_the_loop_and_closes_the_transport() -> None:
     stream.run()
     assert seen[0] == "ADDED" and len(seen) <= 2  # the second MODIFIED is never delivered
     assert transport.closed
+
+
+def test_a_list_is_delivered_page_by_page_and_resumes_from_its_version() -> None:
+    seen: list[str] = []
+
+    class Paged(FakeTransport):
+        def pages(self):  # type: ignore[no-untyped-def]
+            self.list_calls += 1
+            yield [workflow("a", "Running")], "7"
+            assert seen == ["a"], "the first page is delivered before the second is read"
+            yield [workflow("b", "Running")], "7"
+
+    transport = Paged(lists=[], watches=[[]])
+    stream = NamespaceStream(transport, lambda kind, obj: seen.append(obj["metadata"]["name"]), sleep=lambda s: None)
+    with pytest.raises(AssertionError, match="watched more often"):
+        stream.run()
+    assert seen == ["a", "b"] and transport.watched_from[0] == "7"

@@ -82,3 +82,22 @@ def test_forbidden_becomes_a_cluster_error_with_the_server_message() -> None:
     transport = FakeTransport(lists=[forbidden], watches=[])
     with pytest.raises(ClusterError, match='User "dev" cannot watch resource "workflows"'):
         watch_workflows(KUBE, [("kube-system", "a")], with_cost=False, transport_factory=factory(transport, []))
+
+
+def test_a_selector_alone_follows_every_workflow_it_matches() -> None:
+    a, b = workflow("a", "Running", rv="1"), workflow("b", "Succeeded", rv="1")
+    transport = FakeTransport(lists=[([a, b], "1")], watches=[[modified(workflow("a", "Failed", rv="2"))]])
+    calls: list[tuple[str, str, str]] = []
+    import io
+
+    out = io.StringIO()
+    outcome = watch_workflows(KUBE, [], label_selector="wf.dev/batch=x", display=PlainDisplay(out), with_cost=False,
+                              transport_factory=factory(transport, calls))
+    assert calls == [("wf", "wf.dev/batch=x", "")]
+    assert outcome.followed == [("wf", "a"), ("wf", "b")] and not outcome.succeeded
+    assert "wf/a: Failed" in out.getvalue() and "2 workflows: 1 Failed, 1 Succeeded" in out.getvalue()
+
+
+def test_neither_names_nor_a_selector_is_input_error() -> None:
+    with pytest.raises(InputError, match="name the workflows to watch"):
+        watch_workflows(KUBE, [], with_cost=False, transport_factory=factory(FakeTransport([], []), []))

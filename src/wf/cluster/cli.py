@@ -212,7 +212,9 @@ def register(app: typer.Typer) -> None:
             table = Table("component", "pid", "port", "running", "log")
             for c in components:
                 table.add_row(c.name, str(c.pid or "-"), str(c.port or "-"), "yes" if c.running else "NO", c.log)
-            Console().print(table)
+            from wf.controller.view import print_table
+
+            print_table(Console(), table)
         if not components:
             raise ClusterError(f"cluster {name} does not exist (wf cluster up --name {name})")
         if not all(c.running for c in components):

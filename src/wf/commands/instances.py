@@ -31,8 +31,10 @@ def list_command(
         saving = f"{it.spot_savings:.0%}" if it.spot_savings is not None else "-"
         table.add_row(name, str(it.vcpu), f"{it.memory_mib // 1024}Gi", it.arch, accelerators, str(it.efa),
                       str(it.max_pods), f"{it.price_on_demand:.4f}", saving)
+    from wf.controller.view import print_table
+
     console = Console()
-    console.print(table)
+    print_table(console, table)
     console.print(f"source: {SOURCE}", style="dim", highlight=False)
 
 

@@ -87,20 +87,22 @@ def _targets(workflows: Any, default_namespace: str) -> tuple[list[tuple[str, st
     return targets, selector
 
 
-def watch(workflows: Any, *, namespace: str | None = None, context: str | None = None,
+def watch(workflows: Any = (), *, selector: str = "", namespace: str | None = None, context: str | None = None,
           kubeconfig: str | None = None, eks_cluster: str | None = None, region: str | None = None,
           display: Display | None = None, with_cost: bool = True, catalog: str | Path | None = None,
           kube: Kube | None = None) -> Runs:
-    """Watch workflows (names or submit()'s results) to their end through one stream per namespace."""
+    """Watch workflows (names or submit()'s results, or every one `selector` matches) to their end through one
+    stream per namespace."""
     from wf.controller.catalog_source import resolve_catalog
     from wf.controller.watch import watch_workflows
 
     client = _kube(kube, context=context, kubeconfig=kubeconfig, eks_cluster=eks_cluster, region=region)
-    targets, selector = _targets(workflows, namespace or client.namespace)
-    outcome = watch_workflows(client, targets, display=display, label_selector=selector, with_cost=with_cost,
+    targets, batch = _targets(workflows, namespace or client.namespace)
+    outcome = watch_workflows(client, targets, display=display, label_selector=selector or batch,
+                              namespace=namespace, with_cost=with_cost,
                               catalog_loader=lambda: resolve_catalog(client, str(catalog) if catalog else None))
     runs = []
-    for key in targets:
+    for key in targets or outcome.followed:
         view = outcome.views.get(key)
         phase = "Deleted" if key in outcome.deleted else (view.phase if view else "Unknown")
         failed = tuple((s.name, s.failure) for s in view.failed_steps) if view else ()

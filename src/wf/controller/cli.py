@@ -41,12 +41,11 @@ def _connect(context: str | None, namespace: str | None, kubeconfig: str | None,
 
 def _report(runs: Any, console: Console) -> None:
     """Cost, then the verdict: exit 0 only when every workflow succeeded (DESIGN.md exit codes)."""
-    from wf.controller.view import interruption_summary, print_cost
+    from wf.controller.view import interruption_summary, print_costs
 
+    print_costs(console, [(run.name, run.cost) for run in runs.runs if run.cost is not None])
     now = datetime.now(UTC)
     for run in runs.runs:
-        if run.cost is not None and run.cost.steps:
-            print_cost(console, run.name, run.cost)
         view = runs.outcome.views.get((run.namespace, run.name))
         if view is not None and view.interruptions:
             console.print(f"{run.name} {interruption_summary(view, run.cost, now)}", markup=False, highlight=False)
@@ -109,7 +108,8 @@ def submit_command(
 
 
 def watch_command(
-    names: Annotated[list[str], typer.Argument(help="Workflow names.")],
+    names: Annotated[list[str] | None, typer.Argument(help="Workflow names.")] = None,
+    selector: Annotated[str, typer.Option("-l", "--selector", help="Every workflow with these labels, e.g. wf.dev/batch=ID.")] = "",
     plain: PlainOption = False,
     catalog: CatalogOption = None,
     context: ContextOption = None,
@@ -123,8 +123,8 @@ def watch_command(
     from wf.controller.view import make_display
 
     kube = _connect(context, namespace, kubeconfig, eks_cluster, region)
-    _report(api.watch(names, namespace=namespace, display=make_display(plain or None), catalog=catalog, kube=kube),
-            out)
+    _report(api.watch(names or [], selector=selector, namespace=namespace, display=make_display(plain or None),
+                      catalog=catalog, kube=kube), out)
 
 
 def get_command(
@@ -142,7 +142,7 @@ def get_command(
     from wf.controller.cost import job_cost
     from wf.controller.ops import get_workflow
     from wf.controller.steps import workflow_view
-    from wf.controller.view import PlainDisplay, attempts_table, interruption_summary, print_cost
+    from wf.controller.view import attempts_table, interruption_summary, print_cost, print_table, workflow_lines
     from wf.controller.watch import Insight
 
     kube = _connect(context, namespace, kubeconfig, eks_cluster, region)
@@ -159,12 +159,11 @@ def get_command(
         for attempt in row.attempts:
             if attempt.host:
                 insight.node(attempt.host)
-    display = PlainDisplay(sys.stdout)
-    display.update(view, explanations)
+    out.print("\n".join(workflow_lines(view, explanations)), markup=False, highlight=False, soft_wrap=True)
     now = datetime.now(UTC)
     cost = job_cost(view, workflow, insight.nodes(), now)
     if any(len(row.attempts) > 1 for row in view.steps):
-        out.print(attempts_table(view, now))
+        print_table(out, attempts_table(view, now))
     if view.interruptions:
         out.print(interruption_summary(view, cost, now), markup=False, highlight=False)
     print_cost(out, view.name, cost)
@@ -185,7 +184,7 @@ def list_command(
 
     from wf.controller.ops import list_workflows
     from wf.controller.steps import parse_time
-    from wf.controller.view import duration
+    from wf.controller.view import duration, print_table
 
     kube = _connect(context, namespace, kubeconfig, eks_cluster, region)
     items = list_workflows(kube, namespace, all_namespaces=all_namespaces, label_selector=selector)
@@ -205,7 +204,7 @@ def list_command(
                duration(((finished or now) - started).total_seconds()) if started else "-",
                (meta.get("labels") or {}).get("wf.dev/job", "-")]
         table.add_row(*([meta.get("namespace", "")] if all_namespaces else []) + row)
-    out.print(table)
+    print_table(out, table)
 
 
 def logs_command(

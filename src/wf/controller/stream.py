@@ -22,6 +22,7 @@ from wf.constants import ARGO_VERSION as VERSION
 from wf.constants import WORKFLOWS
 from wf.controller.client import Kube, is_transient
 
+LIST_PAGE = 100  # workflows per list request: a relist of big workflows is held a page at a time, not whole
 WATCH_SECONDS = 240  # the server ends each watch after this; we resume from the last resourceVersion
 READ_TIMEOUT = WATCH_SECONDS + 30  # a silent connection longer than this is dead (bookmarks arrive every ~60 s)
 
@@ -31,7 +32,7 @@ class Gone(Exception):
 
 
 class Transport(Protocol):
-    def list(self) -> tuple[list[dict[str, Any]], str]: ...
+    def pages(self) -> Iterator[tuple[list[dict[str, Any]], str]]: ...
 
     def watch(self, resource_version: str) -> Iterator[dict[str, Any]]: ...
 
@@ -67,18 +68,21 @@ class KubeWorkflowTransport:
         self._response: Any = None
         self._lock = threading.Lock()
 
-    def list(self) -> tuple[list[dict[str, Any]], str]:
-        items: list[dict[str, Any]] = []
+    def pages(self) -> Iterator[tuple[list[dict[str, Any]], str]]:
+        """The list, a page at a time with its resourceVersion (the same for every page of one list)."""
         token: str | None = None
-        while True:  # paginated, so a namespace with thousands of workflows is listed in bounded chunks
-            kwargs: dict[str, Any] = {"limit": 500, **self.selectors}
+        while True:
+            kwargs: dict[str, Any] = {"limit": LIST_PAGE, **self.selectors}
             if token:
                 kwargs["_continue"] = token
             page = self.kube.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace, WORKFLOWS, **kwargs)
-            items.extend(page.get("items") or [])
             token = (page.get("metadata") or {}).get("continue")
+            items, version = page.get("items") or [], str(page["metadata"]["resourceVersion"])
+            del page  # one page in memory at a time: the caller drops its items before asking for the next
+            yield items, version
+            del items
             if not token:
-                return items, str(page["metadata"]["resourceVersion"])
+                return
 
     def watch(self, resource_version: str) -> Iterator[dict[str, Any]]:
         from kubernetes.client.exceptions import ApiException
@@ -170,16 +174,20 @@ class NamespaceStream:
         self._outage_since = None
 
     def _relist(self) -> None:
-        items, self.resource_version = self.transport.list()
+        """Deliver every listed object as it arrives (a page is dropped before the next is read), then the
+        deletions the list reveals; the resourceVersion is taken only once the whole list has been read."""
+        listed: dict[str, str] = {}
+        version = None
+        for items, version in self.transport.pages():
+            for item in items:
+                listed[item["metadata"]["name"]] = item["metadata"].get("uid", "")
+                self.sink("ADDED", item)
+            del items
+        for name in self._known.keys() - listed.keys():
+            self.sink("DELETED", {"metadata": {"name": name}})
+        self._known = listed
+        self.resource_version = version
         self.stats.lists += 1
-        current = {item["metadata"]["name"]: item for item in items}
-        for name in list(self._known):
-            if name not in current:
-                del self._known[name]
-                self.sink("DELETED", {"metadata": {"name": name}})
-        for name, item in current.items():
-            self._known[name] = item["metadata"].get("uid", "")
-            self.sink("ADDED", item)
         self.on_synced()
 
     def _deliver(self, event: dict[str, Any]) -> None:

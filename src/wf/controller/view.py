@@ -1,21 +1,35 @@
-"""Showing workflows as they run: a live rich table on a terminal, one plain line per change otherwise (CI logs)."""
+"""Showing workflows as they run, and tables that never cut a value.
+
+One workflow: a step per row (a live table on a terminal, a line per step change otherwise). Several: a
+summary (workflows and steps by phase, interruptions retried, failed steps by name, the workflows running
+longest) on a terminal, and in a pipe one line per workflow phase change and per failed step, never a line
+per pod event. What a row shows is declared once per table (`STEP_COLUMNS`, `WORKFLOW_COLUMNS`).
+"""
 
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, Protocol
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
 from wf.controller.cost import JobCost
+from wf.controller.events import Key, WatchState
 from wf.controller.steps import StepRow, WorkflowView
+from wf.controller.summary import Summary, phase_of, running_seconds, summarize
 
 _PHASE_STYLE = {"Succeeded": "green", "Failed": "red", "Error": "red", "Running": "cyan", "Pending": "yellow",
-                "Omitted": "dim", "Skipped": "dim"}
+                "Omitted": "dim", "Skipped": "dim", "Deleted": "red"}
+STEP_VIEW_LIMIT = 1  # up to this many workflows are shown step by step; more get the summary
+REDRAW_SECONDS = 0.25
 
 
 def duration(seconds: float) -> str:
@@ -27,7 +41,23 @@ def duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-def step_note(row: StepRow, explanations: dict[str, str]) -> str:
+def stamp() -> str:
+    return datetime.now(UTC).strftime("%H:%M:%S")
+
+
+def print_table(console: Console, table: Table) -> None:
+    """Print a table with every value whole, as kubectl get does: on a pipe or a narrow terminal the lines
+    get as wide as the widest row needs (the terminal wraps them) instead of cutting values to `Suc…`."""
+    needed = Measurement.get(console, console.options.update_width(10**6), table).maximum
+    if needed <= console.width:
+        console.print(table)
+        return
+    wide = Console(file=console.file, width=needed, force_terminal=console.is_terminal,
+                   color_system=console.color_system, no_color=console.no_color)  # type: ignore[arg-type]
+    wide.print(table, crop=False)
+
+
+def step_note(row: StepRow, explanations: Mapping[str, str]) -> str:
     """What to say next to a step: why it waits, that it was interrupted, or why it failed."""
     notes = []
     if row.pending and row.attempts:
@@ -41,115 +71,211 @@ def step_note(row: StepRow, explanations: dict[str, str]) -> str:
     return "; ".join(notes)
 
 
-def phase_of(row: StepRow) -> str:
-    """A step whose current attempt waits for a node is Pending, whatever its retry node says."""
-    return "Pending" if row.pending else row.phase
-
-
 def placement(row: StepRow) -> str:
     if not row.compute_class:
         return "-"
     return f"{row.compute_class}/{row.capacity}" if row.capacity else row.compute_class
 
 
+def step_line(view: WorkflowView, row: StepRow, note: str) -> str:
+    """A step as one line of text: `<workflow> <step>: <phase> [<class>/<capacity>] on <node> ...`."""
+    parts = [f"{view.name} {row.name}: {phase_of(row)}", f"[{placement(row)}]"]
+    if row.node:
+        parts.append(f"on {row.node}")
+    if row.retries:
+        parts.append(f"retries {row.retries}")
+    if note:
+        parts.append(f"- {note}")
+    return " ".join(parts)
+
+
+def workflow_lines(view: WorkflowView, explanations: Mapping[str, str]) -> list[str]:
+    """A workflow's phase and every step, a line each (`wf get`)."""
+    ending = f" ({view.message})" if view.message and view.done else ""
+    return [f"{view.name}: {view.phase}{ending}", *(step_line(view, row, step_note(row, explanations)) for row in view.steps)]
+
+
+def _phase_text(phase: str) -> Text:
+    return Text(phase, style=_PHASE_STYLE.get(phase, ""))
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column: its header and how a cell is drawn (text or styled Text)."""
+
+    header: str
+    cell: Callable[..., str | Text]
+
+
+# The per-step table: (row, explanations, now) -> cell.
+STEP_COLUMNS: tuple[Column, ...] = (
+    Column("step", lambda row, notes, now: row.name),
+    Column("phase", lambda row, notes, now: _phase_text(phase_of(row))),
+    Column("class", lambda row, notes, now: placement(row)),
+    Column("node", lambda row, notes, now: row.node or "-"),
+    Column("time", lambda row, notes, now: duration(row.seconds(now))),
+    Column("retries", lambda row, notes, now: str(row.retries)),
+    Column("note", lambda row, notes, now: step_note(row, notes)),
+)
+
+
+def _steps_done(view: WorkflowView) -> str:
+    return f"{sum(1 for s in view.steps if s.phase == 'Succeeded')}/{len(view.steps)}"
+
+
+# The workflows running longest, in the summary: (view, now) -> cell.
+WORKFLOW_COLUMNS: tuple[Column, ...] = (
+    Column("workflow", lambda view, now: f"{view.namespace}/{view.name}"),
+    Column("phase", lambda view, now: _phase_text(view.phase)),
+    Column("running for", lambda view, now: duration(running_seconds(view, now))),
+    Column("steps done", lambda view, now: _steps_done(view)),
+    Column("interruptions retried", lambda view, now: str(sum(s.interruptions for s in view.steps))),
+)
+
+
+def _table(columns: Sequence[Column], rows: Sequence[Sequence[str | Text]], **options: object) -> Table:
+    table = Table(**options)  # type: ignore[arg-type]
+    for column in columns:
+        table.add_column(column.header, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def steps_table(view: WorkflowView, explanations: Mapping[str, str], now: datetime) -> Table:
+    title = Text.assemble(f"{view.namespace}/{view.name} ", _phase_text(view.phase))
+    return _table(STEP_COLUMNS, [[c.cell(row, explanations, now) for c in STEP_COLUMNS] for row in view.steps],
+                  title=title, title_justify="left", expand=False)
+
+
+def _counts(counter: Mapping[str, int]) -> str:
+    return ", ".join(f"{n} {phase}" for phase, n in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))) or "none yet"
+
+
+def summary_line(summary: Summary) -> str:
+    """The summary in one line (the pipe's closing line)."""
+    return (f"{summary.total} workflows: {_counts(summary.workflows)}; {sum(summary.steps.values())} steps: "
+            f"{_counts(summary.steps)}; {summary.interruptions} interruptions retried")
+
+
+def summary_view(summary: Summary, now: datetime) -> Group:
+    parts: list[RenderableType] = [
+        Text(f"{summary.total} workflows: {_counts(summary.workflows)}", style="bold"),
+        Text(f"steps: {_counts(summary.steps)}"),
+        Text(f"interruptions retried: {summary.interruptions}"),
+    ]
+    if summary.failed_steps:
+        failed = Table(title="failed steps", title_justify="left")
+        for header in ("step", "workflows", "last message"):
+            failed.add_column(header, overflow="fold")
+        for step in summary.failed_steps[:10]:
+            failed.add_row(step.name, str(step.workflows), step.message)
+        parts.append(failed)
+    if summary.slowest:
+        parts.append(_table(WORKFLOW_COLUMNS, [[c.cell(v, now) for c in WORKFLOW_COLUMNS] for v in summary.slowest],
+                            title="running longest", title_justify="left"))
+    return Group(*parts)
+
+
 class Display(Protocol):
-    def update(self, view: WorkflowView, explanations: dict[str, str]) -> None: ...
+    def show(self, state: WatchState, changed: Sequence[Key], explanations: Mapping[str, str]) -> None: ...
     def trouble(self, message: str) -> None: ...
-    def close(self) -> None: ...
+    def close(self, state: WatchState) -> None: ...
+
+
+def detailed(state: WatchState) -> bool:
+    """Step by step for a single workflow; the summary for more."""
+    return len(state.followed) <= STEP_VIEW_LIMIT
 
 
 class PlainDisplay:
-    """A line per change of a step (phase, node, or waiting reason), so CI logs read as a timeline."""
+    """For logs (CI, a pipe): one workflow gets a line per change of a step (phase, node or waiting reason);
+    several get a line per workflow phase change and per failed step, and the summary at the end."""
 
     def __init__(self, out: IO[str] | None = None) -> None:
         self.out = out or sys.stdout
-        self._last: dict[tuple[str, str], tuple[str, str | None, str]] = {}
-        self._phases: dict[str, str] = {}
+        self._phases: dict[Key, str] = {}
+        self._steps: dict[tuple[Key, str], tuple[str, str | None, str]] = {}  # one workflow only
+        self._failures: set[tuple[Key, str]] = set()
 
     def _emit(self, text: str) -> None:
-        stamp = datetime.now(UTC).strftime("%H:%M:%S")
-        print(f"{stamp} {text}", file=self.out, flush=True)
+        print(f"{stamp()} {text}", file=self.out, flush=True)
 
-    def update(self, view: WorkflowView, explanations: dict[str, str]) -> None:
-        if self._phases.get(view.name) != view.phase:
-            self._phases[view.name] = view.phase
-            self._emit(f"{view.name}: {view.phase}{f' ({view.message})' if view.message and view.done else ''}")
+    def show(self, state: WatchState, changed: Sequence[Key], explanations: Mapping[str, str]) -> None:
+        steps = detailed(state)
+        for key in changed:
+            if key in state.deleted:
+                self._emit(f"{key[0]}/{key[1]} was deleted while being watched")
+                continue
+            view = state.snapshots[key].view
+            if self._phases.get(key) != view.phase:
+                self._phases[key] = view.phase
+                ending = f" ({view.message})" if view.message and view.done else ""
+                took = f" after {duration(running_seconds(view, view.finished))}" if view.done and view.finished else ""
+                self._emit(f"{view.name if steps else f'{key[0]}/{key[1]}'}: {view.phase}{ending}{took}")
+            if steps:
+                self._step_lines(key, view, explanations)
+            else:
+                for row in view.failed_steps:
+                    if (key, row.name) not in self._failures:
+                        self._failures.add((key, row.name))
+                        self._emit(f"{key[0]}/{key[1]} step {row.name} failed: {row.failure}")
+
+    def _step_lines(self, key: Key, view: WorkflowView, explanations: Mapping[str, str]) -> None:
         for row in view.steps:
             note = step_note(row, explanations)
             state = (phase_of(row), row.node, note)
-            if self._last.get((view.name, row.name)) == state:
-                continue
-            self._last[(view.name, row.name)] = state
-            parts = [f"{view.name} {row.name}: {phase_of(row)}", f"[{placement(row)}]"]
-            if row.node:
-                parts.append(f"on {row.node}")
-            if row.retries:
-                parts.append(f"retries {row.retries}")
-            if note:
-                parts.append(f"- {note}")
-            self._emit(" ".join(parts))
+            if self._steps.get((key, row.name)) != state:
+                self._steps[(key, row.name)] = state
+                self._emit(step_line(view, row, note))
 
     def trouble(self, message: str) -> None:
         self._emit(f"watch: {message}")
 
-    def close(self) -> None:
+    def close(self, state: WatchState) -> None:
+        if not detailed(state) and state.snapshots:
+            self._emit(summary_line(summarize(state.views.values(), len(state.deleted), datetime.now(UTC))))
         self.out.flush()
 
 
 class LiveDisplay:
-    """A rich table per workflow, redrawn in place (a terminal is attached)."""
-
-    MAX_TABLES = 20  # beyond this, one summary line per workflow keeps the screen readable
+    """Redrawn in place on a terminal: the steps table of one workflow, or the summary of many."""
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console()
-        self._views: dict[str, tuple[WorkflowView, dict[str, str]]] = {}
         self._trouble = ""
+        self._drawn_at = 0.0
         self._live = Live(console=self.console, refresh_per_second=4, transient=False)
         self._live.start()
 
-    def _table(self, view: WorkflowView, explanations: dict[str, str]) -> Table:
+    def _render(self, state: WatchState, explanations: Mapping[str, str]) -> Group:
         now = datetime.now(UTC)
-        phase = Text(view.phase, style=_PHASE_STYLE.get(view.phase, ""))
-        table = Table(title=Text.assemble(f"{view.namespace}/{view.name} ", phase), title_justify="left", expand=False)
-        for column in ("step", "phase", "class", "node", "time", "retries", "note"):
-            table.add_column(column, overflow="fold")
-        for row in view.steps:
-            table.add_row(row.name, Text(phase_of(row), style=_PHASE_STYLE.get(phase_of(row), "")), placement(row),
-                          row.node or "-", duration(row.seconds(now)), str(row.retries), step_note(row, explanations))
-        return table
-
-    def _render(self) -> Group:
-        parts: list[object] = []
-        views = list(self._views.values())
-        if len(views) <= self.MAX_TABLES:
-            parts.extend(self._table(v, e) for v, e in views)
+        parts: list[RenderableType] = []
+        if detailed(state):
+            parts.extend(steps_table(s.view, explanations, now) for s in state.snapshots.values())
         else:
-            counts: dict[str, int] = {}
-            for v, _ in views:
-                counts[v.phase] = counts.get(v.phase, 0) + 1
-            parts.append(Text(f"{len(views)} workflows: " + ", ".join(f"{n} {p}" for p, n in sorted(counts.items()))))
-            parts.extend(self._table(v, e) for v, e in views if v.failed_steps)
+            parts.append(summary_view(summarize(state.views.values(), len(state.deleted), now), now))
         if self._trouble:
             parts.append(Text(self._trouble, style="yellow"))
         return Group(*parts)
 
-    def update(self, view: WorkflowView, explanations: dict[str, str]) -> None:
-        self._views[view.name] = (view, dict(explanations))
-        self._live.update(self._render())
+    def show(self, state: WatchState, changed: Sequence[Key], explanations: Mapping[str, str]) -> None:
+        # Rendering 250 workflows costs more than a frame is worth: redraw at most 4 times a second.
+        if time.monotonic() - self._drawn_at >= REDRAW_SECONDS:
+            self._drawn_at = time.monotonic()
+            self._live.update(self._render(state, explanations))
 
     def trouble(self, message: str) -> None:
         self._trouble = f"watch: {message}"
-        self._live.update(self._render())
 
-    def close(self) -> None:
+    def close(self, state: WatchState) -> None:
         self._trouble = ""
-        self._live.update(self._render())
+        self._live.update(self._render(state, {}))
         self._live.stop()
 
 
 def make_display(plain: bool | None = None) -> Display:
-    """Live table on a terminal, plain lines otherwise (or when asked)."""
+    """Live view on a terminal, plain lines otherwise (or when asked)."""
     if plain is None:
         plain = not sys.stdout.isatty()
     return PlainDisplay() if plain else LiveDisplay()
@@ -183,7 +309,7 @@ def cost_table(name: str, cost: JobCost) -> Table:
 
 
 def print_cost(console: Console, name: str, cost: JobCost) -> None:
-    console.print(cost_table(name, cost))
+    print_table(console, cost_table(name, cost))
     for assumption in cost.assumptions:
         console.print(f"  assumption: {assumption}", markup=False, highlight=False)
 
@@ -208,3 +334,23 @@ def interruption_summary(view: WorkflowView, cost: JobCost | None, now: datetime
     if cost is not None and cost.interrupted_node_hours:
         lost += f", {cost.interrupted_node_hours:.4f} node-hours, ${money(cost.interrupted_usd)} (estimate)"
     return f"interruptions: {view.interruptions} retried, {lost}"
+
+
+def print_costs(console: Console, costs: Sequence[tuple[str, JobCost]]) -> None:
+    """One workflow's cost step by step; several workflows' costs a row each, with the total."""
+    priced = [(name, cost) for name, cost in costs if cost.steps]
+    if len(priced) == 1:
+        print_cost(console, *priced[0])
+        return
+    if not priced:
+        return
+    table = Table(title=f"cost of {len(priced)} workflows (estimate)", title_justify="left")
+    for column in ("workflow", "node-hours", "On-Demand $", "estimate $"):
+        table.add_column(column, justify="left" if column == "workflow" else "right")
+    for name, cost in priced:
+        table.add_row(name, f"{cost.node_hours:.4f}", money(cost.on_demand_usd), money(cost.estimate_usd))
+    table.add_row("total", f"{sum(c.node_hours for _, c in priced):.4f}", money(sum(c.on_demand_usd for _, c in priced)),
+                  money(sum(c.estimate_usd for _, c in priced)), style="bold")
+    print_table(console, table)
+    for assumption in dict.fromkeys(a for _, cost in priced for a in cost.assumptions):
+        console.print(f"  assumption: {assumption}", markup=False, highlight=False)

@@ -1,28 +1,36 @@
 """Watching workflows to their end: one stream per namespace, a view per change, cost and reasons on the side.
 
-The consumer runs in the caller's thread; each namespace's stream runs in a daemon thread and hands events
-over a queue, so Ctrl-C lands in the caller, stops the streams and leaves the workflows running.
+Each namespace's stream runs in a daemon thread, reduces every event to a compact snapshot (wf.controller.events)
+and leaves the newest per workflow in an inbox; the consumer runs in the caller's thread, so Ctrl-C lands there,
+stops the streams and leaves the workflows running. The state machine (events.WatchState) decides what is
+followed and when the watch ends, the display (wf.controller.view) how it looks; this module wires them to the
+cluster and adds what the stream alone cannot tell: reasons a step waits and what nodes cost.
 """
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from wf.constants import CAPACITY_LABEL, CLASS_LABEL, EKS_CAPACITY_LABEL, INSTANCE_TYPE_LABEL
 from wf.controller.client import Kube, cluster_error
 from wf.controller.cost import JobCost, NodeFacts, job_cost
-from wf.controller.steps import StepRow, WorkflowView, pod_name, workflow_view
-from wf.controller.stream import KubeWorkflowTransport, NamespaceStream, StreamStats, Transport
-from wf.controller.view import Display
+from wf.controller.events import Inbox, Key, Snapshot, WatchState, snapshot
+from wf.controller.steps import StepRow, WorkflowView, pod_name
+from wf.controller.stream import (
+    KubeWorkflowTransport,
+    NamespaceStream,
+    StreamStats,
+    Transport,
+)
+from wf.controller.view import Display, detailed
 from wf.errors import InputError
 
-Key = tuple[str, str]  # (namespace, name)
 TICK_SECONDS = 1.0  # redraw durations this often while nothing happens
 EXPLAIN_EVERY_SECONDS = 10.0
 NODE_COUNT_TTL_SECONDS = 30.0
@@ -32,8 +40,7 @@ TransportFactory = Callable[[str, str, str], Transport]  # (namespace, label sel
 
 @dataclass
 class WatchOutcome:
-    workflows: dict[Key, dict[str, Any]] = field(default_factory=dict)
-    views: dict[Key, WorkflowView] = field(default_factory=dict)
+    views: dict[Key, WorkflowView] = field(default_factory=dict)  # the last state of each followed workflow
     noticed_at: dict[Key, float] = field(default_factory=dict)  # wall clock when the terminal phase arrived
     deleted: set[Key] = field(default_factory=set)
     costs: dict[Key, JobCost] = field(default_factory=dict)
@@ -43,6 +50,10 @@ class WatchOutcome:
     @property
     def succeeded(self) -> bool:
         return not self.stopped and not self.deleted and all(v.phase == "Succeeded" for v in self.views.values())
+
+    @property
+    def followed(self) -> list[Key]:
+        return sorted(set(self.views) | self.deleted)
 
 
 class Insight:
@@ -96,11 +107,13 @@ class Insight:
         cached = self._group_counts.get(compute_class)
         if cached and time.monotonic() - cached[0] < NODE_COUNT_TTL_SECONDS:
             return cached[1]
-        counts: dict[str, int] | None = {}
+        counts: dict[str, int] | None
         try:
+            found: dict[str, int] = {}
             for node in self.kube.core.list_node(label_selector=f"{CLASS_LABEL}={compute_class}").items:
                 group = (node.metadata.labels or {}).get(EKS_NODEGROUP_LABEL, "")
-                counts[group] = counts.get(group, 0) + 1
+                found[group] = found.get(group, 0) + 1
+            counts = found
         except ApiException:
             counts = None
         self._group_counts[compute_class] = (time.monotonic(), counts)
@@ -138,122 +151,157 @@ class Insight:
         return text
 
 
+def _start_streams(namespaces: set[str], state: WatchState, inbox: Inbox, make_transport: TransportFactory) -> dict[str, NamespaceStream]:
+    streams: dict[str, NamespaceStream] = {}
+    for namespace in sorted(namespaces):
+        names = [name for ns, name in state.targets if ns == namespace]
+        # One workflow: a field selector keeps the stream to it; several share the caller's label selector.
+        field_selector = f"metadata.name={names[0]}" if len(names) == 1 else ""
+
+        def sink(kind: str, obj: dict[str, Any], ns: str = namespace) -> None:
+            key = (ns, obj["metadata"]["name"])
+            if state.wants(key):  # reduced here, in the stream's thread: the whole object is never queued
+                inbox.workflow(key, None if kind == "DELETED" else snapshot(obj))
+
+        def trouble(message: str, ns: str = namespace) -> None:
+            inbox.notice("trouble", f"{ns}: {message}")
+
+        streams[namespace] = NamespaceStream(
+            make_transport(namespace, "" if field_selector else state.selector, field_selector),
+            sink=sink, on_trouble=trouble, on_synced=partial(inbox.notice, "synced", namespace),
+        )
+
+    def run(ns: str, stream: NamespaceStream) -> None:
+        try:
+            stream.run()
+        except Exception as exc:  # noqa: BLE001 - handed to the consumer, which reports it in our terms
+            inbox.notice("error", (ns, exc))
+
+    for ns, stream in streams.items():
+        threading.Thread(target=run, args=(ns, stream), daemon=True, name=f"wf-watch-{ns}").start()
+    return streams
+
+
+class _Silent:
+    """The display of a caller that wants only the outcome."""
+
+    def show(self, state: WatchState, changed: Sequence[Key], explanations: Mapping[str, str]) -> None:
+        pass
+
+    def trouble(self, message: str) -> None:
+        pass
+
+    def close(self, state: WatchState) -> None:
+        pass
+
+
+@dataclass
+class _Consumer:
+    """Takes what the streams delivered into the state, looks closer where the view needs it, shows it."""
+
+    kube: Kube
+    state: WatchState
+    insight: Insight
+    display: Display
+    with_cost: bool
+    outcome: WatchOutcome
+    explanations: dict[str, str] = field(default_factory=dict)
+    troubled: bool = False
+    unshown: set[Key] = field(default_factory=set)  # changes before every namespace was listed
+
+    def take(self, latest: dict[Key, Snapshot | None], notices: list[tuple[str, Any]]) -> None:
+        changed = [key for key, snap in latest.items() if self.state.apply(key, snap)]
+        self._notices(notices, bool(latest))
+        for key in changed:
+            if key in self.state.ended:
+                self.outcome.noticed_at.setdefault(key, time.time())
+        failure = next((payload for kind, payload in notices if kind == "error"), None)
+        if failure and not self.state.finished:  # a stream that fails after the last end changes nothing
+            ns, exc = failure
+            raise cluster_error(exc, self.kube, f"watching workflows in {ns}", ns)
+        if not self.state.listed:  # the first list is one burst: it is shown whole
+            self.unshown.update(changed)
+            return
+        changed, self.unshown = [*self.unshown, *changed], set()
+        # On a quiet tick the running workflows are looked at again: reasons and durations move on.
+        for key in changed or self.state.running:
+            if key in self.state.snapshots:  # not when it was deleted before we saw it
+                self._look_closer(self.state.snapshots[key])
+        self.display.show(self.state, changed, self.explanations)
+
+    def _notices(self, notices: list[tuple[str, Any]], delivered: bool) -> None:
+        for kind, payload in notices:
+            if kind == "synced":
+                self.state.on_synced(payload)
+                delivered = True
+            elif kind == "trouble":
+                self.troubled = True
+                self.display.trouble(payload)
+        if self.troubled and delivered:
+            self.troubled = False
+            self.display.trouble("connected again; watching")
+
+    def _look_closer(self, snap: Snapshot) -> None:
+        """Reasons for waiting steps (shown step by step only) and the facts of the nodes steps run on (cost)."""
+        explain = detailed(self.state)
+        for row in snap.view.steps:
+            if explain and row.pending and row.attempts:
+                reason = self.insight.explain(snap.workflow, row)
+                if reason:
+                    self.explanations[row.attempts[-1].node_id] = reason
+            if self.with_cost and row.node:
+                self.insight.node(row.node)
+
+
+def _costs(insight: Insight, state: WatchState) -> dict[Key, JobCost]:
+    """Each workflow's cost, from the facts of every node an attempt ran on (read while they still exist)."""
+    now = datetime.now(UTC)
+    costs = {}
+    for key, snap in state.snapshots.items():
+        for host in {a.host for row in snap.view.steps for a in row.attempts if a.host}:
+            insight.node(host)
+        costs[key] = job_cost(snap.view, snap.workflow, insight.nodes(), now)
+    return costs
+
+
 def watch_workflows(
     kube: Kube,
     targets: list[Key],
     *,
     display: Display | None = None,
     label_selector: str = "",
+    namespace: str | None = None,
     catalog_loader: Callable[[], Any] | None = None,
     with_cost: bool = True,
     transport_factory: TransportFactory | None = None,
 ) -> WatchOutcome:
-    """Watch the named workflows until every one has ended (or was deleted, or Ctrl-C)."""
+    """Watch the named workflows (or, without names, every workflow label_selector matches in namespace)
+    until every one has ended (or was deleted, or Ctrl-C)."""
     from wf.controller.catalog_source import resolve_catalog
 
-    wanted = set(targets)
+    if not targets and not label_selector:
+        raise InputError("name the workflows to watch, or select them with -l/--selector")
+    namespaces = {ns for ns, _ in targets} or {namespace or kube.namespace}
+    state = WatchState(namespaces, set(targets), selector=label_selector, context=kube.context)
     outcome = WatchOutcome()
-    events: queue.Queue[tuple[str, Any]] = queue.Queue()
+    inbox = Inbox()
     insight = Insight(kube, catalog_loader or (lambda: resolve_catalog(kube)))
     make_transport = transport_factory or (lambda ns, ls, fs: KubeWorkflowTransport(kube, ns, ls, fs))
-
-    streams: dict[str, NamespaceStream] = {}
-    for namespace in sorted({ns for ns, _ in wanted}):
-        names = [name for ns, name in wanted if ns == namespace]
-        # One workflow: a field selector keeps the stream to it; several share the caller's label selector.
-        field_selector = f"metadata.name={names[0]}" if len(names) == 1 else ""
-        stream = NamespaceStream(
-            make_transport(namespace, "" if field_selector else label_selector, field_selector),
-            sink=lambda kind, obj, ns=namespace: events.put(("event", (ns, kind, obj))),
-            on_trouble=lambda message, ns=namespace: events.put(("trouble", f"{ns}: {message}")),
-            on_synced=lambda ns=namespace: events.put(("synced", ns)),
-        )
-        streams[namespace] = stream
-        outcome.stats[namespace] = stream.stats
-
-    def run(ns: str, stream: NamespaceStream) -> None:
-        try:
-            stream.run()
-        except Exception as exc:  # handed to the consumer, which reports it in our terms
-            events.put(("error", (ns, exc)))
-
-    threads = [threading.Thread(target=run, args=(ns, s), daemon=True, name=f"wf-watch-{ns}") for ns, s in streams.items()]
-    for thread in threads:
-        thread.start()
-
-    explanations: dict[str, str] = {}
-    troubled = False
-    remaining = set(wanted)
+    streams = _start_streams(namespaces, state, inbox, make_transport)
+    outcome.stats = {ns: stream.stats for ns, stream in streams.items()}
+    shown = display or _Silent()
+    consumer = _Consumer(kube, state, insight, shown, with_cost, outcome)
     try:
-        while remaining:
-            try:
-                kind, payload = events.get(timeout=TICK_SECONDS)
-            except queue.Empty:
-                kind, payload = "tick", None
-            if kind == "error":
-                ns, exc = payload
-                raise cluster_error(exc, kube, f"watching workflows in {ns}", ns)
-            if kind == "trouble":
-                troubled = True
-                if display:
-                    display.trouble(payload)
-                continue
-            if troubled and kind in ("event", "synced"):
-                troubled = False
-                if display:
-                    display.trouble("connected again; watching")
-            if kind == "synced":
-                # A list delivers every selected workflow before it reports synced: absent now means absent.
-                missing = [name for ns, name in remaining if ns == payload and (ns, name) not in outcome.workflows]
-                if missing:
-                    raise InputError(f"no workflow {', '.join(sorted(missing))} in namespace {payload} ({kube.context})")
-                continue
-            changed: list[Key] = []
-            if kind == "event":
-                ns, event_type, obj = payload
-                key = (ns, obj["metadata"]["name"])
-                if key not in wanted:
-                    continue
-                if event_type == "DELETED":
-                    if key in remaining:
-                        outcome.deleted.add(key)
-                        remaining.discard(key)
-                        if display:
-                            display.trouble(f"{key[1]} was deleted while being watched")
-                    continue
-                outcome.workflows[key] = obj
-                changed.append(key)
-            else:  # tick: refresh durations and reasons of what is still running
-                changed = [k for k in remaining if k in outcome.workflows]
-            for key in changed:
-                workflow = outcome.workflows[key]
-                view = workflow_view(workflow)
-                outcome.views[key] = view
-                for row in view.steps:
-                    if row.pending and row.attempts:
-                        reason = insight.explain(workflow, row)
-                        if reason:
-                            explanations[row.attempts[-1].node_id] = reason
-                    if with_cost and row.node:
-                        insight.node(row.node)
-                if display:
-                    display.update(view, explanations)
-                if view.done and key in remaining:
-                    outcome.noticed_at[key] = time.time()
-                    remaining.discard(key)
+        while not state.finished:
+            consumer.take(*inbox.take(TICK_SECONDS))
     except KeyboardInterrupt:
         outcome.stopped = True
     finally:
         for stream in streams.values():
             stream.stop()
-        if display:
-            display.close()
+        shown.close(state)
+    outcome.views = state.views
+    outcome.deleted = set(state.deleted)
     if with_cost:
-        now = datetime.now(UTC)
-        for key, view in outcome.views.items():
-            for row in view.steps:
-                for attempt in row.attempts:
-                    if attempt.host:
-                        insight.node(attempt.host)
-            outcome.costs[key] = job_cost(view, outcome.workflows[key], insight.nodes(), now)
+        outcome.costs = _costs(insight, state)
     return outcome

@@ -1,0 +1,307 @@
+"""Watch memory benchmark: the peak memory of a `wf watch` process following N workflows of S steps each.
+
+    python benchmarks/watch_memory.py [--workflows 250] [--steps 32] [--src src]
+
+No cluster: this process serves the Kubernetes API paths `wf watch` reads (list and watch workflows, read
+nodes) on 127.0.0.1, and runs `python -m wf watch NAME... | cat` against it as a child process, whose peak RSS
+(getrusage of the child) is the figure. The events are the ones Argo's controller writes for a day at the
+platform's scale: every workflow is updated as its steps go Pending, Running, Succeeded (a prepare step, shards
+five at a time, a Gaudi train step), each update carrying the whole Workflow; every tenth workflow has a shard
+interrupted ("pod deleted") and retried, every fiftieth fails a shard. All workflows advance together, so at the
+peak every one of them is mid-run with its status.nodes at full size. Node and template shapes are copied from
+a real run (tests/controller_data/bert-large-pretrain-run.json): the compiled outer Retry (application
+retries), the attempt DAG, the inner Retry (interruption retries) and the Pod, per step.
+
+--src chooses the wf source tree the child imports, so two versions are compared in the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN = json.loads((ROOT / "tests" / "controller_data" / "bert-large-pretrain-run.json").read_text())
+NAMESPACE = "wf"
+BATCH = "bench-memory"
+SHARDS_AT_ONCE = 5
+T0 = "2026-11-29T18:00:00Z"
+
+
+def _real(relative: str) -> dict[str, Any]:
+    """The real run's node whose name is `<workflow>.<relative>`."""
+    prefix = RUN["metadata"]["name"] + "."
+    return next(n for n in RUN["status"]["nodes"].values() if n["name"] == prefix + relative)
+
+
+REAL = {"outer": _real("download"), "dag": _real("download(0)"), "inner": _real("download(0).download"),
+        "pod": _real("download(0).download(0)")}
+TEMPLATES = {t["name"]: t for t in RUN["spec"]["templates"]}
+
+
+class Step:
+    def __init__(self, name: str, gaudi: bool) -> None:
+        self.name = name
+        self.gaudi = gaudi
+        self.attempts: list[list[str]] = []  # [phase, message, host]
+        self.outcome = ""  # the step's final phase once decided
+
+
+class Job:
+    """One workflow's progress, kept small; the full Workflow object is built per event and dropped."""
+
+    def __init__(self, index: int, steps: int) -> None:
+        self.index = index
+        self.name = f"day-{index:04d}"
+        self.uid = f"uid-{index}"
+        shards = steps - 2
+        self.steps = [Step("prepare", False), *(Step(f"shard-{i:02d}", False) for i in range(shards)), Step("train", True)]
+        self.phase = "Pending"
+        self.interrupt = index % 10 == 3  # this one's third group of shards has its first shard interrupted
+        self.fail = index % 50 == 7  # this one fails a shard of its third group
+
+    def _host(self, step: Step) -> str:
+        k = zlib.crc32(f"{self.name}.{step.name}.{len(step.attempts)}".encode())
+        return f"gaudi-spot-{k % 50}" if step.gaudi else f"cpu-spot-{k % 700}"
+
+    def script(self) -> Iterator[None]:
+        """Advance one Argo update at a time (each yield = one MODIFIED event)."""
+        self.phase = "Running"
+        yield
+        groups = [self.steps[:1]] + [self.steps[i:i + SHARDS_AT_ONCE] for i in range(1, len(self.steps) - 1, SHARDS_AT_ONCE)] + [self.steps[-1:]]
+        for g, group in enumerate(groups):
+            for step in group:
+                step.attempts.append(["Pending", "", ""])
+            yield
+            for step in group:
+                step.attempts[-1][0], step.attempts[-1][2] = "Running", self._host(step)
+            yield
+            first = group[0]
+            for step in group:
+                step.attempts[-1][0] = "Succeeded"
+            if g == 3 and self.interrupt:
+                first.attempts[-1][:2] = ["Error", "pod deleted"]
+                first.attempts.append(["Running", "", self._host(first)])
+                yield
+                first.attempts[-1][0] = "Succeeded"
+            if g == 3 and self.fail:
+                first.attempts[-1][:2] = ["Failed", "Error (exit code 1)"]
+                first.outcome = "Failed"
+                self.phase = "Failed"
+                yield
+                return
+            yield
+        self.phase = "Succeeded"
+        yield
+
+    def _node(self, kind: str, name: str, display: str, phase: str, boundary: str, template: str, **extra: Any) -> dict[str, Any]:
+        node = copy.deepcopy(REAL[kind])
+        node_id = f"{self.name}-{zlib.crc32(name.encode())}"
+        node.update(id=node_id, name=name, displayName=display, phase=phase, boundaryID=boundary,
+                    templateName=template, templateScope=f"local/{self.name}", startedAt=T0, **extra)
+        for key in ("children", "outboundNodes"):
+            node.pop(key, None)
+        if phase not in ("Succeeded", "Failed", "Error"):
+            for key in ("finishedAt", "outputs", "resourcesDuration", "taskResultSynced"):
+                node.pop(key, None)
+        return node
+
+    def workflow(self, version: int) -> dict[str, Any]:
+        root = self.name
+        nodes: dict[str, Any] = {}
+        root_node = self._node("dag", root, root, self.phase, "", "Main")
+        root_node.pop("boundaryID")
+        nodes[root_node["id"]] = root_node
+        tasks: list[dict[str, Any]] = []
+        templates = [TEMPLATES["Main"] | {"dag": {"tasks": tasks}}]
+        for step in self.steps:
+            pod_template = TEMPLATES["pretrain-phase2" if step.gaudi else "download"]
+            outer_template = TEMPLATES["download-Attempts"]
+            tasks.append({"arguments": {}, "name": step.name, "template": f"{step.name}-Attempts"})
+            templates.append(outer_template | {"name": f"{step.name}-Attempts",
+                                               "dag": {"tasks": [{"arguments": {}, "name": step.name, "template": step.name}]}})
+            templates.append(pod_template | {"name": step.name})
+            if not step.attempts:
+                continue
+            last = step.attempts[-1][0]
+            phase = step.outcome or ("Succeeded" if last == "Succeeded" else "Running")
+            outer = self._node("outer", f"{root}.{step.name}", step.name, phase, root_node["id"], f"{step.name}-Attempts")
+            dag = self._node("dag", f"{root}.{step.name}(0)", f"{step.name}(0)", phase, root_node["id"], f"{step.name}-Attempts")
+            inner = self._node("inner", f"{root}.{step.name}(0).{step.name}", step.name, phase, dag["id"], step.name)
+            outer["children"], dag["children"] = [dag["id"]], [inner["id"]]
+            inner["children"] = []
+            for i, (attempt_phase, message, host) in enumerate(step.attempts):
+                extra = {"hostNodeName": host} if host else {}
+                if message:
+                    extra["message"] = message
+                pod = self._node("pod", f"{root}.{step.name}(0).{step.name}({i})", f"{step.name}({i})", attempt_phase,
+                                 dag["id"], step.name, **extra)
+                if not host:
+                    pod.pop("hostNodeName", None)
+                inner["children"].append(pod["id"])
+                nodes[pod["id"]] = pod
+            for node in (outer, dag, inner):
+                nodes[node["id"]] = node
+        status: dict[str, Any] = {"phase": self.phase, "startedAt": T0, "nodes": nodes}
+        if self.phase in ("Succeeded", "Failed"):
+            status["finishedAt"] = "2026-11-29T18:30:00Z"
+        metadata = {"name": self.name, "namespace": NAMESPACE, "uid": self.uid, "resourceVersion": str(version),
+                    "generation": 2, "creationTimestamp": T0,
+                    "labels": {**RUN["metadata"]["labels"], "wf.dev/batch": BATCH,
+                               "workflows.argoproj.io/phase": self.phase}}
+        return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": metadata,
+                "spec": RUN["spec"] | {"templates": templates}, "status": status}
+
+
+class Cluster:
+    """The API server's side of the day: the jobs, their scripted updates, and counters."""
+
+    def __init__(self, workflows: int, steps: int) -> None:
+        self.jobs = [Job(i, steps) for i in range(workflows)]
+        self.version = 1
+        self.events = 0
+        self.event_bytes = 0
+        self.watch_started = threading.Event()
+
+    def events_stream(self) -> Iterator[bytes]:
+        running = [(job, job.script()) for job in self.jobs]
+        while running:  # every workflow advances a step per round: all of them are mid-run at the peak
+            alive = []
+            for job, script in running:
+                if next(script, "done") == "done":
+                    continue
+                alive.append((job, script))
+                self.version += 1
+                line = json.dumps({"type": "MODIFIED", "object": job.workflow(self.version)}).encode() + b"\n"
+                self.events += 1
+                self.event_bytes += len(line)
+                yield line
+            running = alive
+
+
+def handler(cluster: Cluster) -> type[BaseHTTPRequestHandler]:
+    from wf.labels import CAPACITY_LABEL, CLASS_LABEL, INSTANCE_TYPE_LABEL
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # a watch is chunked, an event per chunk, as the API server sends it
+
+        def setup(self) -> None:
+            super().setup()
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as Go's net/http does
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _json(self, code: int, body: dict[str, Any]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            url = urlparse(self.path)
+            query = {k: v[0] for k, v in parse_qs(url.query).items()}
+            if url.path == f"/apis/argoproj.io/v1alpha1/namespaces/{NAMESPACE}/workflows":
+                if query.get("watch") in ("true", "True", "1"):
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    if cluster.watch_started.is_set():
+                        time.sleep(30)  # a later watch: nothing more happens
+                    else:
+                        cluster.watch_started.set()
+                        for line in cluster.events_stream():
+                            self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                    self.wfile.write(b"0\r\n\r\n")
+                    return
+                start, limit = int(query.get("continue") or 0), int(query.get("limit") or 10**9)
+                page = cluster.jobs[start:start + limit]
+                more = start + limit < len(cluster.jobs)
+                self._json(200, {"apiVersion": "argoproj.io/v1alpha1", "kind": "WorkflowList",
+                                 "metadata": {"resourceVersion": "1", **({"continue": str(start + limit)} if more else {})},
+                                 "items": [job.workflow(1) for job in page]})
+            elif url.path.startswith("/api/v1/nodes/"):
+                name = url.path.rsplit("/", 1)[1]
+                gaudi = name.startswith("gaudi")
+                self._json(200, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
+                    INSTANCE_TYPE_LABEL: "dl1.24xlarge" if gaudi else "m7i.2xlarge", CAPACITY_LABEL: "spot",
+                    CLASS_LABEL: "gaudi" if gaudi else "cpu"}}})
+            else:
+                self._json(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
+                                 "message": f"{url.path} not found", "code": 404})
+
+    return Handler
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workflows", type=int, default=250)
+    parser.add_argument("--steps", type=int, default=32)
+    parser.add_argument("--src", default=str(ROOT / "src"), help="the wf source tree the watcher runs")
+    args = parser.parse_args()
+
+    cluster = Cluster(args.workflows, args.steps)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler(cluster))
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    kubeconfig = Path(os.environ.get("TMPDIR", "/tmp")) / f"wf-bench-memory-{os.getpid()}.yaml"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "bench",
+        "clusters": [{"name": "bench", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
+        "users": [{"name": "bench", "user": {"token": "bench"}}],
+        "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "bench", "namespace": NAMESPACE}}],
+    }))
+    command = [sys.executable, "-m", "wf", "watch", *(job.name for job in cluster.jobs), "-n", NAMESPACE,
+               "--context", "bench", "--kubeconfig", str(kubeconfig)]
+    env = {**os.environ, "PYTHONPATH": args.src, "COLUMNS": "120"}
+    started = time.monotonic()
+    try:
+        child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        lines: list[int] = [0]
+        stderr: list[bytes] = []
+        readers = [threading.Thread(target=lambda: lines.__setitem__(0, sum(1 for _ in child.stdout))),  # type: ignore[union-attr]
+                   threading.Thread(target=lambda: stderr.append(child.stderr.read()))]  # type: ignore[union-attr]
+        for reader in readers:
+            reader.start()
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        for reader in readers:
+            reader.join()
+    finally:
+        kubeconfig.unlink(missing_ok=True)
+        server.shutdown()
+    result = {
+        "workflows": args.workflows, "steps": args.steps, "src": args.src,
+        "events": cluster.events, "event_mb": round(cluster.event_bytes / 2**20, 1),
+        "largest_workflow_kb": round(len(json.dumps(cluster.jobs[0].workflow(0))) / 1024, 1),
+        "watcher_peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "watcher_cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
+        "wall_seconds": round(time.monotonic() - started, 1),
+        "exit_code": child.returncode, "stdout_lines": lines[0],
+    }
+    print(json.dumps(result, indent=2))
+    if child.returncode not in (0, 1):
+        print(b"".join(stderr).decode()[-3000:], file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
