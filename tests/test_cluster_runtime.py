@@ -13,7 +13,8 @@ import yaml
 
 from wf.cluster import processes
 from wf.cluster.install import MANIFEST_FILES, manifests_dir, platform_manifests, workflow_namespace_manifests
-from wf.cluster.runtime import STAGES_FILE, LocalCluster, _serving_port
+from wf.cluster.runtime import LocalCluster
+from wf.cluster.supervise import KWOK_OPTIONS, STAGES_FILE, TUNING, serving_port
 from wf.errors import InputError
 from wf.labels import SIM_DURATION, SIM_EXIT_CODE
 
@@ -58,9 +59,9 @@ def test_missing_or_garbage_pid_file_reads_as_none(tmp_path: Path) -> None:
 
 
 def test_serving_port_prefers_the_client_port() -> None:
-    assert _serving_port([{"name": "peer-http", "port": 2}, {"name": "http", "port": 1}]) == 1
-    assert _serving_port([{"name": "https", "port": 5}]) == 5
-    assert _serving_port([]) is None
+    assert serving_port([{"name": "peer-http", "port": 2}, {"name": "http", "port": 1}]) == 1
+    assert serving_port([{"name": "https", "port": 5}]) == 5
+    assert serving_port([]) is None
 
 
 @pytest.mark.parametrize("name", ["", "UPPER", "1abc", "a_b", "a b"])
@@ -72,7 +73,7 @@ def test_cluster_names_are_validated(name: str, tmp_path: Path) -> None:
 def test_kwokctl_config_binds_loopback_on_distinct_ports_with_our_stages_and_logs(tmp_path: Path) -> None:
     cluster = LocalCluster("unit", root=tmp_path)
     cluster.workdir.mkdir(parents=True)
-    docs = cluster._kwokctl_config()
+    docs = cluster.supervisor.kwokctl_config()
     options = docs[0]["options"]
     assert docs[0]["kind"] == "KwokctlConfiguration"
     assert options["bindAddress"] == "127.0.0.1"
@@ -84,6 +85,18 @@ def test_kwokctl_config_binds_loopback_on_distinct_ports_with_our_stages_and_log
     logs = next(d for d in docs if d["kind"] == "ClusterLogs")
     log_file = Path(logs["spec"]["logs"][0]["logsFile"])
     assert log_file.is_file() and " stdout F " in log_file.read_text()  # CRI log format, which kwok parses
+
+
+def test_kwokctl_config_carries_the_scale_tuning(tmp_path: Path) -> None:
+    cluster = LocalCluster("unit", root=tmp_path)
+    cluster.workdir.mkdir(parents=True)
+    docs = cluster.supervisor.kwokctl_config()
+    patches = {p["name"]: {a["key"]: a["value"] for a in p["extraArgs"]} for p in docs[0]["componentsPatches"]}
+    for component, flags in TUNING.items():
+        assert patches[component] == flags
+    assert patches["kwok-controller"] == {"node-ip": "127.0.0.1"}
+    kwok = next(d for d in docs if d["kind"] == "KwokConfiguration")
+    assert kwok["options"] == KWOK_OPTIONS and all(v > 4 for k, v in KWOK_OPTIONS.items() if "PlayStage" in k)
 
 
 def test_stages_cover_nodes_and_pods_and_read_our_annotations() -> None:

@@ -25,6 +25,10 @@ ETCD_VERSION = "3.6.16"
 KWOK_VERSION = "0.8.0"
 # v4.0.5 is the only v4.0.x the proxy lists, but v4.0.7 resolves and fixes CVE-2026-54526 (fixed in 4.0.6).
 ARGO_VERSION = "4.0.7"
+KARPENTER_VERSION = "1.15.0"
+# Karpenter 1.15.0's go.mod says `go 1.26.9`; the local Go may be older. The module proxy serves Go
+# toolchains as the module golang.org/toolchain, so naming the version makes `go` fetch it from there.
+KARPENTER_GO = "go1.26.9"
 
 _K8S_VERSION_PKGS = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
 _BUILD_DATE = "1970-01-01T00:00:00Z"  # fixed, so rebuilding the same version gives the same bytes
@@ -81,6 +85,10 @@ class Component:
 
     # Command names, one per package; default: the package's last path element.
     names: tuple[str, ...] = ()
+    # A Go toolchain to fetch through the module proxy when the module needs a newer Go than the local one.
+    toolchain: str | None = None
+    # Built only when asked for by name (by `build` or by a cluster that uses it), not by a plain `build`.
+    optional: bool = False
 
     @property
     def binaries(self) -> tuple[str, ...]:
@@ -164,6 +172,17 @@ def components() -> list[Component]:
             patches=(_ARGO_HEALTH_PATCH,),
             commit_variable="github.com/argoproj/argo-workflows/v4.gitCommit",
         ),
+        # Karpenter's kwok provider: the real provisioning and disruption controllers with simulated
+        # instances, for a local cluster whose nodes come and go (`wf cluster up --nodes autoscaler`).
+        Component(
+            name="karpenter",
+            version=KARPENTER_VERSION,
+            module="sigs.k8s.io/karpenter",
+            packages=("sigs.k8s.io/karpenter/kwok",),
+            names=("karpenter-kwok",),
+            toolchain=KARPENTER_GO,
+            optional=True,
+        ),
     ]
 
 
@@ -202,9 +221,10 @@ def build_all(
     cache: Path | None = None,
     progress: Progress | None = None,
 ) -> list[BuildResult]:
-    """Build every missing component (or the named ones), one after the other: builds use all cores."""
+    """Build every missing component (or the named ones), one after the other: builds use all cores.
+    Optional components are built only when named."""
     cache = cache or cache_dir()
-    selected = [c for c in components() if not only or c.name in only]
+    selected = [c for c in components() if (c.name in only if only else not c.optional)]
     unknown = set(only or ()) - {c.name for c in selected}
     if unknown:
         names = ", ".join(c.name for c in components())
@@ -236,7 +256,12 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
     src.mkdir(parents=True, exist_ok=True)
     log.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-trimpath -buildvcs=false", "GOTOOLCHAIN": "local"}
+    env = {
+        **os.environ,
+        "CGO_ENABLED": "0",
+        "GOFLAGS": "-trimpath -buildvcs=false",
+        "GOTOOLCHAIN": comp.toolchain or "local",
+    }
     with log.open("w") as out:
 
         def run(step: str, argv: list[str]) -> str:

@@ -1,0 +1,404 @@
+"""Supervise the local cluster's processes: start, check, repair and stop them.
+
+kwokctl's binary runtime starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+kwok-controller (it generates the PKI and the flags for the versions it supports) and records a pid and a
+log per component under the cluster's work directory. We read that record back for `status`, repair dead
+components through `kwokctl start cluster` (which starts only what is not running), start Argo's
+workflow-controller (and, on request, Karpenter's kwok provider) ourselves, and stop every process by pid,
+so exactly what was started is stopped.
+
+The flags in TUNING let the simulated cluster keep up with thousands of nodes and pods on two cores; each
+value says why.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from wf.cluster import build, processes
+from wf.cluster.install import CONTROLLER_NAMESPACE
+from wf.errors import ClusterError
+
+Say = Callable[[str], None]
+
+CONTROLLER = "workflow-controller"
+# Nothing is pulled under kwok; the image name only has to look like Argo's.
+EXECUTOR_IMAGE = f"quay.io/argoproj/argoexec:v{build.ARGO_VERSION}"
+STAGES_FILE = Path(__file__).with_name("kwok-stages.yaml")
+# kwokctl's component names in the order processes must stop (dependents first).
+STOP_ORDER = ("kwok-controller", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+# A component that runs but does not serve is starting or shutting down; kube-apiserver's graceful stop
+# takes about a minute. Past this wait it is hung, and it is stopped and started again.
+SETTLE_SECONDS = 90.0
+_PORT_OPTIONS = (
+    "kubeApiserverPort", "etcdPort", "etcdPeerPort", "kubeControllerManagerPort", "kubeSchedulerPort",
+    "kwokControllerPort",
+)
+
+# Extra flags per control-plane component, sized for ~3,200 nodes and ~10,000 pods on two cores. Every
+# flag was checked against the `--help` of the pinned binaries.
+TUNING: dict[str, dict[str, str]] = {
+    "kube-apiserver": {
+        # Defaults 400/200. With priority and fairness on (default) their sum is the server's whole
+        # concurrency: Argo, the scheduler, kwok and wf together exceed 600 in flight during a storm, and
+        # requests rejected with 429 are retried later, which only slows the day down.
+        "max-requests-inflight": "800",
+        "max-mutating-requests-inflight": "400",
+    },
+    "kube-scheduler": {
+        # Default 50/100: binding 8,000 pods would take minutes of client-side throttling alone.
+        "kube-api-qps": "500",
+        "kube-api-burst": "1000",
+    },
+    "kube-controller-manager": {
+        # Default 20/30: the pod garbage collector deletes the pods of a vanished node one request each,
+        # and the node lifecycle controller updates every node; 150 vanished nodes must not queue minutes.
+        "kube-api-qps": "200",
+        "kube-api-burst": "400",
+    },
+}
+
+# kwok-controller's KwokConfiguration (the simulated kubelets). Defaults: 4 workers each, 1 pod syncer.
+KWOK_OPTIONS: dict[str, int] = {
+    # Pods move Pending -> Running -> Succeeded by these workers; at 4, thousands of bound pods wait.
+    "podPlayStageParallelism": 16,
+    # Nodes only change on create and heartbeat; a few more workers for a 3,200-node start and storms.
+    "nodePlayStageParallelism": 8,
+    # Leases renew every lease duration / 4 (kwokctl's heartbeatFactor 5 makes it 200 s, so ~64/s at
+    # 3,200 nodes); 8 workers keep that from falling behind on a busy machine.
+    "nodeLeaseParallelism": 8,
+    "podsOnNodeSyncParallelism": 4,
+}
+
+# Argo's workflow-controller locally: the same reasoning as manifests/workflow-controller-deployment-patch.yaml
+# for a real cluster, sized for a loopback API server.
+CONTROLLER_ARGS = (
+    # Default 20/30: each pod costs Argo several requests (create, label patches, cleanup), so at 8,000 pods
+    # the client limiter alone stretched a two-minute day past 25 minutes.
+    "--qps", "200",
+    "--burst", "300",
+    # Default 4: completed pods are labelled and deleted by these workers.
+    "--pod-cleanup-workers", "8",
+)
+
+
+@dataclass(frozen=True)
+class ComponentStatus:
+    name: str
+    pid: int | None
+    port: int | None
+    log: str
+    running: bool
+
+
+class Supervisor:
+    """The processes of one local cluster, rooted at its work directory."""
+
+    def __init__(self, name: str, workdir: Path) -> None:
+        self.name = name
+        self.workdir = workdir
+        self.kwok_workdir = workdir / "kwok"
+        self.kwok_cluster_dir = self.kwok_workdir / "clusters" / name
+        self.kubeconfig = workdir / "kubeconfig"
+        self.controller_pid_file = workdir / "pids" / f"{CONTROLLER}.pid"
+        self.controller_log = workdir / "logs" / f"{CONTROLLER}.log"
+
+    def exists(self) -> bool:
+        return (self.kwok_cluster_dir / "kwok.yaml").is_file()
+
+    # ---- the control plane (kwokctl) ---------------------------------------------------------------
+    def _kwok_components(self) -> list[dict[str, Any]]:
+        saved = self.kwok_cluster_dir / "kwok.yaml"
+        for doc in yaml.safe_load_all(saved.read_text()):
+            if doc and doc.get("kind") == "KwokctlConfiguration":
+                return list(doc.get("components") or [])
+        raise ClusterError(f"{saved}: no KwokctlConfiguration found; remove {self.workdir} and run `up` again")
+
+    def _pid_file(self, comp: dict[str, Any]) -> Path:
+        workdir = Path(comp.get("workDir") or self.kwok_cluster_dir)
+        return workdir / "pids" / f"{Path(comp['binary']).name}.pid"
+
+    def control_plane(self) -> list[ComponentStatus]:
+        if not self.exists():
+            return []
+        out = []
+        for comp in self._kwok_components():
+            binary = Path(comp["binary"])
+            workdir = Path(comp.get("workDir") or self.kwok_cluster_dir)
+            pid = processes.read_pid(self._pid_file(comp))
+            out.append(
+                ComponentStatus(
+                    name=comp["name"],
+                    pid=pid,
+                    port=serving_port(comp.get("ports") or []),
+                    log=str(workdir / "logs" / f"{binary.name}.log"),
+                    running=processes.is_running(pid, binary),
+                )
+            )
+        return out
+
+    def controller(self, port: int | None) -> ComponentStatus:
+        pid = processes.read_pid(self.controller_pid_file)
+        return ComponentStatus(
+            name=CONTROLLER,
+            pid=pid,
+            port=port,
+            log=str(self.controller_log),
+            running=processes.is_running(pid, build.binary_path(CONTROLLER)),
+        )
+
+    def _kwokctl(self, args: list[str], say: Say, what: str) -> None:
+        log = self.workdir / "logs" / "kwokctl.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "KWOK_WORKDIR": str(self.kwok_workdir)}
+        argv = [str(build.binary_path("kwokctl")), *args]
+        say(what)
+        with log.open("a") as out:
+            out.write(f"$ {' '.join(argv)}\n")
+            out.flush()
+            proc = subprocess.run(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            raise ClusterError(f"kwokctl failed ({what}, exit {proc.returncode}); see {log}")
+
+    def create(self, say: Say) -> None:
+        config = self.workdir / "kwokctl-config.yaml"
+        config.write_text(yaml.safe_dump_all(self.kwokctl_config(), sort_keys=False))
+        self._kwokctl(
+            [
+                "create", "cluster",
+                "--name", self.name,
+                "--runtime", "binary",
+                "--config", str(config),
+                # kwokctl would otherwise edit ~/.kube/config; we merge our own context instead.
+                "--kubeconfig", str(self.workdir / "kwokctl.kubeconfig"),
+                "--wait", "2m",
+            ],
+            say,
+            "starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok",
+        )
+
+    def kwokctl_config(self) -> list[dict[str, Any]]:
+        sim_log = self.workdir / "sim-logs" / "container.log"
+        sim_log.parent.mkdir(parents=True, exist_ok=True)
+        sim_log.write_text(_SIMULATED_LOG)
+        options = {
+            "bindAddress": processes.LOOPBACK,
+            "kubeApiserverBinary": str(build.binary_path("kube-apiserver")),
+            "kubeControllerManagerBinary": str(build.binary_path("kube-controller-manager")),
+            "kubeSchedulerBinary": str(build.binary_path("kube-scheduler")),
+            "kubectlBinary": str(build.binary_path("kubectl")),
+            "etcdBinary": str(build.binary_path("etcd")),
+            "kwokControllerBinary": str(build.binary_path("kwok")),
+            # kwokctl would scan down from port 32767, so two clusters created at the same moment (parallel
+            # test sessions) pick the same ports; ports the OS hands out at random do not collide.
+            **{option: processes.free_port() for option in _PORT_OPTIONS},
+            "kubeVersion": f"v{build.KUBERNETES_VERSION}",
+            "etcdVersion": build.ETCD_VERSION,
+        }
+        patches = [
+            {"name": name, "extraArgs": [{"key": k, "value": v} for k, v in flags.items()]}
+            for name, flags in TUNING.items()
+        ]
+        # The API server reaches kwok's kubelet endpoint (pod logs) at the node's InternalIP.
+        patches.append({"name": "kwok-controller", "extraArgs": [{"key": "node-ip", "value": processes.LOOPBACK}]})
+        kwokctl = {
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "kind": "KwokctlConfiguration",
+            "options": options,
+            "componentsPatches": patches,
+        }
+        kwok = {
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "kind": "KwokConfiguration",
+            "options": dict(KWOK_OPTIONS),
+        }
+        stages = [d for d in yaml.safe_load_all(STAGES_FILE.read_text()) if d]
+        logs = {
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "ClusterLogs",
+            "metadata": {"name": "simulated-containers"},
+            "spec": {"selector": {}, "logs": [{"containers": [], "logsFile": str(sim_log), "follow": False}]},
+        }
+        return [kwokctl, kwok, *stages, logs]
+
+    def repair(self, say: Say, settle_seconds: float = SETTLE_SECONDS) -> None:
+        """Start again whatever is dead. A component still shutting down (alive, no longer serving) is
+        waited for until it exits; one that neither serves nor exits within `settle_seconds` is stopped."""
+        self._settle(say, settle_seconds)
+        dead = [c for c in self.control_plane() if not c.running]
+        if not dead:
+            return
+        names = {c.name for c in dead}
+        for comp in self._kwok_components():
+            if comp["name"] in names:
+                # kwokctl trusts a pid file whose pid answers signal 0 (a zombie does); drop stale ones.
+                self._pid_file(comp).unlink(missing_ok=True)
+        self._kwokctl(["start", "cluster", "--name", self.name], say, "restarting " + ", ".join(sorted(names)))
+
+    def _settle(self, say: Say, settle_seconds: float) -> None:
+        silent = [c for c in self.control_plane() if c.running and c.port and not accepts_connections(c.port)]
+        if not silent:
+            return
+        say("waiting for " + ", ".join(c.name for c in silent) + " to finish starting or stopping")
+        deadline = time.monotonic() + settle_seconds
+        while silent and time.monotonic() < deadline:
+            time.sleep(0.5)
+            silent = [
+                c for c in silent if processes.is_running(c.pid) and not (c.port and accepts_connections(c.port))
+            ]
+        binaries = {c["name"]: Path(c["binary"]) for c in self._kwok_components()}
+        for comp in silent:
+            if comp.pid:
+                say(f"stopping {comp.name} (pid {comp.pid}): not serving after {settle_seconds:.0f}s")
+                processes.stop(comp.pid, binaries[comp.name])
+
+    # ---- Argo's controller -------------------------------------------------------------------------
+    def ensure_controller(self, previous_port: int | None, say: Say) -> int:
+        """The controller's health port: the previous one if it still runs, else a new process's."""
+        binary = build.binary_path(CONTROLLER)
+        pid = processes.read_pid(self.controller_pid_file)
+        if previous_port is not None and processes.is_running(pid, binary):
+            return previous_port
+        port = processes.free_port()
+        say(f"starting Argo {CONTROLLER}")
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.workdir),
+            "LEADER_ELECTION_DISABLE": "true",
+            # Argo's own local dev mode requeues every second; the default (10s) only slows tests down.
+            "DEFAULT_REQUEUE_TIME": "1s",
+            "WF_HEALTH_ADDR": f"{processes.LOOPBACK}:{port}",
+        }
+        argv = [
+            str(binary),
+            "--kubeconfig", str(self.kubeconfig),
+            "--namespace", CONTROLLER_NAMESPACE,
+            "--executor-image", EXECUTOR_IMAGE,
+            "--configmap", "workflow-controller-configmap",
+            *CONTROLLER_ARGS,
+        ]
+        processes.start(argv, env=env, log_file=self.controller_log, pid_file=self.controller_pid_file, cwd=self.workdir)
+        return port
+
+    # ---- stop --------------------------------------------------------------------------------------
+    def stop_all(self, extra: Sequence[tuple[str, Path, Path]], say: Say) -> None:
+        """Stop `extra` (name, pid file, binary: our own processes, dependents of the control plane), then
+        the control plane, dependents first."""
+        for name, pid_file, binary in extra:
+            pid = processes.read_pid(pid_file)
+            if pid:
+                say(f"stopping {name} (pid {pid})")
+                # Their state lives in the API server, so a short grace is safe; on SIGTERM Argo otherwise
+                # spends ~10s draining queues that nobody will read.
+                processes.stop(pid, binary, grace_seconds=2)
+        if not self.exists():
+            return
+        by_name = {c["name"]: c for c in self._kwok_components()}
+        order = [n for n in STOP_ORDER if n in by_name] + [n for n in by_name if n not in STOP_ORDER]
+        for name in order:
+            comp = by_name[name]
+            pid = processes.read_pid(self._pid_file(comp))
+            if pid:
+                say(f"stopping {name} (pid {pid})")
+                processes.stop(pid, Path(comp["binary"]))
+
+
+def accepts_connections(port: int) -> bool:
+    try:
+        with socket.create_connection((processes.LOOPBACK, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def serving_port(ports: list[dict[str, Any]]) -> int | None:
+    """The port clients use (etcd also lists its peer port)."""
+    ordered = sorted(ports, key=lambda p: p.get("name") not in ("https", "http"))
+    for port in ordered:
+        value = port.get("hostPort") or port.get("port")
+        if value:
+            return int(value)
+    return None
+
+
+_SIMULATED_LOG = (
+    "1970-01-01T00:00:00.000000000Z stdout F [wf local cluster] this container is simulated by kwok: "
+    "no process ran.\n"
+    "1970-01-01T00:00:00.000000000Z stdout F [wf local cluster] its status (exit code, duration) comes from "
+    "the pod's sim.wf.dev/* annotations.\n"
+)
+
+
+def wait_api_ready(kubeconfig_path: Path, timeout: float, say: Say) -> None:
+    """Wait until the API server answers /readyz with our credentials."""
+    from kubernetes import config as kconfig
+
+    say("waiting for the API server")
+    api_client = kconfig.new_client_from_config(config_file=str(kubeconfig_path))
+    deadline = time.monotonic() + timeout
+    last = ""
+    try:
+        while time.monotonic() < deadline:
+            try:
+                api_client.call_api("/readyz", "GET", auth_settings=["BearerToken"], _preload_content=False, _request_timeout=5)
+                return
+            except Exception as exc:  # connection refused, 500 while starting: keep polling
+                last = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            time.sleep(0.3)
+    finally:
+        api_client.close()
+    raise ClusterError(f"API server not ready after {timeout:.0f}s: {last}")
+
+
+def wait_workloads_ready(
+    kubeconfig_path: Path, controller_port: int, namespaces: Sequence[str], timeout: float, say: Say
+) -> None:
+    """Nodes Ready (kwok), the workflow namespaces' service accounts (controller-manager), Argo healthy."""
+    import urllib.request
+
+    from kubernetes import client as kclient
+    from kubernetes import config as kconfig
+
+    say("waiting for nodes, service accounts and the workflow controller")
+    api_client = kconfig.new_client_from_config(config_file=str(kubeconfig_path))
+    core = kclient.CoreV1Api(api_client)
+    deadline = time.monotonic() + timeout
+    waiting = ""
+    try:
+        while time.monotonic() < deadline:
+            not_ready = [
+                n.metadata.name
+                for n in core.list_node().items
+                if not any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))
+            ]
+            # The controller-manager creates each namespace's `default` account; pods need it to exist.
+            missing = [
+                f"{ns}/{name}"
+                for ns in namespaces
+                for name in sorted({"default", "wf-workflow"} - _accounts(core, ns))
+            ]
+            try:
+                with urllib.request.urlopen(f"http://{processes.LOOPBACK}:{controller_port}/healthz", timeout=2) as r:
+                    healthy = r.status == 200
+            except OSError:
+                healthy = False
+            if not not_ready and not missing and healthy:
+                return
+            waiting = f"nodes not ready: {len(not_ready)}; missing service accounts: {missing}; controller healthy: {healthy}"
+            time.sleep(0.3)
+    finally:
+        api_client.close()
+    raise ClusterError(f"cluster not ready after {timeout:.0f}s ({waiting})")
+
+
+def _accounts(core: Any, namespace: str) -> set[str]:
+    return {sa.metadata.name for sa in core.list_namespaced_service_account(namespace).items}
