@@ -12,8 +12,10 @@ What it does, in order:
 3. Runs `wf submit DIR --watch --plain` as a child process (the real CLI) and, while it runs, a Spot storm:
    at --storm-at seconds a fraction of the cpu Spot nodes vanish without a drain (Node deleted: the pod
    garbage collector fails their pods), --wave-gap seconds later a second wave is drained gracefully (cordon,
-   evict every pod, delete the node). Reclaimed nodes come back --replace-after seconds later, as an
-   autoscaler would bring new capacity (here: the same simulated nodes recreated by this script).
+   evict every pod, delete the node). Reclaimed capacity comes back through Karpenter's kwok provider
+   (`--replace karpenter`, default: the cluster runs wf's NodePools beside the fixed nodes, and the retried
+   pods that no longer fit make it provision nodes), or `--replace recreate`: the same simulated nodes are
+   recreated by this script --replace-after seconds later (no autoscaler needed).
 4. Prints: workflows Succeeded / not Succeeded, interrupted attempts and how each was retried, the wall time
    from first submit to last completion against the day's critical path, peak memory (VmHWM) and CPU seconds
    of every cluster process and of the wf child, and wf's API requests by method. `--json FILE` writes it all.
@@ -91,6 +93,7 @@ class Options:
     drain_fraction: float
     wave_gap: float
     replace_after: float
+    replace: str
     timeout: float
     keep: bool
     json_out: Path | None
@@ -192,13 +195,15 @@ class Storm:
         for name in first:
             _ignore_missing(core.delete_node, name)
         self.vanished = first
-        threading.Thread(target=self._replace, args=(core, first), daemon=True).start()
+        if self.opts.replace == "recreate":
+            threading.Thread(target=self._replace, args=(core, first), daemon=True).start()
         time.sleep(self.opts.wave_gap)
         self.say(f"wave 2: {len(second)} cpu Spot nodes drained gracefully (cordon, evict, delete)")
         for name in second:
             self._drain(core, name)
         self.drained = second
-        self._replace(core, second)
+        if self.opts.replace == "recreate":
+            self._replace(core, second)
 
     def _drain(self, core: Any, name: str) -> None:
         from kubernetes import client
@@ -286,7 +291,8 @@ def run(opts: Options) -> dict[str, Any]:
         print(f"[cluster] {msg}", file=sys.stderr, flush=True)
 
     up_started = time.monotonic()
-    state = cluster.up(nodes_per_group=opts.nodes_per_group, say=say, timeout=900)
+    autoscaler = "karpenter" if opts.replace == "karpenter" else None
+    state = cluster.up(nodes_per_group=opts.nodes_per_group, say=say, timeout=900, autoscaler=autoscaler)
     up_seconds = time.monotonic() - up_started
     catalog = load_catalog(cluster.catalog_file)
     replacements = {m["metadata"]["name"]: m for m in node_manifests(catalog, opts.nodes_per_group)}
@@ -332,6 +338,10 @@ def run(opts: Options) -> dict[str, Any]:
         tail = child_log.read_text().splitlines()[-15:]
         child_stats = json.loads(child_report.read_text()) if child_report.is_file() else {}
     items = custom.list_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, label_selector=f"{BENCH_LABEL}={run_id}")["items"]
+    provisioned: Counter[str] = Counter()
+    if autoscaler:
+        claims = custom.list_cluster_custom_object("karpenter.sh", "v1", "nodeclaims")["items"]
+        provisioned = Counter(c["metadata"]["labels"].get("karpenter.sh/nodepool", "?") for c in claims)
     api.close()
     phases = Counter((w.get("status") or {}).get("phase") or "Pending" for w in items)
     created = [t for w in items if (t := _time(w["metadata"].get("creationTimestamp")))]
@@ -346,7 +356,8 @@ def run(opts: Options) -> dict[str, Any]:
         workflows=len(items), phases=dict(phases), lost=len(items) - phases.get("Succeeded", 0),
         wf_exit_code=rc, wall_seconds=round(wall) if wall else None, critical_path_seconds=opts.critical_path,
         ratio=round(wall / opts.critical_path, 2) if wall else None,
-        storm={"vanished": len(storm.vanished), "drained": len(storm.drained), "evictions": storm.evicted, "log": storm.log},
+        storm={"vanished": len(storm.vanished), "drained": len(storm.drained), "evictions": storm.evicted, "log": storm.log,
+               "replaced_by": opts.replace, "karpenter_nodes_at_end": dict(provisioned)},
         interrupted_attempts=[{"message": m, "outcome": o, "count": n} for (m, o), n in retried.most_common()],
         processes={n: {"peak_mib": round(sampler.peak_kib.get(n, 0) / 1024),
                        "cpu_seconds": round(sampler.cpu_last.get(n, 0) - sampler.cpu_start.get(n, 0), 1)}
@@ -364,7 +375,9 @@ def report(r: dict[str, Any]) -> None:
     print(f"day: {r['wall_seconds']}s from first submit to last completion; critical path {r['critical_path_seconds']}s "
           f"-> {r['ratio']}x (goal <= 5x)")
     s = r["storm"]
-    print(f"storm: {s['vanished']} nodes vanished, {s['drained']} drained ({s['evictions']} evictions)")
+    print(f"storm: {s['vanished']} nodes vanished, {s['drained']} drained ({s['evictions']} evictions); "
+          f"replaced by {s['replaced_by']}" + (f", Karpenter nodes at the end: {s['karpenter_nodes_at_end']}"
+                                              if s["replaced_by"] == "karpenter" else ""))
     print("interrupted attempts:" if r["interrupted_attempts"] else "interrupted attempts: none")
     for item in r["interrupted_attempts"]:
         print(f"  {item['count']:5d}  {item['outcome']:<30}  {item['message']}")
@@ -389,7 +402,9 @@ def main() -> None:
     p.add_argument("--storm-fraction", type=float, default=0.2, help="cpu Spot nodes that vanish (wave 1)")
     p.add_argument("--drain-fraction", type=float, default=0.1, help="cpu Spot nodes drained (wave 2)")
     p.add_argument("--wave-gap", type=float, default=60.0)
-    p.add_argument("--replace-after", type=float, default=30.0, help="seconds until reclaimed nodes come back")
+    p.add_argument("--replace", choices=("karpenter", "recreate"), default="karpenter",
+                   help="who brings capacity back: Karpenter's kwok provider, or this script recreating the nodes")
+    p.add_argument("--replace-after", type=float, default=30.0, help="with --replace recreate: seconds until nodes return")
     p.add_argument("--timeout", type=float, default=3600.0, help="give up on the day after this many seconds")
     p.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
     p.add_argument("--json", dest="json_out", type=Path, help="also write the results here")

@@ -89,6 +89,8 @@ class Component:
     toolchain: str | None = None
     # Built only when asked for by name (by `build` or by a cluster that uses it), not by a plain `build`.
     optional: bool = False
+    # Files of the module kept beside the binaries (e.g. CRDs the command needs installed), by module path.
+    assets: tuple[str, ...] = ()
 
     @property
     def binaries(self) -> tuple[str, ...]:
@@ -103,8 +105,13 @@ class Component:
     def log_file(self, cache: Path) -> Path:
         return cache / "src" / self.name / f"{self.version}.build.log"
 
+    def assets_dir(self, cache: Path) -> Path:
+        return cache / self.name / self.version / "assets"
+
     def is_built(self, cache: Path) -> bool:
-        return all((self.bin_dir(cache) / b).is_file() for b in self.binaries)
+        return all((self.bin_dir(cache) / b).is_file() for b in self.binaries) and all(
+            (self.assets_dir(cache) / Path(a).name).is_file() for a in self.assets
+        )
 
 
 def _k8s_ldflags(version: str) -> tuple[str, ...]:
@@ -182,6 +189,11 @@ def components() -> list[Component]:
             names=("karpenter-kwok",),
             toolchain=KARPENTER_GO,
             optional=True,
+            assets=(
+                "kwok/charts/crds/karpenter.sh_nodepools.yaml",
+                "kwok/charts/crds/karpenter.sh_nodeclaims.yaml",
+                "kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml",
+            ),
         ),
     ]
 
@@ -301,6 +313,11 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
         argv = [go, "build", "-ldflags", ldflags, "-o", output, *comp.packages]
         run("compile", argv)
         # Move into place only when every binary exists, so an interrupted build is never taken as done.
+        if comp.assets:
+            assets = comp.assets_dir(cache)
+            assets.mkdir(parents=True, exist_ok=True)
+            for asset in comp.assets:
+                shutil.copyfile(Path(info["Dir"]) / asset, assets / Path(asset).name)
         final = comp.bin_dir(cache)
         final.mkdir(parents=True, exist_ok=True)
         for name in comp.binaries:

@@ -128,6 +128,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         catalog: Annotated[Path | None, typer.Option("--catalog", help="Catalog file [default: as before, else WF_CATALOG or eksctl/catalog.yaml].")] = None,
         runtime: Annotated[Runtime, typer.Option("--runtime", help="kwok (processes, default) or kind (needs Docker).")] = Runtime.kwok,
+        autoscaler: Annotated[str | None, typer.Option("--autoscaler", help="karpenter: nodes provisioned on demand by Karpenter's kwok provider from wf's NodePools, instead of a fixed count [default: as before, else none].")] = None,
     ) -> None:
         """Start the local cluster (or repair a dead component of a running one) and merge its context."""
         from rich.console import Console
@@ -155,6 +156,7 @@ def register(app: typer.Typer) -> None:
                 merge_into=user_kubeconfig_path(),
                 say=lambda msg: console.print(msg, highlight=False),
                 build_progress=progress,
+                autoscaler=autoscaler,
             )
         )
         console.print(

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wf.cluster import build, kubeconfig
+from wf.cluster import build, karpenter_kwok, kubeconfig, processes
 from wf.cluster.install import WORKFLOW_NAMESPACE
 from wf.cluster.supervise import (
     CONTROLLER,
@@ -53,6 +53,7 @@ class ClusterState:
     controller_health_port: int
     nodes_per_group: int
     namespaces: list[str]  # where workflows may run; the first is the context's namespace
+    autoscaler: str | None = None  # "karpenter": nodes come from Karpenter's kwok provider
 
 
 def data_home() -> Path:
@@ -98,7 +99,20 @@ class LocalCluster:
         if not self.exists():
             return []
         state = self.state()
-        return [*self.supervisor.control_plane(), self.supervisor.controller(state.controller_health_port if state else None)]
+        out = [*self.supervisor.control_plane(), self.supervisor.controller(state.controller_health_port if state else None)]
+        if state and state.autoscaler:
+            out.append(self._autoscaler_status())
+        return out
+
+    def _autoscaler_status(self) -> ComponentStatus:
+        pid = processes.read_pid(karpenter_kwok.pid_file(self.workdir))
+        return ComponentStatus(
+            name=karpenter_kwok.NAME,
+            pid=pid,
+            port=None,
+            log=str(karpenter_kwok.log_file(self.workdir)),
+            running=processes.is_running(pid, build.binary_path(karpenter_kwok.BINARY)),
+        )
 
     # ---- up ----------------------------------------------------------------------------------------
     def up(
@@ -111,15 +125,20 @@ class LocalCluster:
         say: Say = lambda _: None,
         build_progress: build.Progress | None = None,
         timeout: float = 180.0,
+        autoscaler: str | None = None,
     ) -> ClusterState:
         """Create the cluster, or repair a dead component of an existing one; then make sure the platform
         objects, nodes and the controller are there. Idempotent: on an existing cluster, what is not given
         stays as it was (node count, catalog) and namespaces are only ever added."""
-        from wf.cluster.install import install
+        from wf.cluster.install import apply_objects, install
 
         previous = self.state()
+        autoscaler = autoscaler or (previous.autoscaler if previous else None)
+        if autoscaler not in (None, karpenter_kwok.NAME):
+            raise InputError(f"--autoscaler {autoscaler}: the local cluster offers only {karpenter_kwok.NAME}")
         if nodes_per_group is None:
-            nodes_per_group = previous.nodes_per_group if previous else 1
+            # With an autoscaler, nodes come when pods need them.
+            nodes_per_group = previous.nodes_per_group if previous else (0 if autoscaler else 1)
         if nodes_per_group < 0:
             raise InputError("--nodes-per-group must be 0 or more")
         namespaces = list(dict.fromkeys([WORKFLOW_NAMESPACE, *(previous.namespaces if previous else ()), *namespaces]))
@@ -128,6 +147,8 @@ class LocalCluster:
             raise InputError(f"namespace(s) {', '.join(bad)}: must be DNS-1123 labels (lower-case, digits, '-')")
         catalog = self._catalog(catalog_path)  # a bad catalog fails before anything starts
         build.build_all(progress=build_progress)
+        if autoscaler:
+            build.build_all([autoscaler], progress=build_progress)
         self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.catalog_file.write_text(catalog.to_yaml())
         if self.exists():
@@ -139,6 +160,11 @@ class LocalCluster:
         say("installing Argo CRDs, RBAC, catalog and simulated nodes")
         install(self.kubeconfig, catalog, nodes_per_group, namespaces)
         port = self.supervisor.ensure_controller(previous.controller_health_port if previous else None, say)
+        if autoscaler:
+            say("installing Karpenter's CRDs and wf's NodePools; starting Karpenter's kwok provider")
+            apply_objects(self.kubeconfig, karpenter_kwok.objects(catalog))
+            if not self._autoscaler_status().running:
+                karpenter_kwok.start(self.workdir, self.kubeconfig, catalog)
         state = ClusterState(
             name=self.name,
             context=context_name(self.name),
@@ -148,6 +174,7 @@ class LocalCluster:
             controller_health_port=port,
             nodes_per_group=nodes_per_group,
             namespaces=namespaces,
+            autoscaler=autoscaler,
         )
         self._save_state(state)
         wait_workloads_ready(self.kubeconfig, port, namespaces, timeout, say)
@@ -180,7 +207,11 @@ class LocalCluster:
             return
         state = self.state()
         self.supervisor.stop_all(
-            [(CONTROLLER, self.supervisor.controller_pid_file, build.binary_path(CONTROLLER))], say
+            [
+                (karpenter_kwok.NAME, karpenter_kwok.pid_file(self.workdir), build.binary_path(karpenter_kwok.BINARY)),
+                (CONTROLLER, self.supervisor.controller_pid_file, build.binary_path(CONTROLLER)),
+            ],
+            say,
         )
         if state and state.merged_into:
             kubeconfig.remove(state.context, Path(state.merged_into))
