@@ -87,6 +87,7 @@ class Options:
     shards: int
     prepare_seconds: int
     shard_seconds: int
+    shard_cpu: str
     train_seconds: int
     storm_at: float
     storm_fraction: float
@@ -108,7 +109,7 @@ def job_spec(index: int, opts: Options, run: str) -> dict[str, Any]:
     gaudi = index % 2 == 0
     shards = [
         {"name": f"shard-{k}", "needs": ["prepare"], "command": ["python", "shard.py", str(k)], "capacity": "spot",
-         "resources": {"cpu": 2, "memory": "8Gi"}, "annotations": {SIM_DURATION: f"{opts.shard_seconds}s"}}
+         "resources": {"cpu": opts.shard_cpu, "memory": "8Gi"}, "annotations": {SIM_DURATION: f"{opts.shard_seconds}s"}}
         for k in range(opts.shards)
     ]
     train: dict[str, Any] = {
@@ -397,6 +398,9 @@ def main() -> None:
     p.add_argument("--shards", type=int, default=30)
     p.add_argument("--prepare-seconds", type=int, default=10)
     p.add_argument("--shard-seconds", type=int, default=60)
+    p.add_argument("--shard-cpu", default="1500m",
+                   help="10 shards fill a cpu node: at the defaults the shards just fit the cpu Spot nodes, so "
+                        "what the storm takes away must come back for the day to end soon")
     p.add_argument("--train-seconds", type=int, default=30)
     p.add_argument("--storm-at", type=float, default=100.0, help="seconds after the first submit")
     p.add_argument("--storm-fraction", type=float, default=0.2, help="cpu Spot nodes that vanish (wave 1)")

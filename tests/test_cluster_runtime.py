@@ -145,3 +145,19 @@ def test_bad_namespace_is_an_input_error_before_anything_starts(tmp_path: Path) 
     with pytest.raises(InputError, match="Bad_NS"):
         cluster.up(namespaces=["Bad_NS"])
     assert not cluster.workdir.exists()
+
+
+def test_eks_tuning_patches_cover_the_local_controller_knobs() -> None:
+    from wf.cluster.supervise import CONTROLLER_ARGS
+
+    eks = manifests_dir() / "eks"
+    [deployment] = [d for d in yaml.safe_load_all((eks / "workflow-controller-deployment-patch.yaml").read_text()) if d]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["name"] == "workflow-controller"  # the upstream Deployment's container
+    eks_flags = {arg.split("=", 1)[0] for arg in container["args"]}
+    local_flags = {arg for arg in CONTROLLER_ARGS if arg.startswith("--")}
+    assert local_flags <= eks_flags  # the same knobs, sized for each cluster
+    [configmap] = [d for d in yaml.safe_load_all((eks / "workflow-controller-configmap-patch.yaml").read_text()) if d]
+    rate = yaml.safe_load(configmap["data"]["resourceRateLimit"])
+    assert rate["limit"] > 0 and rate["burst"] >= rate["limit"]
+    assert yaml.safe_load(configmap["data"]["nodeEvents"]) == {"enabled": False}
