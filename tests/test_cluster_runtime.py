@@ -12,9 +12,15 @@ import pytest
 import yaml
 
 from wf.cluster import processes
-from wf.cluster.install import MANIFEST_FILES, manifests_dir, platform_manifests, workflow_namespace_manifests
+from wf.cluster.install import (
+    MANIFEST_FILES,
+    manifests_dir,
+    platform_manifests,
+    workflow_namespace_manifests,
+)
 from wf.cluster.runtime import LocalCluster
-from wf.cluster.supervise import KWOK_OPTIONS, STAGES_FILE, TUNING, serving_port
+from wf.cluster.supervise import STAGES_FILE, serving_port
+from wf.cluster.tuning import KWOK_OPTIONS, TUNING
 from wf.errors import InputError
 from wf.labels import SIM_DURATION, SIM_EXIT_CODE
 
@@ -148,7 +154,7 @@ def test_bad_namespace_is_an_input_error_before_anything_starts(tmp_path: Path) 
 
 
 def test_eks_tuning_patches_cover_the_local_controller_knobs() -> None:
-    from wf.cluster.supervise import CONTROLLER_ARGS
+    from wf.cluster.tuning import CONTROLLER_ARGS
 
     eks = manifests_dir() / "eks"
     [deployment] = [d for d in yaml.safe_load_all((eks / "workflow-controller-deployment-patch.yaml").read_text()) if d]

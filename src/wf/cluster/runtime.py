@@ -26,14 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from wf.cluster import build, karpenter_kwok, kubeconfig, processes
 from wf.cluster.install import WORKFLOW_NAMESPACE
-from wf.cluster.supervise import (
-    CONTROLLER,
-    ComponentStatus,
-    Say,
-    Supervisor,
-    wait_api_ready,
-    wait_workloads_ready,
-)
+from wf.cluster.readiness import wait_api_ready, wait_workloads_ready
+from wf.cluster.supervise import CONTROLLER, ComponentStatus, Say, Supervisor
 from wf.errors import InputError
 
 if TYPE_CHECKING:

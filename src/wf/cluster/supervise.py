@@ -7,8 +7,7 @@ components through `kwokctl start cluster` (which starts only what is not runnin
 workflow-controller (and, on request, Karpenter's kwok provider) ourselves, and stop every process by pid,
 so exactly what was started is stopped.
 
-The flags in TUNING let the simulated cluster keep up with thousands of nodes and pods on two cores; each
-value says why.
+The flags come from wf.cluster.tuning (sized for thousands of nodes and pods on two cores).
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ import yaml
 
 from wf.cluster import build, processes
 from wf.cluster.install import CONTROLLER_NAMESPACE
+from wf.cluster.tuning import CONTROLLER_ARGS, KWOK_OPTIONS, TUNING
 from wf.errors import ClusterError
 
 Say = Callable[[str], None]
@@ -43,53 +43,6 @@ _PORT_OPTIONS = (
     "kubeApiserverPort", "etcdPort", "etcdPeerPort", "kubeControllerManagerPort", "kubeSchedulerPort",
     "kwokControllerPort",
 )
-
-# Extra flags per control-plane component, sized for ~3,200 nodes and ~10,000 pods on two cores. Every
-# flag was checked against the `--help` of the pinned binaries.
-TUNING: dict[str, dict[str, str]] = {
-    "kube-apiserver": {
-        # Defaults 400/200. With priority and fairness on (default) their sum is the server's whole
-        # concurrency: Argo, the scheduler, kwok and wf together exceed 600 in flight during a storm, and
-        # requests rejected with 429 are retried later, which only slows the day down.
-        "max-requests-inflight": "800",
-        "max-mutating-requests-inflight": "400",
-    },
-    "kube-scheduler": {
-        # Default 50/100: binding 8,000 pods would take minutes of client-side throttling alone.
-        "kube-api-qps": "500",
-        "kube-api-burst": "1000",
-    },
-    "kube-controller-manager": {
-        # Default 20/30: the pod garbage collector deletes the pods of a vanished node one request each,
-        # and the node lifecycle controller updates every node; 150 vanished nodes must not queue minutes.
-        "kube-api-qps": "200",
-        "kube-api-burst": "400",
-    },
-}
-
-# kwok-controller's KwokConfiguration (the simulated kubelets). Defaults: 4 workers each, 1 pod syncer.
-KWOK_OPTIONS: dict[str, int] = {
-    # Pods move Pending -> Running -> Succeeded by these workers; at 4, thousands of bound pods wait.
-    "podPlayStageParallelism": 16,
-    # Nodes only change on create and heartbeat; a few more workers for a 3,200-node start and storms.
-    "nodePlayStageParallelism": 8,
-    # Leases renew every lease duration / 4 (kwokctl's heartbeatFactor 5 makes it 200 s, so ~64/s at
-    # 3,200 nodes); 8 workers keep that from falling behind on a busy machine.
-    "nodeLeaseParallelism": 8,
-    "podsOnNodeSyncParallelism": 4,
-}
-
-# Argo's workflow-controller locally: the same reasoning as manifests/workflow-controller-deployment-patch.yaml
-# for a real cluster, sized for a loopback API server.
-CONTROLLER_ARGS = (
-    # Default 20/30: each pod costs Argo several requests (create, label patches, cleanup), so at 8,000 pods
-    # the client limiter alone stretched a two-minute day past 25 minutes.
-    "--qps", "200",
-    "--burst", "300",
-    # Default 4: completed pods are labelled and deleted by these workers.
-    "--pod-cleanup-workers", "8",
-)
-
 
 @dataclass(frozen=True)
 class ComponentStatus:
@@ -336,69 +289,3 @@ _SIMULATED_LOG = (
     "1970-01-01T00:00:00.000000000Z stdout F [wf local cluster] its status (exit code, duration) comes from "
     "the pod's sim.wf.dev/* annotations.\n"
 )
-
-
-def wait_api_ready(kubeconfig_path: Path, timeout: float, say: Say) -> None:
-    """Wait until the API server answers /readyz with our credentials."""
-    from kubernetes import config as kconfig
-
-    say("waiting for the API server")
-    api_client = kconfig.new_client_from_config(config_file=str(kubeconfig_path))
-    deadline = time.monotonic() + timeout
-    last = ""
-    try:
-        while time.monotonic() < deadline:
-            try:
-                api_client.call_api("/readyz", "GET", auth_settings=["BearerToken"], _preload_content=False, _request_timeout=5)
-                return
-            except Exception as exc:  # connection refused, 500 while starting: keep polling
-                last = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            time.sleep(0.3)
-    finally:
-        api_client.close()
-    raise ClusterError(f"API server not ready after {timeout:.0f}s: {last}")
-
-
-def wait_workloads_ready(
-    kubeconfig_path: Path, controller_port: int, namespaces: Sequence[str], timeout: float, say: Say
-) -> None:
-    """Nodes Ready (kwok), the workflow namespaces' service accounts (controller-manager), Argo healthy."""
-    import urllib.request
-
-    from kubernetes import client as kclient
-    from kubernetes import config as kconfig
-
-    say("waiting for nodes, service accounts and the workflow controller")
-    api_client = kconfig.new_client_from_config(config_file=str(kubeconfig_path))
-    core = kclient.CoreV1Api(api_client)
-    deadline = time.monotonic() + timeout
-    waiting = ""
-    try:
-        while time.monotonic() < deadline:
-            not_ready = [
-                n.metadata.name
-                for n in core.list_node().items
-                if not any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))
-            ]
-            # The controller-manager creates each namespace's `default` account; pods need it to exist.
-            missing = [
-                f"{ns}/{name}"
-                for ns in namespaces
-                for name in sorted({"default", "wf-workflow"} - _accounts(core, ns))
-            ]
-            try:
-                with urllib.request.urlopen(f"http://{processes.LOOPBACK}:{controller_port}/healthz", timeout=2) as r:
-                    healthy = r.status == 200
-            except OSError:
-                healthy = False
-            if not not_ready and not missing and healthy:
-                return
-            waiting = f"nodes not ready: {len(not_ready)}; missing service accounts: {missing}; controller healthy: {healthy}"
-            time.sleep(0.3)
-    finally:
-        api_client.close()
-    raise ClusterError(f"cluster not ready after {timeout:.0f}s ({waiting})")
-
-
-def _accounts(core: Any, namespace: str) -> set[str]:
-    return {sa.metadata.name for sa in core.list_namespaced_service_account(namespace).items}
