@@ -291,82 +291,84 @@ def run(opts: Options) -> dict[str, Any]:
     def say(msg: str) -> None:
         print(f"[cluster] {msg}", file=sys.stderr, flush=True)
 
-    up_started = time.monotonic()
-    autoscaler = "karpenter" if opts.replace == "karpenter" else None
-    state = cluster.up(nodes_per_group=opts.nodes_per_group, say=say, timeout=900, autoscaler=autoscaler)
-    up_seconds = time.monotonic() - up_started
-    catalog = load_catalog(cluster.catalog_file)
-    replacements = {m["metadata"]["name"]: m for m in node_manifests(catalog, opts.nodes_per_group)}
-    api = kconfig.new_client_from_config(config_file=state.kubeconfig)
-    custom = client.CustomObjectsApi(api)
-    custom.delete_collection_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, label_selector=BENCH_LABEL)
-    run_id = time.strftime("%Y%m%d%H%M%S")
-    result: dict[str, Any] = {"options": {k: str(v) for k, v in vars(opts).items()}, "nodes": len(replacements),
-                              "up_seconds": round(up_seconds)}
-    with tempfile.TemporaryDirectory(prefix="wf-scale-") as tmp:
-        jobs = Path(tmp) / "jobs"
-        jobs.mkdir()
-        for i in range(opts.workflows):
-            (jobs / f"day-{i:04d}.yaml").write_text(yaml.safe_dump(job_spec(i, opts, run_id), sort_keys=False))
-        child_report = Path(tmp) / "wf-child.json"
-        pids = {c.name: c.pid for c in cluster.status() if c.pid}
-        src = str(Path(__import__("wf").__file__).resolve().parents[1])
-        env = {**os.environ, "PYTHONPATH": src}
-        argv = [sys.executable, "-c", _CHILD, str(child_report), "submit", str(jobs), "--watch", "--plain",
-                "--kubeconfig", state.kubeconfig, "--context", state.context]
-        print(f"[bench] submitting {opts.workflows} workflows ({opts.workflows * (opts.shards + 2)} pods) "
-              f"on {len(replacements)} nodes; critical path {opts.critical_path}s", file=sys.stderr, flush=True)
-        started = time.monotonic()
-        child_log = Path(tmp) / "wf-child.log"
-        with child_log.open("w") as log:
-            child = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            pids["wf submit --watch"] = child.pid
-            sampler = Sampler(pids)
-            sampler.read()
-            threading.Thread(target=sampler.run, daemon=True).start()
-            storm = Storm(api, opts, replacements)
-            storm_thread = threading.Thread(target=storm.run, args=(started,), daemon=True)
-            storm_thread.start()
-            try:
-                rc = child.wait(timeout=opts.timeout)
-            except subprocess.TimeoutExpired:
-                child.terminate()
-                rc = child.wait(timeout=30)
-                print(f"[bench] the day did not end within {opts.timeout:.0f}s", file=sys.stderr)
-            storm_thread.join(timeout=opts.replace_after + 60)
-            sampler.stop.set()
-            sampler.read()
-        tail = child_log.read_text().splitlines()[-15:]
-        child_stats = json.loads(child_report.read_text()) if child_report.is_file() else {}
-    items = custom.list_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, label_selector=f"{BENCH_LABEL}={run_id}")["items"]
-    provisioned: Counter[str] = Counter()
-    if autoscaler:
-        claims = custom.list_cluster_custom_object("karpenter.sh", "v1", "nodeclaims")["items"]
-        provisioned = Counter(c["metadata"]["labels"].get("karpenter.sh/nodepool", "?") for c in claims)
-    api.close()
-    phases = Counter((w.get("status") or {}).get("phase") or "Pending" for w in items)
-    created = [t for w in items if (t := _time(w["metadata"].get("creationTimestamp")))]
-    finished = [t for w in items if (t := _time((w.get("status") or {}).get("finishedAt")))]
-    wall = (max(finished) - min(created)) if created and finished else None
-    retried = interruptions(items)
-    if child_stats:
-        sampler.peak_kib["wf submit --watch"] = child_stats["peak_rss_kib"]
-        sampler.cpu_last["wf submit --watch"] = child_stats["cpu_seconds"]
-        sampler.cpu_start["wf submit --watch"] = 0.0
-    result.update(
-        workflows=len(items), phases=dict(phases), lost=len(items) - phases.get("Succeeded", 0),
-        wf_exit_code=rc, wall_seconds=round(wall) if wall else None, critical_path_seconds=opts.critical_path,
-        ratio=round(wall / opts.critical_path, 2) if wall else None,
-        storm={"vanished": len(storm.vanished), "drained": len(storm.drained), "evictions": storm.evicted, "log": storm.log,
-               "replaced_by": opts.replace, "karpenter_nodes_at_end": dict(provisioned)},
-        interrupted_attempts=[{"message": m, "outcome": o, "count": n} for (m, o), n in retried.most_common()],
-        processes={n: {"peak_mib": round(sampler.peak_kib.get(n, 0) / 1024),
-                       "cpu_seconds": round(sampler.cpu_last.get(n, 0) - sampler.cpu_start.get(n, 0), 1)}
-                   for n in pids},
-        wf_requests=child_stats.get("requests", {}), wf_output_tail=tail,
-    )
-    if not opts.keep:
-        cluster.down(say=say)
+    try:
+        up_started = time.monotonic()
+        autoscaler = "karpenter" if opts.replace == "karpenter" else None
+        state = cluster.up(nodes_per_group=opts.nodes_per_group, say=say, timeout=900, autoscaler=autoscaler)
+        up_seconds = time.monotonic() - up_started
+        catalog = load_catalog(cluster.catalog_file)
+        replacements = {m["metadata"]["name"]: m for m in node_manifests(catalog, opts.nodes_per_group)}
+        api = kconfig.new_client_from_config(config_file=state.kubeconfig)
+        custom = client.CustomObjectsApi(api)
+        custom.delete_collection_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, label_selector=BENCH_LABEL)
+        run_id = time.strftime("%Y%m%d%H%M%S")
+        result: dict[str, Any] = {"options": {k: str(v) for k, v in vars(opts).items()}, "nodes": len(replacements),
+                                  "up_seconds": round(up_seconds)}
+        with tempfile.TemporaryDirectory(prefix="wf-scale-") as tmp:
+            jobs = Path(tmp) / "jobs"
+            jobs.mkdir()
+            for i in range(opts.workflows):
+                (jobs / f"day-{i:04d}.yaml").write_text(yaml.safe_dump(job_spec(i, opts, run_id), sort_keys=False))
+            child_report = Path(tmp) / "wf-child.json"
+            pids = {c.name: c.pid for c in cluster.status() if c.pid}
+            src = str(Path(__import__("wf").__file__).resolve().parents[1])
+            env = {**os.environ, "PYTHONPATH": src}
+            argv = [sys.executable, "-c", _CHILD, str(child_report), "submit", str(jobs), "--watch", "--plain",
+                    "--kubeconfig", state.kubeconfig, "--context", state.context]
+            print(f"[bench] submitting {opts.workflows} workflows ({opts.workflows * (opts.shards + 2)} pods) "
+                  f"on {len(replacements)} nodes; critical path {opts.critical_path}s", file=sys.stderr, flush=True)
+            started = time.monotonic()
+            child_log = Path(tmp) / "wf-child.log"
+            with child_log.open("w") as log:
+                child = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                pids["wf submit --watch"] = child.pid
+                sampler = Sampler(pids)
+                sampler.read()
+                threading.Thread(target=sampler.run, daemon=True).start()
+                storm = Storm(api, opts, replacements)
+                storm_thread = threading.Thread(target=storm.run, args=(started,), daemon=True)
+                storm_thread.start()
+                try:
+                    rc = child.wait(timeout=opts.timeout)
+                except subprocess.TimeoutExpired:
+                    child.terminate()
+                    rc = child.wait(timeout=30)
+                    print(f"[bench] the day did not end within {opts.timeout:.0f}s", file=sys.stderr)
+                storm_thread.join(timeout=opts.replace_after + 60)
+                sampler.stop.set()
+                sampler.read()
+            tail = child_log.read_text().splitlines()[-15:]
+            child_stats = json.loads(child_report.read_text()) if child_report.is_file() else {}
+        items = custom.list_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, label_selector=f"{BENCH_LABEL}={run_id}")["items"]
+        provisioned: Counter[str] = Counter()
+        if autoscaler:
+            claims = custom.list_cluster_custom_object("karpenter.sh", "v1", "nodeclaims")["items"]
+            provisioned = Counter(c["metadata"]["labels"].get("karpenter.sh/nodepool", "?") for c in claims)
+        api.close()
+        phases = Counter((w.get("status") or {}).get("phase") or "Pending" for w in items)
+        created = [t for w in items if (t := _time(w["metadata"].get("creationTimestamp")))]
+        finished = [t for w in items if (t := _time((w.get("status") or {}).get("finishedAt")))]
+        wall = (max(finished) - min(created)) if created and finished else None
+        retried = interruptions(items)
+        if child_stats:
+            sampler.peak_kib["wf submit --watch"] = child_stats["peak_rss_kib"]
+            sampler.cpu_last["wf submit --watch"] = child_stats["cpu_seconds"]
+            sampler.cpu_start["wf submit --watch"] = 0.0
+        result.update(
+            workflows=len(items), phases=dict(phases), lost=len(items) - phases.get("Succeeded", 0),
+            wf_exit_code=rc, wall_seconds=round(wall) if wall else None, critical_path_seconds=opts.critical_path,
+            ratio=round(wall / opts.critical_path, 2) if wall else None,
+            storm={"vanished": len(storm.vanished), "drained": len(storm.drained), "evictions": storm.evicted, "log": storm.log,
+                   "replaced_by": opts.replace, "karpenter_nodes_at_end": dict(provisioned)},
+            interrupted_attempts=[{"message": m, "outcome": o, "count": n} for (m, o), n in retried.most_common()],
+            processes={n: {"peak_mib": round(sampler.peak_kib.get(n, 0) / 1024),
+                           "cpu_seconds": round(sampler.cpu_last.get(n, 0) - sampler.cpu_start.get(n, 0), 1)}
+                       for n in pids},
+            wf_requests=child_stats.get("requests", {}), wf_output_tail=tail,
+        )
+    finally:
+        if not opts.keep:
+            cluster.down(say=say)
     return result
 
 
