@@ -13,16 +13,26 @@ from wf.errors import ClusterError
 Say = Callable[[str], None]
 
 
-def wait_api_ready(kubeconfig_path: Path, timeout: float, say: Say) -> None:
-    """Wait until the API server answers /readyz with our credentials."""
+# How often a wait hands over to `while_waiting` (e.g. restarting a component that exited meanwhile).
+TICK_SECONDS = 2.0
+
+
+def wait_api_ready(
+    kubeconfig_path: Path, timeout: float, say: Say, while_waiting: Callable[[], None] = lambda: None
+) -> None:
+    """Wait until the API server answers /readyz with our credentials, calling `while_waiting` every tick."""
     from kubernetes import config as kconfig
 
     say("waiting for the API server")
     api_client = kconfig.new_client_from_config(config_file=str(kubeconfig_path))
     deadline = time.monotonic() + timeout
     last = ""
+    next_tick = time.monotonic() + TICK_SECONDS
     try:
         while time.monotonic() < deadline:
+            if time.monotonic() >= next_tick:
+                while_waiting()
+                next_tick = time.monotonic() + TICK_SECONDS
             try:
                 api_client.call_api("/readyz", "GET", auth_settings=["BearerToken"], _preload_content=False, _request_timeout=5)
                 return
@@ -35,7 +45,12 @@ def wait_api_ready(kubeconfig_path: Path, timeout: float, say: Say) -> None:
 
 
 def wait_workloads_ready(
-    kubeconfig_path: Path, controller_port: int, namespaces: Sequence[str], timeout: float, say: Say
+    kubeconfig_path: Path,
+    controller_port: int,
+    namespaces: Sequence[str],
+    timeout: float,
+    say: Say,
+    while_waiting: Callable[[], None] = lambda: None,
 ) -> None:
     """Nodes Ready (kwok), the workflow namespaces' service accounts (controller-manager), Argo healthy."""
     import urllib.request
@@ -68,6 +83,7 @@ def wait_workloads_ready(
                 healthy = False
             if not not_ready and not missing and healthy:
                 return
+            while_waiting()
             waiting = f"nodes not ready: {len(not_ready)}; missing service accounts: {missing}; controller healthy: {healthy}"
             time.sleep(0.3)
     finally:

@@ -150,7 +150,7 @@ class LocalCluster:
         else:
             self.supervisor.create(say)
         self._write_kubeconfig()
-        wait_api_ready(self.kubeconfig, timeout, say)
+        wait_api_ready(self.kubeconfig, timeout, say, while_waiting=lambda: self.supervisor.repair(say))
         say("installing Argo CRDs, RBAC, catalog and simulated nodes")
         install(self.kubeconfig, catalog, nodes_per_group, namespaces)
         port = self.supervisor.ensure_controller(previous.controller_health_port if previous else None, say)
@@ -171,7 +171,9 @@ class LocalCluster:
             autoscaler=autoscaler,
         )
         self._save_state(state)
-        wait_workloads_ready(self.kubeconfig, port, namespaces, timeout, say)
+        wait_workloads_ready(
+            self.kubeconfig, port, namespaces, timeout, say, while_waiting=lambda: self.supervisor.repair(say)
+        )
         if merge_into:
             kubeconfig.merge(self._kubeconfig_entry(), merge_into)
             say(f"context {state.context} merged into {merge_into}")

@@ -13,9 +13,7 @@ The flags come from wf.cluster.tuning (sized for thousands of nodes and pods on 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,9 +34,6 @@ EXECUTOR_IMAGE = f"quay.io/argoproj/argoexec:v{build.ARGO_VERSION}"
 STAGES_FILE = Path(__file__).with_name("kwok-stages.yaml")
 # kwokctl's component names in the order processes must stop (dependents first).
 STOP_ORDER = ("kwok-controller", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
-# A component that runs but does not serve is starting or shutting down; kube-apiserver's graceful stop
-# takes about a minute. Past this wait it is hung, and it is stopped and started again.
-SETTLE_SECONDS = 90.0
 _PORT_OPTIONS = (
     "kubeApiserverPort", "etcdPort", "etcdPeerPort", "kubeControllerManagerPort", "kubeSchedulerPort",
     "kwokControllerPort",
@@ -183,10 +178,10 @@ class Supervisor:
         }
         return [kwokctl, kwok, *stages, logs]
 
-    def repair(self, say: Say, settle_seconds: float = SETTLE_SECONDS) -> None:
-        """Start again whatever is dead. A component still shutting down (alive, no longer serving) is
-        waited for until it exits; one that neither serves nor exits within `settle_seconds` is stopped."""
-        self._settle(say, settle_seconds)
+    def repair(self, say: Say) -> None:
+        """Start again whatever is dead. `up` calls this while it waits for the cluster too: a component that
+        was still shutting down when `up` began (a plain `kill` gives kube-apiserver about a minute of graceful
+        stop) counts as running until it exits, and is started again then."""
         dead = [c for c in self.control_plane() if not c.running]
         if not dead:
             return
@@ -196,23 +191,6 @@ class Supervisor:
                 # kwokctl trusts a pid file whose pid answers signal 0 (a zombie does); drop stale ones.
                 self._pid_file(comp).unlink(missing_ok=True)
         self._kwokctl(["start", "cluster", "--name", self.name], say, "restarting " + ", ".join(sorted(names)))
-
-    def _settle(self, say: Say, settle_seconds: float) -> None:
-        silent = [c for c in self.control_plane() if c.running and c.port and not accepts_connections(c.port)]
-        if not silent:
-            return
-        say("waiting for " + ", ".join(c.name for c in silent) + " to finish starting or stopping")
-        deadline = time.monotonic() + settle_seconds
-        while silent and time.monotonic() < deadline:
-            time.sleep(0.5)
-            silent = [
-                c for c in silent if processes.is_running(c.pid) and not (c.port and accepts_connections(c.port))
-            ]
-        binaries = {c["name"]: Path(c["binary"]) for c in self._kwok_components()}
-        for comp in silent:
-            if comp.pid:
-                say(f"stopping {comp.name} (pid {comp.pid}): not serving after {settle_seconds:.0f}s")
-                processes.stop(comp.pid, binaries[comp.name])
 
     # ---- Argo's controller -------------------------------------------------------------------------
     def ensure_controller(self, previous_port: int | None, say: Say) -> int:
@@ -263,14 +241,6 @@ class Supervisor:
             if pid:
                 say(f"stopping {name} (pid {pid})")
                 processes.stop(pid, Path(comp["binary"]))
-
-
-def accepts_connections(port: int) -> bool:
-    try:
-        with socket.create_connection((processes.LOOPBACK, port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 def serving_port(ports: list[dict[str, Any]]) -> int | None:
