@@ -118,7 +118,30 @@ def test_failed_build_names_its_log_and_leaves_no_binary(tmp_path: Path, monkeyp
     assert not kwok.is_built(cache)
 
 
-def _fake_go(tmp_path: Path, fail_on: str = "") -> Path:
+def test_karpenter_is_built_only_when_named_with_its_toolchain_and_crds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = tmp_path / "module"
+    karpenter = next(c for c in build.components() if c.name == "karpenter")
+    for asset in karpenter.assets:
+        (module / asset).parent.mkdir(parents=True, exist_ok=True)
+        (module / asset).write_text(f"# {asset}")
+    monkeypatch.setenv("PATH", str(_fake_go(tmp_path, module_dir=module)))
+    cache = tmp_path / "cache"
+    for comp in build.components():
+        if comp.name != "karpenter":
+            comp.bin_dir(cache).mkdir(parents=True)
+            for name in comp.binaries:
+                (comp.bin_dir(cache) / name).write_text("")
+    assert not any(r.built for r in build.build_all(cache=cache))  # optional: a plain build leaves it out
+    assert not karpenter.is_built(cache)
+    [result] = build.build_all(["karpenter"], cache=cache)
+    assert result.built and karpenter.is_built(cache)
+    assert (karpenter.bin_dir(cache) / "karpenter-kwok").is_file()
+    assert sorted(p.name for p in karpenter.assets_dir(cache).iterdir()) == sorted(Path(a).name for a in karpenter.assets)
+    # Karpenter needs a newer Go than the local one: every go command asked the proxy's toolchain for it.
+    assert set((tmp_path / "toolchain.log").read_text().split()) == {build.KARPENTER_GO}
+
+
+def _fake_go(tmp_path: Path, fail_on: str = "", module_dir: Path = Path("/nonexistent")) -> Path:
     """A `go` that logs its arguments; `build -o DIR/` creates one file per package's last element."""
     bindir = tmp_path / "fakebin"
     bindir.mkdir(exist_ok=True)
@@ -126,18 +149,22 @@ def _fake_go(tmp_path: Path, fail_on: str = "") -> Path:
     script.write_text(
         f"""#!/bin/sh
 echo "$*" >> {tmp_path}/go.log
+echo "$GOTOOLCHAIN" >> {tmp_path}/toolchain.log
 if [ "$1" = "{fail_on}" ]; then echo "simulated compiler error" >&2; exit 1; fi
 if [ "$1" = "mod" ] && [ "$2" = "init" ]; then echo "module $3" > go.mod; fi
-if [ "$1" = "mod" ] && [ "$2" = "download" ]; then echo '{{"Dir": "/nonexistent", "Origin": {{"Hash": "0123456789abcdef"}}}}'; fi
+if [ "$1" = "mod" ] && [ "$2" = "download" ]; then echo '{{"Dir": "{module_dir}", "Origin": {{"Hash": "0123456789abcdef"}}}}'; fi
 if [ "$1" = "build" ]; then
   out=""; prev=""
   for a in "$@"; do
     if [ "$prev" = "-o" ]; then out="$a"; fi
     prev="$a"
   done
-  for a in "$@"; do
-    case "$a" in sigs.k8s.io/*|k8s.io/*|go.etcd.io/*|github.com/*) touch "$out$(basename $a)";; esac
-  done
+  case "$out" in
+    */) for a in "$@"; do
+          case "$a" in sigs.k8s.io/*|k8s.io/*|go.etcd.io/*|github.com/*) touch "$out$(basename $a)";; esac
+        done;;
+    *) touch "$out";;  # one package: -o names the file
+  esac
 fi
 """
     )

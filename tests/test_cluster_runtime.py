@@ -12,8 +12,15 @@ import pytest
 import yaml
 
 from wf.cluster import processes
-from wf.cluster.install import MANIFEST_FILES, manifests_dir, platform_manifests, workflow_namespace_manifests
-from wf.cluster.runtime import STAGES_FILE, LocalCluster, _serving_port
+from wf.cluster.install import (
+    MANIFEST_FILES,
+    manifests_dir,
+    platform_manifests,
+    workflow_namespace_manifests,
+)
+from wf.cluster.runtime import LocalCluster
+from wf.cluster.supervise import STAGES_FILE, serving_port
+from wf.cluster.tuning import KWOK_OPTIONS, TUNING
 from wf.constants import SIM_DURATION, SIM_EXIT_CODE
 from wf.errors import InputError
 
@@ -58,9 +65,9 @@ def test_missing_or_garbage_pid_file_reads_as_none(tmp_path: Path) -> None:
 
 
 def test_serving_port_prefers_the_client_port() -> None:
-    assert _serving_port([{"name": "peer-http", "port": 2}, {"name": "http", "port": 1}]) == 1
-    assert _serving_port([{"name": "https", "port": 5}]) == 5
-    assert _serving_port([]) is None
+    assert serving_port([{"name": "peer-http", "port": 2}, {"name": "http", "port": 1}]) == 1
+    assert serving_port([{"name": "https", "port": 5}]) == 5
+    assert serving_port([]) is None
 
 
 @pytest.mark.parametrize("name", ["", "UPPER", "1abc", "a_b", "a b"])
@@ -72,7 +79,7 @@ def test_cluster_names_are_validated(name: str, tmp_path: Path) -> None:
 def test_kwokctl_config_binds_loopback_on_distinct_ports_with_our_stages_and_logs(tmp_path: Path) -> None:
     cluster = LocalCluster("unit", root=tmp_path)
     cluster.workdir.mkdir(parents=True)
-    docs = cluster._kwokctl_config()
+    docs = cluster.supervisor.kwokctl_config()
     options = docs[0]["options"]
     assert docs[0]["kind"] == "KwokctlConfiguration"
     assert options["bindAddress"] == "127.0.0.1"
@@ -84,6 +91,18 @@ def test_kwokctl_config_binds_loopback_on_distinct_ports_with_our_stages_and_log
     logs = next(d for d in docs if d["kind"] == "ClusterLogs")
     log_file = Path(logs["spec"]["logs"][0]["logsFile"])
     assert log_file.is_file() and " stdout F " in log_file.read_text()  # CRI log format, which kwok parses
+
+
+def test_kwokctl_config_carries_the_scale_tuning(tmp_path: Path) -> None:
+    cluster = LocalCluster("unit", root=tmp_path)
+    cluster.workdir.mkdir(parents=True)
+    docs = cluster.supervisor.kwokctl_config()
+    patches = {p["name"]: {a["key"]: a["value"] for a in p["extraArgs"]} for p in docs[0]["componentsPatches"]}
+    for component, flags in TUNING.items():
+        assert patches[component] == flags
+    assert patches["kwok-controller"] == {"node-ip": "127.0.0.1"}
+    kwok = next(d for d in docs if d["kind"] == "KwokConfiguration")
+    assert kwok["options"] == KWOK_OPTIONS and all(v > 4 for k, v in KWOK_OPTIONS.items() if "PlayStage" in k)
 
 
 def test_stages_cover_nodes_and_pods_and_read_our_annotations() -> None:
@@ -132,3 +151,19 @@ def test_bad_namespace_is_an_input_error_before_anything_starts(tmp_path: Path) 
     with pytest.raises(InputError, match="Bad_NS"):
         cluster.up(namespaces=["Bad_NS"])
     assert not cluster.workdir.exists()
+
+
+def test_eks_tuning_patches_cover_the_local_controller_knobs() -> None:
+    from wf.cluster.tuning import CONTROLLER_ARGS
+
+    eks = manifests_dir() / "eks"
+    [deployment] = [d for d in yaml.safe_load_all((eks / "workflow-controller-deployment-patch.yaml").read_text()) if d]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["name"] == "workflow-controller"  # the upstream Deployment's container
+    eks_flags = {arg.split("=", 1)[0] for arg in container["args"]}
+    local_flags = {arg for arg in CONTROLLER_ARGS if arg.startswith("--")}
+    assert local_flags <= eks_flags  # the same knobs, sized for each cluster
+    [configmap] = [d for d in yaml.safe_load_all((eks / "workflow-controller-configmap-patch.yaml").read_text()) if d]
+    rate = yaml.safe_load(configmap["data"]["resourceRateLimit"])
+    assert rate["limit"] > 0 and rate["burst"] >= rate["limit"]
+    assert yaml.safe_load(configmap["data"]["nodeEvents"]) == {"enabled": False}

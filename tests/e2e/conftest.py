@@ -75,12 +75,16 @@ def example_namespaces() -> list[str]:
     return sorted(found)
 
 
-def start_cluster(root: Path, name: str, nodes_per_group: int = 1, namespaces: Sequence[str] = ()) -> ClusterHandle:
+def start_cluster(
+    root: Path, name: str, nodes_per_group: int = 1, namespaces: Sequence[str] = (), autoscaler: str | None = None
+) -> ClusterHandle:
     cluster = LocalCluster(name, root=root / "clusters")
     kubeconfig = root / "kubeconfig"
     started = time.monotonic()
     try:
-        state = cluster.up(nodes_per_group=nodes_per_group, namespaces=namespaces, merge_into=kubeconfig)
+        state = cluster.up(
+            nodes_per_group=nodes_per_group, namespaces=namespaces, merge_into=kubeconfig, autoscaler=autoscaler
+        )
     except BaseException:
         cluster.down()  # a half-started cluster must not leak processes either
         raise

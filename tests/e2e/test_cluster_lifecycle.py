@@ -12,7 +12,7 @@ import pytest
 
 from wf.cluster import processes
 from wf.cluster.install import CATALOG_CONFIGMAP, CATALOG_NAMESPACE, FIELD_MANAGER
-from wf.cluster.runtime import CONTROLLER, ComponentStatus
+from wf.cluster.supervise import CONTROLLER, ComponentStatus
 
 from .conftest import ClusterHandle, start_cluster, stop_cluster
 
@@ -61,6 +61,24 @@ def test_up_repairs_a_killed_api_server_and_leaves_the_rest_alone(local_cluster:
     assert {n: c.pid for n, c in after.items() if n != "kube-apiserver"} == {
         n: p for n, p in before.items() if n != "kube-apiserver"
     }
+    from kubernetes import client
+
+    with local_cluster.api_client() as api:
+        assert client.CoreV1Api(api).list_node().items
+
+
+def test_up_repairs_an_api_server_that_is_still_shutting_down(local_cluster: ClusterHandle) -> None:
+    # A plain `kill` gives kube-apiserver about a minute of graceful stop; `up` in that window must wait for
+    # it to exit and start it again, not take it for running.
+    before = _by_name(local_cluster)["kube-apiserver"]
+    assert before.pid
+    os.kill(before.pid, signal.SIGTERM)
+    started = time.monotonic()
+    local_cluster.cluster.up(merge_into=local_cluster.kubeconfig)
+    after = _by_name(local_cluster)["kube-apiserver"]
+    assert after.running and after.pid != before.pid
+    assert not processes.is_running(before.pid)
+    assert time.monotonic() - started < 150
     from kubernetes import client
 
     with local_cluster.api_client() as api:

@@ -25,6 +25,10 @@ ETCD_VERSION = "3.6.16"
 KWOK_VERSION = "0.8.0"
 # v4.0.5 is the only v4.0.x the proxy lists, but v4.0.7 resolves and fixes CVE-2026-54526 (fixed in 4.0.6).
 ARGO_VERSION = "4.0.7"
+KARPENTER_VERSION = "1.15.0"
+# Karpenter 1.15.0's go.mod says `go 1.26.9`; the local Go may be older. The module proxy serves Go
+# toolchains as the module golang.org/toolchain, so naming the version makes `go` fetch it from there.
+KARPENTER_GO = "go1.26.9"
 
 _K8S_VERSION_PKGS = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
 _BUILD_DATE = "1970-01-01T00:00:00Z"  # fixed, so rebuilding the same version gives the same bytes
@@ -81,6 +85,12 @@ class Component:
 
     # Command names, one per package; default: the package's last path element.
     names: tuple[str, ...] = ()
+    # A Go toolchain to fetch through the module proxy when the module needs a newer Go than the local one.
+    toolchain: str | None = None
+    # Built only when asked for by name (by `build` or by a cluster that uses it), not by a plain `build`.
+    optional: bool = False
+    # Files of the module kept beside the binaries (e.g. CRDs the command needs installed), by module path.
+    assets: tuple[str, ...] = ()
 
     @property
     def binaries(self) -> tuple[str, ...]:
@@ -95,8 +105,13 @@ class Component:
     def log_file(self, cache: Path) -> Path:
         return cache / "src" / self.name / f"{self.version}.build.log"
 
+    def assets_dir(self, cache: Path) -> Path:
+        return cache / self.name / self.version / "assets"
+
     def is_built(self, cache: Path) -> bool:
-        return all((self.bin_dir(cache) / b).is_file() for b in self.binaries)
+        return all((self.bin_dir(cache) / b).is_file() for b in self.binaries) and all(
+            (self.assets_dir(cache) / Path(a).name).is_file() for a in self.assets
+        )
 
 
 def _k8s_ldflags(version: str) -> tuple[str, ...]:
@@ -164,6 +179,22 @@ def components() -> list[Component]:
             patches=(_ARGO_HEALTH_PATCH,),
             commit_variable="github.com/argoproj/argo-workflows/v4.gitCommit",
         ),
+        # Karpenter's kwok provider: the real provisioning and disruption controllers with simulated
+        # instances, for a local cluster whose nodes come and go (`wf cluster up --nodes autoscaler`).
+        Component(
+            name="karpenter",
+            version=KARPENTER_VERSION,
+            module="sigs.k8s.io/karpenter",
+            packages=("sigs.k8s.io/karpenter/kwok",),
+            names=("karpenter-kwok",),
+            toolchain=KARPENTER_GO,
+            optional=True,
+            assets=(
+                "kwok/charts/crds/karpenter.sh_nodepools.yaml",
+                "kwok/charts/crds/karpenter.sh_nodeclaims.yaml",
+                "kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml",
+            ),
+        ),
     ]
 
 
@@ -202,9 +233,10 @@ def build_all(
     cache: Path | None = None,
     progress: Progress | None = None,
 ) -> list[BuildResult]:
-    """Build every missing component (or the named ones), one after the other: builds use all cores."""
+    """Build every missing component (or the named ones), one after the other: builds use all cores.
+    Optional components are built only when named."""
     cache = cache or cache_dir()
-    selected = [c for c in components() if not only or c.name in only]
+    selected = [c for c in components() if (c.name in only if only else not c.optional)]
     unknown = set(only or ()) - {c.name for c in selected}
     if unknown:
         names = ", ".join(c.name for c in components())
@@ -236,7 +268,12 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
     src.mkdir(parents=True, exist_ok=True)
     log.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-trimpath -buildvcs=false", "GOTOOLCHAIN": "local"}
+    env = {
+        **os.environ,
+        "CGO_ENABLED": "0",
+        "GOFLAGS": "-trimpath -buildvcs=false",
+        "GOTOOLCHAIN": comp.toolchain or "local",
+    }
     with log.open("w") as out:
 
         def run(step: str, argv: list[str]) -> str:
@@ -276,6 +313,11 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
         argv = [go, "build", "-ldflags", ldflags, "-o", output, *comp.packages]
         run("compile", argv)
         # Move into place only when every binary exists, so an interrupted build is never taken as done.
+        if comp.assets:
+            assets = comp.assets_dir(cache)
+            assets.mkdir(parents=True, exist_ok=True)
+            for asset in comp.assets:
+                shutil.copyfile(Path(info["Dir"]) / asset, assets / Path(asset).name)
         final = comp.bin_dir(cache)
         final.mkdir(parents=True, exist_ok=True)
         for name in comp.binaries:

@@ -132,6 +132,12 @@ def register(app: typer.Typer) -> None:
         runtime: Annotated[
             Runtime, typer.Option("--runtime", help="kwok (processes, default) or kind (needs Docker).")
         ] = Runtime.kwok,
+        autoscaler: Annotated[
+            str | None,
+            typer.Option("--autoscaler", help="karpenter: nodes provisioned on demand by Karpenter's kwok provider "
+                                              "from wf's NodePools, instead of a fixed count [default: as before, "
+                                              "else none]."),
+        ] = None,
     ) -> None:
         """Start the local cluster (or repair a dead component of a running one) and merge its context.
 
@@ -162,6 +168,7 @@ def register(app: typer.Typer) -> None:
                 merge_into=user_kubeconfig_path(),
                 say=lambda msg: console.print(msg, highlight=False),
                 build_progress=progress,
+                autoscaler=autoscaler,
             )
         )
         console.print(

@@ -86,7 +86,7 @@ def install(kubeconfig: Path, catalog: Catalog, nodes_per_group: int, namespaces
             if namespace != WORKFLOW_NAMESPACE:
                 for manifest in workflow_namespace_manifests(namespace):
                     _apply(client, manifest)
-        _wait_crds_established(client)
+        _wait_crds_established(client, "argoproj.io")
         _apply(client, catalog_configmap(catalog))
         wanted = node_manifests(catalog, nodes_per_group)
         for node in wanted:
@@ -156,14 +156,35 @@ def _node_matches(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
     )
 
 
-def _wait_crds_established(client: Any, timeout: float = 30.0) -> None:
+def apply_objects(kubeconfig: Path, docs: Sequence[dict[str, Any]]) -> None:
+    """Apply `docs` in order; CustomResourceDefinitions first, and established before the rest."""
+    from kubernetes.dynamic import DynamicClient
+
+    from wf.controller.client import connect
+
+    crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
+    api_client = connect(kubeconfig=str(kubeconfig)).api_client
+    try:
+        client = DynamicClient(api_client)
+        for crd in crds:
+            _apply(client, crd)
+        for group in {crd["spec"]["group"] for crd in crds}:
+            _wait_crds_established(client, group)
+        for doc in docs:
+            if doc["kind"] != "CustomResourceDefinition":
+                _apply(client, doc)
+    finally:
+        api_client.close()
+
+
+def _wait_crds_established(client: Any, group: str, timeout: float = 30.0) -> None:
     crds = client.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
     deadline = time.monotonic() + timeout
     while True:
         pending = [
             item.metadata.name
             for item in crds.get(label_selector="").items
-            if item.spec.group == "argoproj.io"
+            if item.spec.group == group
             and not any(c.type == "Established" and c.status == "True" for c in (item.status.conditions or []))
         ]
         if not pending:

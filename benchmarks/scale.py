@@ -1,0 +1,426 @@
+"""A day at the platform's scale on the local cluster, as one command.
+
+    python benchmarks/scale.py                                  # the full day: 3,198 nodes, 250 workflows
+    python benchmarks/scale.py --nodes-per-group 20 --workflows 20 --shards 5 --shard-seconds 20   # a rehearsal
+
+What it does, in order:
+1. `wf cluster up --name scale --nodes-per-group N` (13 node groups of the default catalog: 246 per group
+   gives 3,198 simulated nodes); a benchmark's earlier workflows are deleted first.
+2. Writes W job specs from T teams (label `team`): a `prepare` step (cpu, on-demand), S shards (cpu Spot, each
+   --shard-seconds long), then a `train` step on Gaudi (8 cards) or Graviton, alternating. No application
+   retries: every retry seen is the interruption budget's.
+3. Runs `wf submit DIR --watch --plain` as a child process (the real CLI) and, while it runs, a Spot storm:
+   at --storm-at seconds a fraction of the cpu Spot nodes vanish without a drain (Node deleted: the pod
+   garbage collector fails their pods), --wave-gap seconds later a second wave is drained gracefully (cordon,
+   evict every pod, delete the node). Reclaimed capacity comes back through Karpenter's kwok provider
+   (`--replace karpenter`, default: the cluster runs wf's NodePools beside the fixed nodes, and the retried
+   pods that no longer fit make it provision nodes), or `--replace recreate`: the same simulated nodes are
+   recreated by this script --replace-after seconds later (no autoscaler needed).
+4. Prints: workflows Succeeded / not Succeeded, interrupted attempts and how each was retried, the wall time
+   from first submit to last completion against the day's critical path, peak memory (VmHWM) and CPU seconds
+   of every cluster process and of the wf child, and wf's API requests by method. `--json FILE` writes it all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from wf.catalog import load_catalog
+from wf.cluster.nodes import node_manifests
+from wf.cluster.runtime import LocalCluster
+from wf.constants import SIM_DURATION
+
+GROUP, VERSION, PLURAL = "argoproj.io", "v1alpha1", "workflows"
+BENCH_LABEL = "bench.wf.dev/run"
+NAMESPACE = "wf"
+SPOT_CPU = "wf.dev/compute-class=cpu,wf.dev/capacity=spot"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+# The child: the real `wf` CLI, with its clients' request counters and its own peak memory and CPU written
+# to a file when it exits (the counters live in the process, so the process must report them itself).
+_CHILD = """
+import atexit, json, resource, sys
+from wf.controller import client
+made = []
+_connect = client.connect
+def connect(**kw):
+    kube = _connect(**kw)
+    made.append(kube)
+    return kube
+client.connect = connect
+def report():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    hwm = next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:'))
+    by_method = {}
+    for kube in made:
+        for method, n in kube.requests.by_method.items():
+            by_method[method] = by_method.get(method, 0) + n
+    json.dump({'peak_rss_kib': hwm, 'cpu_seconds': usage.ru_utime + usage.ru_stime, 'requests': by_method},
+              open(sys.argv[1], 'w'))
+atexit.register(report)
+from wf.cli import main
+main(sys.argv[2:])
+"""
+
+
+@dataclass
+class Options:
+    name: str
+    nodes_per_group: int
+    workflows: int
+    teams: int
+    shards: int
+    prepare_seconds: int
+    shard_seconds: int
+    shard_cpu: str
+    train_seconds: int
+    storm_at: float
+    storm_fraction: float
+    drain_fraction: float
+    wave_gap: float
+    replace_after: float
+    replace: str
+    timeout: float
+    keep: bool
+    json_out: Path | None
+
+    @property
+    def critical_path(self) -> int:
+        return self.prepare_seconds + self.shard_seconds + self.train_seconds
+
+
+def job_spec(index: int, opts: Options, run: str) -> dict[str, Any]:
+    team = f"team-{index % opts.teams}"
+    gaudi = index % 2 == 0
+    shards = [
+        {"name": f"shard-{k}", "needs": ["prepare"], "command": ["python", "shard.py", str(k)], "capacity": "spot",
+         "resources": {"cpu": opts.shard_cpu, "memory": "8Gi"}, "annotations": {SIM_DURATION: f"{opts.shard_seconds}s"}}
+        for k in range(opts.shards)
+    ]
+    train: dict[str, Any] = {
+        "name": "train", "needs": [s["name"] for s in shards], "command": ["python", "train.py"],
+        "annotations": {SIM_DURATION: f"{opts.train_seconds}s"},
+    }
+    if gaudi:
+        train.update(compute="gaudi", accelerators=8, resources={"cpu": 16, "memory": "128Gi"})
+    else:
+        train.update(compute="graviton", resources={"cpu": 16, "memory": "32Gi"})
+    return {
+        "apiVersion": "wf/v1",
+        "kind": "TrainingJob",
+        "metadata": {"name": f"day-{index:04d}", "namespace": NAMESPACE, "labels": {"team": team, BENCH_LABEL: run}},
+        "spec": {
+            "image": "registry.example/train:1", "compute": "cpu", "retries": 0,
+            "steps": [
+                {"name": "prepare", "command": ["python", "prepare.py"], "capacity": "on-demand",
+                 "resources": {"cpu": 4, "memory": "16Gi"}, "annotations": {SIM_DURATION: f"{opts.prepare_seconds}s"}},
+                *shards,
+                train,
+            ],
+        },
+    }
+
+
+@dataclass
+class Sampler:
+    """Peak memory (VmHWM) and CPU seconds of each process, read from /proc every few seconds; the last
+    reading of a process that exits is kept."""
+
+    pids: dict[str, int]
+    peak_kib: dict[str, int] = field(default_factory=dict)
+    cpu_start: dict[str, float] = field(default_factory=dict)
+    cpu_last: dict[str, float] = field(default_factory=dict)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def read(self) -> None:
+        for name, pid in self.pids.items():
+            try:
+                status = Path(f"/proc/{pid}/status").read_text()
+                stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            hwm = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0)
+            cpu = (int(stat[11]) + int(stat[12])) / CLK_TCK  # utime, stime (fields 14, 15 of /proc/pid/stat)
+            self.peak_kib[name] = max(self.peak_kib.get(name, 0), hwm)
+            self.cpu_start.setdefault(name, cpu)
+            self.cpu_last[name] = cpu
+
+    def run(self) -> None:
+        while not self.stop.wait(5.0):
+            self.read()
+
+
+class Storm:
+    """Two waves of Spot reclaims on the cpu Spot nodes, then their replacement."""
+
+    def __init__(self, kube_api: Any, opts: Options, replacements: dict[str, dict[str, Any]]) -> None:
+        self.api = kube_api
+        self.opts = opts
+        self.replacements = replacements
+        self.log: list[str] = []
+        self.vanished: list[str] = []
+        self.drained: list[str] = []
+        self.evicted = 0
+
+    def say(self, text: str) -> None:
+        line = f"[storm {time.strftime('%H:%M:%S')}] {text}"
+        self.log.append(line)
+        print(line, file=sys.stderr, flush=True)
+
+    def run(self, started: float) -> None:
+        from kubernetes import client
+
+        core = client.CoreV1Api(self.api)
+        spot = sorted(n.metadata.name for n in core.list_node(label_selector=SPOT_CPU).items)
+        rng = random.Random(7)
+        rng.shuffle(spot)
+        first = spot[: max(1, int(len(spot) * self.opts.storm_fraction))]
+        second = spot[len(first) : len(first) + max(1, int(len(spot) * self.opts.drain_fraction))]
+        _sleep_until(started + self.opts.storm_at)
+        self.say(f"wave 1: {len(first)} of {len(spot)} cpu Spot nodes vanish without a drain")
+        for name in first:
+            _ignore_missing(core.delete_node, name)
+        self.vanished = first
+        if self.opts.replace == "recreate":
+            threading.Thread(target=self._replace, args=(core, first), daemon=True).start()
+        time.sleep(self.opts.wave_gap)
+        self.say(f"wave 2: {len(second)} cpu Spot nodes drained gracefully (cordon, evict, delete)")
+        for name in second:
+            self._drain(core, name)
+        self.drained = second
+        if self.opts.replace == "recreate":
+            self._replace(core, second)
+
+    def _drain(self, core: Any, name: str) -> None:
+        from kubernetes import client
+
+        _ignore_missing(core.patch_node, name, {"spec": {"unschedulable": True}})
+        for pod in core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}").items:
+            body = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod.metadata.name, namespace=pod.metadata.namespace))
+            _ignore_missing(core.create_namespaced_pod_eviction, pod.metadata.name, pod.metadata.namespace, body)
+            self.evicted += 1
+        _ignore_missing(core.delete_node, name)
+
+    def _replace(self, core: Any, names: list[str]) -> None:
+        time.sleep(self.opts.replace_after)
+        for name in names:
+            _ignore_conflict(core.create_node, self.replacements[name])
+        self.say(f"{len(names)} replacement nodes created")
+
+
+def _sleep_until(moment: float) -> None:
+    time.sleep(max(0.0, moment - time.monotonic()))
+
+
+def _ignore_missing(call: Any, *args: Any) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        call(*args)
+    except ApiException as exc:
+        if exc.status not in (404, 429):  # gone already / eviction refused by a budget: nothing to do
+            raise
+
+
+def _ignore_conflict(call: Any, *args: Any) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        call(*args)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
+def interruptions(workflows: list[dict[str, Any]]) -> Counter[tuple[str, str]]:
+    """Every failed attempt (a pod node that failed) by message and by what followed it: another attempt of
+    the same step that succeeded, one that failed too, or none (the step, and so the workflow, failed)."""
+    out: Counter[tuple[str, str]] = Counter()
+    for wf in workflows:
+        nodes = (wf.get("status") or {}).get("nodes") or {}
+        for node in nodes.values():
+            if node.get("type") != "Retry":
+                continue
+            attempts = [nodes[c] for c in node.get("children") or [] if c in nodes]
+            for i, attempt in enumerate(attempts):
+                if attempt.get("phase") not in ("Failed", "Error"):
+                    continue
+                later = attempts[i + 1 :]
+                if any(a.get("phase") == "Succeeded" for a in later):
+                    outcome = "retried, then Succeeded"
+                elif later:
+                    outcome = "retried, still not Succeeded"
+                else:
+                    outcome = "NOT retried"
+                out[(_short(attempt.get("message") or "(no message)"), outcome)] += 1
+    return out
+
+
+def _short(message: str) -> str:
+    # Pod names and node names vary; the class of message is what matters.
+    words = [w for w in message.split() if not any(ch.isdigit() for ch in w) or len(w) < 4]
+    text = " ".join(words)
+    return text if len(text) <= 90 else text[:87] + "..."
+
+
+def _time(stamp: str | None) -> float | None:
+    return datetime.fromisoformat(stamp).timestamp() if stamp else None
+
+
+def run(opts: Options) -> dict[str, Any]:
+    from kubernetes import client
+    from kubernetes import config as kconfig
+
+    cluster = LocalCluster(opts.name)
+
+    def say(msg: str) -> None:
+        print(f"[cluster] {msg}", file=sys.stderr, flush=True)
+
+    try:
+        up_started = time.monotonic()
+        autoscaler = "karpenter" if opts.replace == "karpenter" else None
+        state = cluster.up(nodes_per_group=opts.nodes_per_group, say=say, timeout=900, autoscaler=autoscaler)
+        up_seconds = time.monotonic() - up_started
+        catalog = load_catalog(cluster.catalog_file)
+        replacements = {m["metadata"]["name"]: m for m in node_manifests(catalog, opts.nodes_per_group)}
+        api = kconfig.new_client_from_config(config_file=state.kubeconfig)
+        custom = client.CustomObjectsApi(api)
+        custom.delete_collection_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, label_selector=BENCH_LABEL)
+        run_id = time.strftime("%Y%m%d%H%M%S")
+        result: dict[str, Any] = {"options": {k: str(v) for k, v in vars(opts).items()}, "nodes": len(replacements),
+                                  "up_seconds": round(up_seconds)}
+        with tempfile.TemporaryDirectory(prefix="wf-scale-") as tmp:
+            jobs = Path(tmp) / "jobs"
+            jobs.mkdir()
+            for i in range(opts.workflows):
+                (jobs / f"day-{i:04d}.yaml").write_text(yaml.safe_dump(job_spec(i, opts, run_id), sort_keys=False))
+            child_report = Path(tmp) / "wf-child.json"
+            pids = {c.name: c.pid for c in cluster.status() if c.pid}
+            src = str(Path(__import__("wf").__file__).resolve().parents[1])
+            env = {**os.environ, "PYTHONPATH": src}
+            argv = [sys.executable, "-c", _CHILD, str(child_report), "submit", str(jobs), "--watch", "--plain",
+                    "--kubeconfig", state.kubeconfig, "--context", state.context]
+            print(f"[bench] submitting {opts.workflows} workflows ({opts.workflows * (opts.shards + 2)} pods) "
+                  f"on {len(replacements)} nodes; critical path {opts.critical_path}s", file=sys.stderr, flush=True)
+            started = time.monotonic()
+            child_log = Path(tmp) / "wf-child.log"
+            with child_log.open("w") as log:
+                child = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                pids["wf submit --watch"] = child.pid
+                sampler = Sampler(pids)
+                sampler.read()
+                threading.Thread(target=sampler.run, daemon=True).start()
+                storm = Storm(api, opts, replacements)
+                storm_thread = threading.Thread(target=storm.run, args=(started,), daemon=True)
+                storm_thread.start()
+                try:
+                    rc = child.wait(timeout=opts.timeout)
+                except subprocess.TimeoutExpired:
+                    child.terminate()
+                    rc = child.wait(timeout=30)
+                    print(f"[bench] the day did not end within {opts.timeout:.0f}s", file=sys.stderr)
+                storm_thread.join(timeout=opts.replace_after + 60)
+                sampler.stop.set()
+                sampler.read()
+            tail = child_log.read_text().splitlines()[-15:]
+            child_stats = json.loads(child_report.read_text()) if child_report.is_file() else {}
+        items = custom.list_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, label_selector=f"{BENCH_LABEL}={run_id}")["items"]
+        provisioned: Counter[str] = Counter()
+        if autoscaler:
+            claims = custom.list_cluster_custom_object("karpenter.sh", "v1", "nodeclaims")["items"]
+            provisioned = Counter(c["metadata"]["labels"].get("karpenter.sh/nodepool", "?") for c in claims)
+        api.close()
+        phases = Counter((w.get("status") or {}).get("phase") or "Pending" for w in items)
+        created = [t for w in items if (t := _time(w["metadata"].get("creationTimestamp")))]
+        finished = [t for w in items if (t := _time((w.get("status") or {}).get("finishedAt")))]
+        wall = (max(finished) - min(created)) if created and finished else None
+        retried = interruptions(items)
+        if child_stats:
+            sampler.peak_kib["wf submit --watch"] = child_stats["peak_rss_kib"]
+            sampler.cpu_last["wf submit --watch"] = child_stats["cpu_seconds"]
+            sampler.cpu_start["wf submit --watch"] = 0.0
+        result.update(
+            workflows=len(items), phases=dict(phases), lost=len(items) - phases.get("Succeeded", 0),
+            wf_exit_code=rc, wall_seconds=round(wall) if wall else None, critical_path_seconds=opts.critical_path,
+            ratio=round(wall / opts.critical_path, 2) if wall else None,
+            storm={"vanished": len(storm.vanished), "drained": len(storm.drained), "evictions": storm.evicted, "log": storm.log,
+                   "replaced_by": opts.replace, "karpenter_nodes_at_end": dict(provisioned)},
+            interrupted_attempts=[{"message": m, "outcome": o, "count": n} for (m, o), n in retried.most_common()],
+            processes={n: {"peak_mib": round(sampler.peak_kib.get(n, 0) / 1024),
+                           "cpu_seconds": round(sampler.cpu_last.get(n, 0) - sampler.cpu_start.get(n, 0), 1)}
+                       for n in pids},
+            wf_requests=child_stats.get("requests", {}), wf_output_tail=tail,
+        )
+    finally:
+        if not opts.keep:
+            cluster.down(say=say)
+    return result
+
+
+def report(r: dict[str, Any]) -> None:
+    print(f"\nnodes {r['nodes']} (up in {r['up_seconds']}s); workflows {r['workflows']}: {r['phases']}; "
+          f"not Succeeded (lost): {r['lost']}; wf exit code {r['wf_exit_code']}")
+    print(f"day: {r['wall_seconds']}s from first submit to last completion; critical path {r['critical_path_seconds']}s "
+          f"-> {r['ratio']}x (goal <= 5x)")
+    s = r["storm"]
+    print(f"storm: {s['vanished']} nodes vanished, {s['drained']} drained ({s['evictions']} evictions); "
+          f"replaced by {s['replaced_by']}" + (f", Karpenter nodes at the end: {s['karpenter_nodes_at_end']}"
+                                              if s["replaced_by"] == "karpenter" else ""))
+    print("interrupted attempts:" if r["interrupted_attempts"] else "interrupted attempts: none")
+    for item in r["interrupted_attempts"]:
+        print(f"  {item['count']:5d}  {item['outcome']:<30}  {item['message']}")
+    print(f"{'process':<26} {'peak MiB':>9} {'CPU s':>8}")
+    for name, p in r["processes"].items():
+        print(f"{name:<26} {p['peak_mib']:>9} {p['cpu_seconds']:>8}")
+    total = sum(r["wf_requests"].values())
+    print(f"wf API requests: {total} {r['wf_requests']}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--name", default="scale", help="local cluster name (created if missing)")
+    p.add_argument("--nodes-per-group", type=int, default=246, help="13 node groups: 246 -> 3,198 nodes")
+    p.add_argument("--workflows", type=int, default=250)
+    p.add_argument("--teams", type=int, default=10)
+    p.add_argument("--shards", type=int, default=30)
+    p.add_argument("--prepare-seconds", type=int, default=10)
+    p.add_argument("--shard-seconds", type=int, default=60)
+    p.add_argument("--shard-cpu", default="1500m",
+                   help="10 shards fill a cpu node: at the defaults the shards just fit the cpu Spot nodes, so "
+                        "what the storm takes away must come back for the day to end soon")
+    p.add_argument("--train-seconds", type=int, default=30)
+    p.add_argument("--storm-at", type=float, default=100.0, help="seconds after the first submit")
+    p.add_argument("--storm-fraction", type=float, default=0.2, help="cpu Spot nodes that vanish (wave 1)")
+    p.add_argument("--drain-fraction", type=float, default=0.1, help="cpu Spot nodes drained (wave 2)")
+    p.add_argument("--wave-gap", type=float, default=60.0)
+    p.add_argument("--replace", choices=("karpenter", "recreate"), default="karpenter",
+                   help="who brings capacity back: Karpenter's kwok provider, or this script recreating the nodes")
+    p.add_argument("--replace-after", type=float, default=30.0, help="with --replace recreate: seconds until nodes return")
+    p.add_argument("--timeout", type=float, default=3600.0, help="give up on the day after this many seconds")
+    p.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
+    p.add_argument("--json", dest="json_out", type=Path, help="also write the results here")
+    args = p.parse_args()
+    opts = Options(**vars(args))
+    result = run(opts)
+    report(result)
+    if opts.json_out:
+        opts.json_out.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""The local cluster's sizing: flags that let the simulated cluster keep up with thousands of nodes and pods
+on two cores. Every flag was checked against the `--help` of the pinned binaries; each value says why.
+
+For a real EKS cluster the same Argo knobs are in manifests/eks/, sized for it.
+"""
+
+from __future__ import annotations
+
+# Extra flags per control-plane component, sized for ~3,200 nodes and ~10,000 pods on two cores.
+TUNING: dict[str, dict[str, str]] = {
+    "kube-apiserver": {
+        # Defaults 400/200. With priority and fairness on (default) their sum is the server's whole
+        # concurrency, shared by kwok's 32 workers, the scheduler, the controller-manager, Argo, Karpenter
+        # and wf; a request refused with 429 is retried later, which only slows the day down.
+        "max-requests-inflight": "800",
+        "max-mutating-requests-inflight": "400",
+    },
+    "kube-scheduler": {
+        # Default 50/100: binding 8,000 pods would take minutes of client-side throttling alone.
+        "kube-api-qps": "500",
+        "kube-api-burst": "1000",
+    },
+    "kube-controller-manager": {
+        # Default 20/30: the pod garbage collector deletes the pods of a vanished node one request each,
+        # and the node lifecycle controller updates every node; 150 vanished nodes must not queue minutes.
+        "kube-api-qps": "200",
+        "kube-api-burst": "400",
+    },
+}
+
+# kwok-controller's KwokConfiguration (the simulated kubelets). Defaults: 4 workers each, 1 pod syncer.
+KWOK_OPTIONS: dict[str, int] = {
+    # Pods move Pending -> Running -> Succeeded by these workers; at 4, thousands of bound pods wait.
+    "podPlayStageParallelism": 16,
+    # Nodes only change on create and heartbeat; a few more workers for a 3,200-node start and storms.
+    "nodePlayStageParallelism": 8,
+    # Leases renew every lease duration / 4 (kwokctl's heartbeatFactor 5 makes it 200 s, so ~64/s at
+    # 3,200 nodes); 8 workers keep that from falling behind on a busy machine.
+    "nodeLeaseParallelism": 8,
+    "podsOnNodeSyncParallelism": 4,
+}
+
+# Argo's workflow-controller locally: the same reasoning as manifests/workflow-controller-deployment-patch.yaml
+# for a real cluster, sized for a loopback API server.
+CONTROLLER_ARGS = (
+    # Default 20/30: each pod costs Argo several requests (create, label patches, cleanup); with the
+    # defaults, 250 workflows of 32 pods were mostly still Running after 25 minutes (issue 10).
+    "--qps", "200",
+    "--burst", "300",
+    # Default 4: completed pods are labelled and deleted by these workers.
+    "--pod-cleanup-workers", "8",
+)
