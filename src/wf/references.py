@@ -80,6 +80,9 @@ def sites(step: Step) -> Iterator[tuple[tuple[PathKey, ...], str]]:
         yield ("when",), step.when
     if isinstance(step.for_each, str):
         yield ("forEach",), step.for_each
+    for kind, declared in (("parameters", step.outputs.parameters), ("artifacts", step.outputs.artifacts)):
+        for name, path in declared.items():
+            yield ("outputs", kind, name), path
 
 
 def references_in(text: str) -> Iterator[tuple[str, Reference | None]]:
@@ -147,6 +150,8 @@ def _problem(written: str, ref: Reference | None, step: Step, field: PathKey, sp
         return f"unknown reference {written}; use {FORMS}"
     if ref.kind == "parameter":
         return _unknown_parameter(ref, spec) if ref.name not in spec.parameters else None
+    if field == "outputs" and ref.kind != "global":
+        return f"{ref.text}: an output's path may use only workflow references"
     if ref.kind == "item":
         return _item_problem(ref, step, field)
     if ref.kind != "output":

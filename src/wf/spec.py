@@ -77,7 +77,8 @@ CronSchedule = Annotated[str, AfterValidator(_cron)]
 
 _OUTPUT_NAME = r"^[A-Za-z][A-Za-z0-9-]*$"
 OutputName = Annotated[str, Field(pattern=_OUTPUT_NAME)]
-AbsolutePath = Annotated[str, Field(pattern=r"^/")]
+# Absolute, or under a directory a job parameter names.
+OutputPath = Annotated[str, Field(pattern=r"^(/|\{\{workflow\.parameters\.)")]
 # A literal forEach item: a value, or an object whose fields the step reads as {{item.FIELD}}.
 Item = Annotated[Text | dict[str, Text], Field(union_mode="left_to_right")]
 
@@ -91,9 +92,9 @@ class Count(StrictModel):
 class Outputs(StrictModel):
     """What a step hands to later steps, each read as {{steps.STEP.outputs.NAME}}."""
 
-    parameters: dict[OutputName, AbsolutePath] = Field(
+    parameters: dict[OutputName, OutputPath] = Field(
         default_factory=dict, description="Small values: NAME -> file the step writes; readers get its content")
-    artifacts: dict[OutputName, AbsolutePath] = Field(
+    artifacts: dict[OutputName, OutputPath] = Field(
         default_factory=dict, description="Files or folders: NAME -> path; stored in the catalog's artifact store, "
         f"readers get a local path ({INPUTS_ROOT}/STEP/NAME)")
 
