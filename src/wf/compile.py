@@ -15,9 +15,20 @@ from typing import Any, Literal
 from wf import artifacts, references
 from wf.catalog import Catalog
 from wf.errors import InputError, Problem
-from wf.labels import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
+from wf.labels import (
+    CAPACITY_LABEL,
+    CLASS_LABEL,
+    JOB_LABEL,
+    STEP_LABEL,
+    SUBMISSION_LABEL,
+)
 from wf.loader import format_path
-from wf.placement import APPLICATION_EXPRESSION, INTERRUPTION_EXPRESSION, Placement, place_step
+from wf.placement import (
+    APPLICATION_EXPRESSION,
+    INTERRUPTION_EXPRESSION,
+    Placement,
+    place_step,
+)
 from wf.references import Reference
 from wf.spec import Count, SecretRef, Step, TrainingJob, Volume
 from wf.units import parse_duration
@@ -154,13 +165,13 @@ def _arguments(refs: list[Reference], producers: dict[str, Step], source: Callab
 def _from_dag(ref: Reference, artifact: bool) -> str:
     """A value as the calling DAG task sees it."""
     if ref.kind == "item":
-        return "{{item.%s}}" % ref.name if ref.name else "{{item}}"
-    return "{{tasks.%s.outputs.%s.%s}}" % (ref.step, "artifacts" if artifact else "parameters", ref.name)
+        return _braced(f"item.{ref.name}" if ref.name else "item")
+    return _braced(f"tasks.{ref.step}.outputs.{'artifacts' if artifact else 'parameters'}.{ref.name}")
 
 
 def _from_inputs(ref: Reference, artifact: bool) -> str:
     """A value a wrapper template received and passes on."""
-    return "{{inputs.%s.%s}}" % ("artifacts" if artifact else "parameters", ref.input_name)
+    return _braced(f"inputs.{'artifacts' if artifact else 'parameters'}.{ref.input_name}")
 
 
 def _declared_inputs(refs: list[Reference], producers: dict[str, Step], with_paths: bool) -> dict[str, Any]:
@@ -195,7 +206,7 @@ def _step(job: TrainingJob, step: Step, placement: Placement, producers: dict[st
         outer_refs = [r for r in refs if r.kind != "item"]
         inner: dict[str, Any] = {"name": step.name, "template": template, **loop}
         if "withParam" in loop:
-            inner["withParam"] = "{{inputs.parameters.%s}}" % FAN_OUT_ITEMS
+            inner["withParam"] = _braced(f"inputs.parameters.{FAN_OUT_ITEMS}")
         inner_args = _arguments(refs, producers, lambda r, a: _from_dag(r, a) if r.kind == "item" else
                                 _from_inputs(r, a))
         if inner_args:
@@ -248,15 +259,19 @@ def _wrapper(name: str, step: Step, refs: list[Reference], producers: dict[str, 
     outputs: dict[str, Any] = {}
     if step.outputs.parameters:
         outputs["parameters"] = [
-            {"name": o, "valueFrom": {"parameter": "{{tasks.%s.outputs.parameters.%s}}" % (step.name, o)}}
+            {"name": o, "valueFrom": {"parameter": _braced(f"tasks.{step.name}.outputs.parameters.{o}")}}
             for o in step.outputs.parameters]
     if step.outputs.artifacts:
-        outputs["artifacts"] = [{"name": o, "from": "{{tasks.%s.outputs.artifacts.%s}}" % (step.name, o)}
+        outputs["artifacts"] = [{"name": o, "from": _braced(f"tasks.{step.name}.outputs.artifacts.{o}")}
                                 for o in step.outputs.artifacts]
     if outputs:
         template["outputs"] = outputs
     template["dag"] = {"tasks": [inner]}
     return template
+
+
+def _braced(expression: str) -> str:
+    return "{{" + expression + "}}"
 
 
 def _rewrite(text: str, replacement: Callable[[Reference], str]) -> str:
@@ -319,7 +334,7 @@ def _pod_template(job: TrainingJob, step: Step, placement: Placement, refs: list
 
 def _local(ref: Reference, producers: dict[str, Step]) -> str:
     """In the container: an input parameter's value, or the path an artifact was downloaded to."""
-    return ref.artifact_path if _is_artifact(ref, producers) else "{{inputs.parameters.%s}}" % ref.input_name
+    return ref.artifact_path if _is_artifact(ref, producers) else _braced(f"inputs.parameters.{ref.input_name}")
 
 
 def _outputs(step: Step) -> dict[str, Any]:

@@ -139,8 +139,8 @@ def _for_each_problems(step: Step, at: tuple[PathKey, ...]) -> ProblemList:
     assert isinstance(source, str)
     ref = parse(source.strip())
     if not PATTERN.fullmatch(source.strip()) or ref is None or ref.kind not in ("parameter", "output"):
-        return [(at, "forEach takes a list, {count: N}, or one reference to a JSON list: "
-                     "{{workflow.parameters.NAME}} or {{steps.STEP.outputs.NAME}}")]
+        return [(at, ("forEach takes a list, {count: N}, or one reference to a JSON list: "
+                      "{{workflow.parameters.NAME}} or {{steps.STEP.outputs.NAME}}"))]
     return []
 
 

@@ -19,7 +19,15 @@ from pydantic import (
 
 from wf import references
 from wf.loader import Document, PathKey, format_path, load_mapping
-from wf.modeling import DEFER_CHECKS, StrictModel, Text, dns_label_problem, labels_problems, parse_model, raise_problems
+from wf.modeling import (
+    DEFER_CHECKS,
+    StrictModel,
+    Text,
+    dns_label_problem,
+    labels_problems,
+    parse_model,
+    raise_problems,
+)
 from wf.references import INPUTS_ROOT
 from wf.units import parse_duration, parse_quantity
 
@@ -185,8 +193,8 @@ class JobSpec(StrictModel):
 
     def step_entries(self) -> list[tuple[tuple[PathKey, ...], Step]]:
         """(document path, step) of every step, the exit handler's included."""
-        return [(("spec", "steps", i), s) for i, s in enumerate(self.steps)] + [
-            (("spec", "onExit", i), s) for i, s in enumerate(self.on_exit)]
+        entries: list[tuple[tuple[PathKey, ...], Step]] = [(("spec", "steps", i), s) for i, s in enumerate(self.steps)]
+        return entries + [(("spec", "onExit", i), s) for i, s in enumerate(self.on_exit)]
 
 
 class TrainingJob(StrictModel):
@@ -225,13 +233,13 @@ class TrainingJob(StrictModel):
     def salvaged_problems(cls, data: object) -> ProblemList:
         """The same rules over the parts of a document that do validate, so one load reports every error
         in the file, not only the type errors that stopped the whole model."""
-        spec = data.get("spec") if isinstance(data, dict) else None
-        spec = spec if isinstance(spec, dict) else {}
+        raw_spec = data.get("spec") if isinstance(data, dict) else None
+        spec: dict[str, object] = raw_spec if isinstance(raw_spec, dict) else {}
         meta = data.get("metadata") if isinstance(data, dict) else None
+        raw_steps = [raw for key in ("steps", "onExit") for raw in _as_list(spec.get(key))]
         return _Parts(_valid(Metadata, meta), _valid_items(Step, spec.get("steps")),
                       _valid_items(Step, spec.get("onExit")), _valid_items(Volume, spec.get("volumes")), None,
-                      raw_names={_name(raw) for key in ("steps", "onExit")
-                                 for raw in (spec.get(key) if isinstance(spec.get(key), list) else [])}).problems()
+                      raw_names={_name(raw) for raw in raw_steps}).problems()
 
 
 def _valid(model: type[M], raw: object) -> M | None:
@@ -241,9 +249,27 @@ def _valid(model: type[M], raw: object) -> M | None:
         return None
 
 
+def _as_list(raw: object) -> list[object]:
+    return raw if isinstance(raw, list) else []
+
+
 def _valid_items(model: type[M], raw: object) -> list[tuple[int, M]]:
-    items = raw if isinstance(raw, list) else []
-    return [(i, value) for i, item in enumerate(items) if (value := _valid(model, item)) is not None]
+    return [(i, value) for i, item in enumerate(_as_list(raw)) if (value := _salvaged(model, item)) is not None]
+
+
+def _salvaged(model: type[M], raw: object) -> M | None:
+    """`raw` validated without its broken fields (already reported), so its other fields are still checked;
+    a missing or broken command stands in as a placeholder that no rule looks at."""
+    try:
+        return model.model_validate(raw, context={DEFER_CHECKS: True})
+    except ValidationError as exc:
+        if not isinstance(raw, dict):
+            return None
+        broken = {error["loc"][0] for error in exc.errors() if error["loc"]}
+        kept = {k: v for k, v in raw.items() if k not in broken}
+        if model is Step:
+            kept.setdefault("command", ["-"])
+        return _valid(model, kept)
 
 
 def _name(raw: object) -> str | None:
