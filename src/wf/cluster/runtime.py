@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
 
 DEFAULT_NAME = "local"
 CONTROLLER = "workflow-controller"
+# Reports the outputs of simulated pods as Argo's executor would (wf/sim_executor.py).
+SIM_EXECUTOR = "sim-executor"
 # Nothing is pulled under kwok; the image name only has to look like Argo's.
 EXECUTOR_IMAGE = f"quay.io/argoproj/argoexec:v{build.ARGO_VERSION}"
 STAGES_FILE = Path(__file__).with_name("kwok-stages.yaml")
@@ -103,6 +106,8 @@ class LocalCluster:
         self.catalog_file = self.workdir / "catalog.yaml"
         self.controller_pid_file = self.workdir / "pids" / f"{CONTROLLER}.pid"
         self.controller_log = self.workdir / "logs" / f"{CONTROLLER}.log"
+        self.sim_executor_pid_file = self.workdir / "pids" / f"{SIM_EXECUTOR}.pid"
+        self.sim_executor_log = self.workdir / "logs" / f"{SIM_EXECUTOR}.log"
 
     # ---- state -------------------------------------------------------------------------------------
     def exists(self) -> bool:
@@ -155,6 +160,9 @@ class LocalCluster:
                 running=processes.is_running(pid, build.binary_path(CONTROLLER)),
             )
         )
+        pid = processes.read_pid(self.sim_executor_pid_file)
+        out.append(ComponentStatus(name=SIM_EXECUTOR, pid=pid, port=None, log=str(self.sim_executor_log),
+                                   running=processes.is_running(pid, Path(sys.executable))))
         return out
 
     # ---- up ----------------------------------------------------------------------------------------
@@ -196,6 +204,7 @@ class LocalCluster:
         say("installing Argo CRDs, RBAC, catalog and simulated nodes")
         install(self.kubeconfig, catalog, nodes_per_group, namespaces)
         port = self._ensure_controller(previous, say)
+        self._ensure_sim_executor(say)
         state = ClusterState(
             name=self.name,
             context=context_name(self.name),
@@ -335,6 +344,15 @@ class LocalCluster:
         processes.start(argv, env=env, log_file=self.controller_log, pid_file=self.controller_pid_file, cwd=self.workdir)
         return port
 
+    def _ensure_sim_executor(self, say: Say) -> None:
+        if processes.is_running(processes.read_pid(self.sim_executor_pid_file), Path(sys.executable)):
+            return
+        say(f"starting {SIM_EXECUTOR}")
+        env = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", "HOME")}
+        argv = [sys.executable, "-m", "wf.sim_executor", "--kubeconfig", str(self.kubeconfig)]
+        processes.start(argv, env=env, log_file=self.sim_executor_log, pid_file=self.sim_executor_pid_file,
+                        cwd=self.workdir)
+
     # ---- down --------------------------------------------------------------------------------------
     def down(self, say: Say = lambda _: None) -> None:
         """Stop every process this cluster started (by recorded pid), drop its context, remove its state."""
@@ -348,6 +366,9 @@ class LocalCluster:
             # Its state lives in the API server, so a short grace is safe; on SIGTERM it otherwise spends
             # ~10s draining queues that nobody will read.
             processes.stop(pid, build.binary_path(CONTROLLER), grace_seconds=2)
+        if pid := processes.read_pid(self.sim_executor_pid_file):
+            say(f"stopping {SIM_EXECUTOR} (pid {pid})")
+            processes.stop(pid, Path(sys.executable), grace_seconds=2)
         if self.exists():
             by_name = {c["name"]: c for c in self._kwok_components()}
             order = [n for n in STOP_ORDER if n in by_name] + [n for n in by_name if n not in STOP_ORDER]
