@@ -67,8 +67,7 @@ def test_fan_out_conditions_exit_handlers_and_item_interruptions(local_cluster: 
     assert len(shard_pods) == ITEMS and all(n["phase"] == "Succeeded" for n in shard_pods), report
     assert 1 < peak <= PARALLELISM, report
     # Each item got its value, and the artifact's local path.
-    commands = {tuple(c.command) for p in _pods(kube, names["fan-out"]) for c in p.spec.containers
-                if c.name == "main" and p.metadata.labels.get(STEP_LABEL) == "shard"}
+    commands = {tuple(_argv(p)) for p in _pods(kube, names["fan-out"]) if p.metadata.labels.get(STEP_LABEL) == "shard"}
     assert {c[2] for c in commands} == {str(i) for i in range(ITEMS)}, commands
     assert {c[4] for c in commands} == {"/wf/inputs/list/report"}, commands
     # The condition on an output: one step skipped, its opposite ran, and their dependent still ran.
@@ -82,8 +81,7 @@ def test_fan_out_conditions_exit_handlers_and_item_interruptions(local_cluster: 
     (notify_node,) = [n for n in _pod_nodes(failed) if n["templateName"] == "notify"]
     assert notify_node["phase"] == "Succeeded", report
     (notify_pod,) = [p for p in _pods(kube, names["exit"]) if p.metadata.labels.get(STEP_LABEL) == "notify"]
-    (main,) = [c for c in notify_pod.spec.containers if c.name == "main"]
-    assert main.command == ["notify", "--status", "Failed"]
+    assert _argv(notify_pod) == ["notify", "--status", "Failed"]
 
     # One item's pod vanished: that item alone was retried (two pods), the others ran once.
     items = final["interrupted"]
@@ -93,6 +91,13 @@ def test_fan_out_conditions_exit_handlers_and_item_interruptions(local_cluster: 
     (retried,) = [n for n in retries if len(n["children"]) == 2]
     assert retried["children"][0] == deleted, report
     assert len(_pod_nodes(items)) == 4, report
+
+
+def _argv(pod: Any) -> list[str]:
+    """The step's own argv: Argo's emissary runs it as `argoexec emissary ... -- ARGV`."""
+    (main,) = [c for c in pod.spec.containers if c.name == "main"]
+    argv = [*(main.command or []), *(main.args or [])]
+    return argv[argv.index("--") + 1:] if "--" in argv else argv
 
 
 def _peak_running(kube: Any, name: str, step_name: str, timeout: float) -> int:
