@@ -67,7 +67,7 @@ def compile_job(
         if placement is not None:
             placements[step.name] = placement
         problems += found
-        if step.outputs.artifacts and catalog.artifacts is None:
+        if step.outputs and step.outputs.artifacts and catalog.artifacts is None:
             problems.append(((*path, "outputs", "artifacts"),
                              "the catalog names no artifact store (its `artifacts:`): artifacts have nowhere to go"))
     if problems:
@@ -124,7 +124,7 @@ def _workflow_spec(job: TrainingJob, placements: dict[str, Placement], catalog: 
     if job.spec.timeout is not None:
         spec["activeDeadlineSeconds"] = parse_duration(job.spec.timeout)
     service_account = job.spec.service_account
-    if catalog.artifacts and any(s.outputs.artifacts for _, s in job.spec.step_entries()):
+    if catalog.artifacts and any(s.outputs and s.outputs.artifacts for _, s in job.spec.step_entries()):
         spec["artifactRepositoryRef"] = dict(artifacts.REPOSITORY_REF)
         service_account = service_account or catalog.artifacts.service_accounts.get(job.metadata.namespace or "")
     if service_account:
@@ -146,12 +146,14 @@ def _inputs(step: Step) -> list[Reference]:
 
 
 def _is_artifact(ref: Reference, producers: dict[str, Step]) -> bool:
-    return ref.kind == "output" and ref.name in producers[ref.step].outputs.artifacts
+    return ref.kind == "output" and ref.name in producers[ref.step].declared.artifacts
 
 
 def _arguments(refs: list[Reference], producers: dict[str, Step], source: Callable[[Reference, bool], str]
                ) -> dict[str, Any]:
     """Arguments handing `refs` to a template; `source(ref, is_artifact)` says where each value comes from."""
+    if not refs:
+        return {}
     parameters = [{"name": r.input_name, "value": source(r, False)} for r in refs if not _is_artifact(r, producers)]
     artifact_args = [{"name": r.input_name, "from": source(r, True)} for r in refs if _is_artifact(r, producers)]
     out: dict[str, Any] = {}
@@ -175,6 +177,8 @@ def _from_inputs(ref: Reference, artifact: bool) -> str:
 
 
 def _declared_inputs(refs: list[Reference], producers: dict[str, Step], with_paths: bool) -> dict[str, Any]:
+    if not refs:
+        return {}
     out = _arguments(refs, producers, lambda r, a: "")
     for parameter in out.get("parameters", []):
         del parameter["value"]
@@ -257,13 +261,13 @@ def _wrapper(name: str, step: Step, refs: list[Reference], producers: dict[str, 
     if declared := _declared_inputs(refs, producers, with_paths=False):
         template["inputs"] = declared
     outputs: dict[str, Any] = {}
-    if step.outputs.parameters:
+    if step.declared.parameters:
         outputs["parameters"] = [
             {"name": o, "valueFrom": {"parameter": _braced(f"tasks.{step.name}.outputs.parameters.{o}")}}
-            for o in step.outputs.parameters]
-    if step.outputs.artifacts:
+            for o in step.declared.parameters]
+    if step.declared.artifacts:
         outputs["artifacts"] = [{"name": o, "from": _braced(f"tasks.{step.name}.outputs.artifacts.{o}")}
-                                for o in step.outputs.artifacts]
+                                for o in step.declared.artifacts]
     if outputs:
         template["outputs"] = outputs
     template["dag"] = {"tasks": [inner]}
@@ -276,6 +280,8 @@ def _braced(expression: str) -> str:
 
 def _rewrite(text: str, replacement: Callable[[Reference], str]) -> str:
     """`text` with each item and step-output reference replaced; workflow references stay for Argo."""
+    if "{{" not in text:
+        return text
     def sub(match: re.Match[str]) -> str:
         ref = references.parse(match.group(0))
         return replacement(ref) if ref is not None and ref.kind in ("item", "output") else match.group(0)
@@ -284,6 +290,9 @@ def _rewrite(text: str, replacement: Callable[[Reference], str]) -> str:
 
 def _pod_template(job: TrainingJob, step: Step, placement: Placement, refs: list[Reference],
                   producers: dict[str, Step]) -> dict[str, Any]:
+    def local(ref: Reference) -> str:
+        return _local(ref, producers)
+
     labels = {**job.metadata.labels, **step.labels, JOB_LABEL: job.name, STEP_LABEL: step.name,
               CLASS_LABEL: placement.compute_class, CAPACITY_LABEL: placement.capacity}
     metadata: dict[str, Any] = {"labels": labels}
@@ -291,11 +300,11 @@ def _pod_template(job: TrainingJob, step: Step, placement: Placement, refs: list
         metadata["annotations"] = dict(step.annotations)
     container: dict[str, Any] = {
         "image": step.image or job.spec.image,
-        "command": [_rewrite(arg, lambda r: _local(r, producers)) for arg in step.command],
+        "command": [_rewrite(arg, local) for arg in step.command] if refs else list(step.command),
         "resources": {"requests": placement.requests, "limits": placement.limits},
     }
-    env = _env({**job.spec.env, **{k: _rewrite(v, lambda r: _local(r, producers)) if isinstance(v, str) else v
-                                   for k, v in step.env.items()}})
+    env = _env({**job.spec.env, **({k: _rewrite(v, local) if isinstance(v, str) else v for k, v in step.env.items()}
+                                   if refs else step.env)})
     if env:
         container["env"] = env
     if step.working_dir:
@@ -339,10 +348,12 @@ def _local(ref: Reference, producers: dict[str, Step]) -> str:
 
 def _outputs(step: Step) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    if step.outputs.parameters:
-        out["parameters"] = [{"name": n, "valueFrom": {"path": p}} for n, p in step.outputs.parameters.items()]
-    if step.outputs.artifacts:
-        out["artifacts"] = [{"name": n, "path": p} for n, p in step.outputs.artifacts.items()]
+    if step.outputs is None:
+        return out
+    if step.declared.parameters:
+        out["parameters"] = [{"name": n, "valueFrom": {"path": p}} for n, p in step.declared.parameters.items()]
+    if step.declared.artifacts:
+        out["artifacts"] = [{"name": n, "path": p} for n, p in step.declared.artifacts.items()]
     return out
 
 

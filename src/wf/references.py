@@ -70,19 +70,21 @@ def parse(expression: str) -> Reference | None:
 
 
 def sites(step: Step) -> Iterator[tuple[tuple[PathKey, ...], str]]:
-    """(path within the step, text) of every place a step may hold references."""
+    """(path within the step, text) of every place of a step that holds references."""
     for i, arg in enumerate(step.command):
-        yield ("command", i), arg
+        if "{{" in arg:
+            yield ("command", i), arg
     for key, value in step.env.items():
-        if isinstance(value, str):
+        if isinstance(value, str) and "{{" in value:
             yield ("env", key), value
     if step.when is not None:
         yield ("when",), step.when
     if isinstance(step.for_each, str):
         yield ("forEach",), step.for_each
-    for kind, declared in (("parameters", step.outputs.parameters), ("artifacts", step.outputs.artifacts)):
-        for name, path in declared.items():
-            yield ("outputs", kind, name), path
+    if step.outputs is not None:
+        for kind, declared in (("parameters", step.outputs.parameters), ("artifacts", step.outputs.artifacts)):
+            for name, path in declared.items():
+                yield ("outputs", kind, name), path
 
 
 def references_in(text: str) -> Iterator[tuple[str, Reference | None]]:
@@ -162,7 +164,7 @@ def _problem(written: str, ref: Reference | None, step: Step, field: PathKey, sp
             return (f"{ref.text}: exit handlers run after the job and cannot read its steps' outputs; "
                     "write results where the handler can read them (a job parameter names the place)")
         return f"{ref.text}: unknown step {ref.step!r}; steps: {sorted(by_name)}"
-    outputs = producer.outputs
+    outputs = producer.declared
     if ref.name not in outputs.parameters and ref.name not in outputs.artifacts:
         declared = sorted([*outputs.parameters, *outputs.artifacts])
         return f"{ref.text}: step {ref.step!r} has no output {ref.name!r}; its outputs: {declared}"

@@ -113,6 +113,9 @@ class Outputs(StrictModel):
         return self
 
 
+NO_OUTPUTS = Outputs()
+
+
 class Step(StrictModel):
     name: str
     command: list[Text] = Field(min_length=1, description="argv list; never a shell string")
@@ -136,7 +139,12 @@ class Step(StrictModel):
     when: str | None = Field(
         default=None, description="Run only if this holds, e.g. \"{{steps.eval.outputs.accuracy}} > 0.9\"; "
         "otherwise the step is skipped and its dependents still run")
-    outputs: Outputs = Field(default_factory=Outputs)
+    outputs: Outputs | None = None
+
+    @property
+    def declared(self) -> Outputs:
+        """The step's outputs (none declared: empty), so readers need no None check."""
+        return self.outputs or NO_OUTPUTS
 
     @field_validator("command", mode="before")
     @classmethod
