@@ -5,7 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from wf.sim_executor import COMPLETED_LABEL, OUTPUTS_ANNOTATION, WORKFLOW_LABEL, task_result
+from wf.sim_executor import (
+    COMPLETED_LABEL,
+    OUTPUTS_ANNOTATION,
+    WORKFLOW_LABEL,
+    task_result,
+)
 
 TEMPLATE = {"name": "list", "outputs": {
     "parameters": [{"name": "shards", "valueFrom": {"path": "/tmp/s"}},

@@ -22,7 +22,7 @@ from wf.labels import (
     STEP_LABEL,
     SUBMISSION_LABEL,
 )
-from wf.loader import format_path
+from wf.loader import PathKey, format_path
 from wf.placement import (
     APPLICATION_EXPRESSION,
     INTERRUPTION_EXPRESSION,
@@ -98,7 +98,7 @@ def compile_job(
     return {"apiVersion": API_VERSION, "kind": kind, "metadata": metadata, "spec": body}
 
 
-def _problem(job: TrainingJob, path: tuple, message: str) -> Problem:
+def _problem(job: TrainingJob, path: tuple[PathKey, ...], message: str) -> Problem:
     doc = job.document
     return doc.problem(path, message) if doc else Problem(job.source, None, format_path(path), message)
 

@@ -22,7 +22,15 @@ from wf.sim_executor import OUTPUTS_ANNOTATION
 
 from .conftest import ClusterHandle
 from .test_controller_e2e import job_file, step
-from .test_retries import RECENTLY_STARTED_SECONDS, _get, _node_tree, _nodes, _pod_nodes, _pods, _wait_final
+from .test_retries import (
+    RECENTLY_STARTED_SECONDS,
+    _get,
+    _node_tree,
+    _nodes,
+    _pod_nodes,
+    _pods,
+    _wait_final,
+)
 
 pytestmark = pytest.mark.cluster
 
