@@ -275,3 +275,32 @@ def test_schema_covers_the_constructs() -> None:
     step = schema["$defs"]["Step"]["properties"]
     assert {"forEach", "parallelism", "when", "outputs"} <= step.keys()
     assert {"onExit", "parallelism"} <= schema["$defs"]["JobSpec"]["properties"].keys()
+
+
+def test_lint_reports_reference_errors_with_lines(write: Any) -> None:
+    from wf.lint import lint_paths
+
+    path = write("job.yaml", """
+        apiVersion: wf/v1
+        kind: TrainingJob
+        metadata: {name: demo}
+        spec:
+          image: i
+          compute: cpu
+          steps:
+            - name: train
+              command: [train]
+            - name: publish
+              needs: [train]
+              command: [publish, "{{steps.train.outputs.model}}"]
+    """)
+    [problem] = lint_paths([path]).errors
+    assert (problem.line, problem.field) == (12, "spec.steps[1].command[1]")
+    assert "step 'train' has no output 'model'" in problem.message
+
+
+def test_the_package_exports_the_new_models() -> None:
+    import wf
+
+    assert wf.Outputs(parameters={"a": "/a"}).parameters == {"a": "/a"}
+    assert wf.Count(count=3).count == 3

@@ -20,7 +20,7 @@ _EXPORTS = {
     "wf.catalog": ("Catalog", "ComputeClass", "load_catalog"),
     "wf.compile": ("compile_job",),
     "wf.errors": ("ClusterError", "InputError", "Problem", "WfError", "WorkFailed"),
-    "wf.spec": ("JobSpec", "Metadata", "Resources", "SecretRef", "Step", "TrainingJob", "load_job"),
+    "wf.spec": ("Count", "JobSpec", "Metadata", "Outputs", "Resources", "SecretRef", "Step", "TrainingJob", "load_job"),
     "wf.controller.api": ("submit", "watch", "get", "list_workflows", "logs", "retry", "stop", "delete"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from wf.catalog import Catalog, ComputeClass, load_catalog
     from wf.compile import compile_job
     from wf.errors import ClusterError, InputError, Problem, WfError, WorkFailed
-    from wf.spec import JobSpec, Metadata, Resources, SecretRef, Step, TrainingJob, load_job
+    from wf.spec import Count, JobSpec, Metadata, Outputs, Resources, SecretRef, Step, TrainingJob, load_job
 
 
 def __getattr__(name: str) -> Any:
