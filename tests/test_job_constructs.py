@@ -224,6 +224,10 @@ REFERENCE_ERRORS = [
      "is an artifact"),
     ({"name": "b", "command": ["{{inputs.parameters.x}}"]}, "command[0]", "unknown reference"),
     ({"name": "b", "forEach": ["1"], "command": ["x"], "when": "{{item}} == 1"}, "when", "when cannot refer"),
+    ({"name": "b", "forEach": ["1"], "command": ["x"], "workingDir": "/w/{{item}}"}, "workingDir",
+     "workingDir may use only workflow references"),
+    ({"name": "b", "command": ["x"], "outputs": {"parameters": {"o": "{{workflow.parameters.nope}}/o"}}},
+     "outputs.parameters.o", "unknown parameter 'nope'"),
 ]
 
 

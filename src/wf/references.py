@@ -77,6 +77,9 @@ def sites(step: Step) -> Iterator[tuple[tuple[PathKey, ...], str]]:
     for key, value in step.env.items():
         if isinstance(value, str) and "{{" in value:
             yield ("env", key), value
+    for field, value in (("workingDir", step.working_dir), ("image", step.image)):
+        if value and "{{" in value:
+            yield (field,), value
     if step.when is not None:
         yield ("when",), step.when
     if isinstance(step.for_each, str):
@@ -152,8 +155,8 @@ def _problem(written: str, ref: Reference | None, step: Step, field: PathKey, sp
         return f"unknown reference {written}; use {FORMS}"
     if ref.kind == "parameter":
         return _unknown_parameter(ref, spec) if ref.name not in spec.parameters else None
-    if field == "outputs" and ref.kind != "global":
-        return f"{ref.text}: an output's path may use only workflow references"
+    if field in ("outputs", "workingDir", "image") and ref.kind != "global":
+        return f"{ref.text}: {field} may use only workflow references (items and outputs: command and env)"
     if ref.kind == "item":
         return _item_problem(ref, step, field)
     if ref.kind != "output":
