@@ -20,7 +20,7 @@ _EXPORTS = {
     "wf.catalog": ("Catalog", "ComputeClass", "load_catalog"),
     "wf.compile": ("compile_job",),
     "wf.errors": ("ClusterError", "InputError", "Problem", "WfError", "WorkFailed"),
-    "wf.spec": ("JobSpec", "Metadata", "Resources", "SecretRef", "Step", "TrainingJob", "load_job"),
+    "wf.spec": ("Count", "JobSpec", "Metadata", "Outputs", "Resources", "SecretRef", "Step", "TrainingJob", "load_job"),
     "wf.controller.api": ("submit", "watch", "get", "list_workflows", "logs", "retry", "stop", "delete"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -31,10 +31,11 @@ if TYPE_CHECKING:
     from wf.compile import compile_job
     from wf.controller.api import delete, get, list_workflows, logs, retry, stop, submit, watch
     from wf.errors import ClusterError, InputError, Problem, WfError, WorkFailed
-    from wf.spec import JobSpec, Metadata, Resources, SecretRef, Step, TrainingJob, load_job
+    from wf.spec import Count, JobSpec, Metadata, Outputs, Resources, SecretRef, Step, TrainingJob, load_job
 
 __all__ = [
-    "Catalog", "ClusterError", "ComputeClass", "InputError", "JobSpec", "Metadata", "Problem", "Resources",
+    "Catalog", "ClusterError", "ComputeClass", "Count", "InputError", "JobSpec", "Metadata", "Outputs", "Problem",
+    "Resources",
     "SecretRef", "Step", "TrainingJob", "WfError", "WorkFailed", "compile_job", "delete", "get", "list_workflows",
     "load_catalog", "load_job", "logs", "retry", "stop", "submit", "watch",
 ]

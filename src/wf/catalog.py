@@ -152,11 +152,31 @@ class ComputeClass(StrictModel):
         return self.availability_zones or cluster.availability_zones
 
 
+class S3Store(StrictModel):
+    bucket: str
+    region: str
+    key_format: str = Field(
+        default="{{workflow.namespace}}/{{workflow.name}}/{{pod.name}}", alias="keyFormat",
+        description="Object key layout, in Argo's variables")
+
+
+class ArtifactStore(StrictModel):
+    """Where step artifacts live, reached with the pod's identity (IRSA or EKS Pod Identity), never keys."""
+
+    s3: S3Store
+    service_accounts: dict[str, str] = Field(
+        default_factory=dict, alias="serviceAccounts",
+        description="Namespace -> service account bound to a role that can read and write the bucket")
+
+
 class Catalog(StrictModel):
     api_version: Literal["wf/v1"] = Field(default="wf/v1", alias="apiVersion")
     kind: Literal["Catalog"] = "Catalog"
     cluster: ClusterInfo
     compute_classes: list[ComputeClass] = Field(alias="computeClasses", min_length=1)
+    default_class: str | None = Field(default=None, alias="defaultClass",
+                                      description="Class of steps whose job names none")
+    artifacts: ArtifactStore | None = Field(default=None, description="Store of the artifacts steps hand on")
     _source: str = PrivateAttr(default="<python>")  # where it was read from, for messages
 
     @model_validator(mode="after")
@@ -184,6 +204,8 @@ class Catalog(StrictModel):
                 out.append(Problem.at((*at, "name"), f"duplicate compute class {cls.name!r}"))
             seen.add(cls.name)
             out += _class_problems(cls, at, self.cluster)
+        if self.default_class is not None and self.default_class not in seen:
+            out.append(Problem.at(("defaultClass",), f"unknown compute class {self.default_class!r}; classes: {sorted(seen)}"))
         return out
 
     def compute_class(self, name: str) -> ComputeClass:

@@ -7,9 +7,12 @@ Argo v4.0 and v3.7 alike.
 from __future__ import annotations
 
 import json
+import re
 import uuid
+from collections.abc import Callable
 from typing import Any, Literal
 
+from wf import artifacts, references
 from wf.catalog import Catalog
 from wf.constants import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
 from wf.errors import InputError, Problem
@@ -21,7 +24,8 @@ from wf.interruptions import (
     capacity_expression,
 )
 from wf.placement import Placement, place_step
-from wf.spec import SecretRef, Step, TrainingJob, Volume
+from wf.references import Reference
+from wf.spec import Count, SecretRef, Step, TrainingJob, Volume
 from wf.units import parse_duration
 
 Kind = Literal["Workflow", "WorkflowTemplate", "CronWorkflow"]
@@ -29,7 +33,10 @@ API_VERSION = "argoproj.io/v1alpha1"
 # Entry and wrapper templates carry an upper-case letter, which step names (DNS-1123 labels) never do, so they
 # can't collide with a step's template.
 ENTRYPOINT = "Main"
+EXIT_HANDLER = "Exit"
 ATTEMPTS_SUFFIX = "-Attempts"
+ITEMS_SUFFIX = "-Items"
+FAN_OUT_ITEMS = "items"  # the Items wrapper's input holding a fan-out's JSON list
 # Platform defaults: delete succeeded pods after a grace period to keep `wf logs` useful, keep finished
 # workflows for a day (failed ones a week) so `wf get` can explain them.
 POD_GC = {"strategy": "OnPodSuccess", "deleteDelayDuration": "10m"}
@@ -47,17 +54,23 @@ def compile_job(
     job: TrainingJob, catalog: Catalog, *, kind: Kind | None = None, submission: str | None = None
 ) -> dict[str, Any]:
     """The Argo manifest for `job`; InputError (with lines when the job came from a file) if it can't place."""
-    placements, problems = [], []
-    for i in range(len(job.spec.steps)):
-        placement, found = place_step(job, i, catalog)
-        placements.append(placement)
+    placements: dict[str, Placement] = {}
+    problems: list[Problem] = []
+    for path, step in job.spec.step_entries():
+        placement, found = place_step(job, int(path[2]), catalog, str(path[1]))
+        if placement is not None:
+            placements[step.name] = placement
         problems += found
+        if step.outputs and step.outputs.artifacts and catalog.artifacts is None:
+            problems.append(Problem.at((*path, "outputs", "artifacts"),
+                                       "the catalog names no artifact store (its `artifacts:`): artifacts have nowhere to go"))
     if problems:
         raise InputError([_locate(job, p) for p in problems])
     kind = kind or ("CronWorkflow" if job.spec.schedule else "Workflow")
     if kind == "CronWorkflow" and not job.spec.schedule:
-        raise InputError([_locate(job, Problem.at(("spec", "schedule"), "a CronWorkflow needs a schedule (cron syntax)"))])
-    spec = _workflow_spec(job, placements)  # type: ignore[arg-type]
+        raise InputError([_locate(job, Problem.at(("spec", "schedule"),
+                                                  "a CronWorkflow needs a schedule (cron syntax)"))])
+    spec = _workflow_spec(job, placements, catalog)
     labels = {**job.metadata.labels, JOB_LABEL: job.name}
     metadata: dict[str, Any] = {}
     if kind == "Workflow":
@@ -85,42 +98,196 @@ def _locate(job: TrainingJob, problem: Problem) -> Problem:
     return doc.locate(problem) if doc else problem.in_file(job.source)
 
 
-def _workflow_spec(job: TrainingJob, placements: list[Placement]) -> dict[str, Any]:
+def _workflow_spec(job: TrainingJob, placements: dict[str, Placement], catalog: Catalog) -> dict[str, Any]:
     templates: list[dict[str, Any]] = [{"name": ENTRYPOINT, "dag": {"tasks": []}}]
     tasks = templates[0]["dag"]["tasks"]
-    for step, placement in zip(job.spec.steps, placements, strict=True):
-        task: dict[str, Any] = {"name": step.name, "template": step.name}
-        if step.needs:
-            task["dependencies"] = list(step.needs)
-        retries = job.spec.retries if step.retries is None else step.retries
-        if retries:
-            task["template"] = step.name + ATTEMPTS_SUFFIX
-            templates.append(_attempts(step, retries))
-        tasks.append(task)
-        templates.append(_pod_template(job, step, placement))
+    exit_tasks: list[dict[str, Any]] = []
+    if job.spec.on_exit:
+        templates.append({"name": EXIT_HANDLER, "dag": {"tasks": exit_tasks}})
+    producers = {s.name: s for _, s in job.spec.step_entries()}
+    for dag, steps in ((tasks, job.spec.steps), (exit_tasks, job.spec.on_exit)):
+        for step in steps:
+            dag.append(_step(job, step, placements[step.name], producers, templates))
     spec: dict[str, Any] = {"entrypoint": ENTRYPOINT, "templates": templates, "podGC": dict(POD_GC),
                             "ttlStrategy": dict(TTL)}
+    if job.spec.on_exit:
+        spec["onExit"] = EXIT_HANDLER
+    if job.spec.parallelism:
+        spec["parallelism"] = job.spec.parallelism
     if job.spec.parameters:
         spec["arguments"] = {"parameters": [{"name": k, "value": v} for k, v in job.spec.parameters.items()]}
     if job.spec.timeout is not None:
         spec["activeDeadlineSeconds"] = parse_duration(job.spec.timeout)
-    if job.spec.service_account:
-        spec["serviceAccountName"] = job.spec.service_account
+    service_account = job.spec.service_account
+    if catalog.artifacts and any(s.outputs and s.outputs.artifacts for _, s in job.spec.step_entries()):
+        spec["artifactRepositoryRef"] = dict(artifacts.REPOSITORY_REF)
+        service_account = service_account or catalog.artifacts.service_accounts.get(job.metadata.namespace or "")
+    if service_account:
+        spec["serviceAccountName"] = service_account
     if job.spec.volumes:
         spec["volumes"] = [_volume(v) for v in job.spec.volumes]
     return spec
 
 
-def _attempts(step: Step, retries: int) -> dict[str, Any]:
-    """Application retries wrap the pod's template, so interruptions (retried inside) never spend them."""
-    return {
-        "name": step.name + ATTEMPTS_SUFFIX,
-        "retryStrategy": {"limit": retries, "expression": APPLICATION_EXPRESSION, "backoff": dict(APPLICATION_BACKOFF)},
-        "dag": {"tasks": [{"name": step.name, "template": step.name}]},
-    }
+def _inputs(step: Step) -> list[Reference]:
+    """The references the step's container reads (item fields and other steps' outputs), once each, in order."""
+    found: dict[str, Reference] = {}
+    for where, text in references.sites(step):
+        if where[0] in ("command", "env"):
+            for _, ref in references.references_in(text):
+                if ref is not None and ref.kind in ("item", "output"):
+                    found.setdefault(ref.input_name, ref)
+    return list(found.values())
 
 
-def _pod_template(job: TrainingJob, step: Step, placement: Placement) -> dict[str, Any]:
+def _is_artifact(ref: Reference, producers: dict[str, Step]) -> bool:
+    return ref.kind == "output" and ref.name in producers[ref.step].declared.artifacts
+
+
+def _arguments(refs: list[Reference], producers: dict[str, Step], source: Callable[[Reference, bool], str]
+               ) -> dict[str, Any]:
+    """Arguments handing `refs` to a template; `source(ref, is_artifact)` says where each value comes from."""
+    if not refs:
+        return {}
+    parameters = [{"name": r.input_name, "value": source(r, False)} for r in refs if not _is_artifact(r, producers)]
+    artifact_args = [{"name": r.input_name, "from": source(r, True)} for r in refs if _is_artifact(r, producers)]
+    out: dict[str, Any] = {}
+    if parameters:
+        out["parameters"] = parameters
+    if artifact_args:
+        out["artifacts"] = artifact_args
+    return out
+
+
+def _from_dag(ref: Reference, artifact: bool) -> str:
+    """A value as the calling DAG task sees it."""
+    if ref.kind == "item":
+        return _braced(f"item.{ref.name}" if ref.name else "item")
+    return _braced(f"tasks.{ref.step}.outputs.{'artifacts' if artifact else 'parameters'}.{ref.name}")
+
+
+def _from_inputs(ref: Reference, artifact: bool) -> str:
+    """A value a wrapper template received and passes on."""
+    return _braced(f"inputs.{'artifacts' if artifact else 'parameters'}.{ref.input_name}")
+
+
+def _declared_inputs(refs: list[Reference], producers: dict[str, Step], with_paths: bool) -> dict[str, Any]:
+    if not refs:
+        return {}
+    out = _arguments(refs, producers, lambda r, a: "")
+    for parameter in out.get("parameters", []):
+        del parameter["value"]
+    for artifact in out.get("artifacts", []):
+        ref = next(r for r in refs if r.input_name == artifact["name"])
+        del artifact["from"]
+        if with_paths:
+            artifact["path"] = ref.artifact_path
+    return out
+
+
+def _step(job: TrainingJob, step: Step, placement: Placement, producers: dict[str, Step],
+          templates: list[dict[str, Any]]) -> dict[str, Any]:
+    """The DAG task running `step`, appending the templates behind it: the pod (interruptions retried inside),
+    the application-retry wrapper, and for a capped fan-out the wrapper that holds the loop and its cap."""
+    refs = _inputs(step)
+    template = step.name
+    wrappers: list[dict[str, Any]] = []
+    retries = job.spec.retries if step.retries is None else step.retries
+    if retries:
+        template = step.name + ATTEMPTS_SUFFIX
+        wrappers.append(_wrapper(template, step, refs, producers, {
+            "retryStrategy": {"limit": retries, "expression": APPLICATION_EXPRESSION,
+                              "backoff": dict(APPLICATION_BACKOFF)}}))
+    loop = _loop(step)
+    task: dict[str, Any] = {"name": step.name, "template": template}
+    if loop and step.parallelism:
+        # Argo caps concurrency per template, so the items run as the children of a template of their own.
+        outer_refs = [r for r in refs if r.kind != "item"]
+        inner: dict[str, Any] = {"name": step.name, "template": template, **loop}
+        if "withParam" in loop:
+            inner["withParam"] = _braced(f"inputs.parameters.{FAN_OUT_ITEMS}")
+        inner_args = _arguments(refs, producers, lambda r, a: _from_dag(r, a) if r.kind == "item" else
+                                _from_inputs(r, a))
+        if inner_args:
+            inner["arguments"] = inner_args
+        declared = _declared_inputs(outer_refs, producers, with_paths=False)
+        arguments = _arguments(outer_refs, producers, _from_dag)
+        if "withParam" in loop:
+            declared.setdefault("parameters", []).append({"name": FAN_OUT_ITEMS})
+            arguments.setdefault("parameters", []).append({"name": FAN_OUT_ITEMS, "value": loop["withParam"]})
+        items: dict[str, Any] = {"name": step.name + ITEMS_SUFFIX, "parallelism": step.parallelism}
+        if declared:
+            items["inputs"] = declared
+        items["dag"] = {"tasks": [inner]}
+        wrappers.insert(0, items)
+        task["template"] = items["name"]
+    else:
+        task.update(loop)
+        arguments = _arguments(refs, producers, _from_dag)
+    if arguments:
+        task["arguments"] = arguments
+    if step.needs:
+        task["dependencies"] = list(step.needs)
+    if step.when is not None:
+        task["when"] = _rewrite(step.when, lambda r: _from_dag(r, False))
+    templates += wrappers
+    templates.append(_pod_template(job, step, placement, refs, producers))
+    return task
+
+
+def _loop(step: Step) -> dict[str, Any]:
+    items = step.for_each
+    if items is None:
+        return {}
+    if isinstance(items, list):
+        return {"withItems": list(items)}
+    if isinstance(items, Count):
+        return {"withSequence": {"count": str(items.count)}}
+    return {"withParam": _rewrite(items.strip(), lambda r: _from_dag(r, False))}
+
+
+def _wrapper(name: str, step: Step, refs: list[Reference], producers: dict[str, Step], extra: dict[str, Any]
+             ) -> dict[str, Any]:
+    """A DAG template around the step's pod that passes its inputs down and its outputs up."""
+    inner: dict[str, Any] = {"name": step.name, "template": step.name}
+    if arguments := _arguments(refs, producers, _from_inputs):
+        inner["arguments"] = arguments
+    template: dict[str, Any] = {"name": name, **extra}
+    if declared := _declared_inputs(refs, producers, with_paths=False):
+        template["inputs"] = declared
+    outputs: dict[str, Any] = {}
+    if step.declared.parameters:
+        outputs["parameters"] = [
+            {"name": o, "valueFrom": {"parameter": _braced(f"tasks.{step.name}.outputs.parameters.{o}")}}
+            for o in step.declared.parameters]
+    if step.declared.artifacts:
+        outputs["artifacts"] = [{"name": o, "from": _braced(f"tasks.{step.name}.outputs.artifacts.{o}")}
+                                for o in step.declared.artifacts]
+    if outputs:
+        template["outputs"] = outputs
+    template["dag"] = {"tasks": [inner]}
+    return template
+
+
+def _braced(expression: str) -> str:
+    return "{{" + expression + "}}"
+
+
+def _rewrite(text: str, replacement: Callable[[Reference], str]) -> str:
+    """`text` with each item and step-output reference replaced; workflow references stay for Argo."""
+    if "{{" not in text:
+        return text
+    def sub(match: re.Match[str]) -> str:
+        ref = references.parse(match.group(0))
+        return replacement(ref) if ref is not None and ref.kind in ("item", "output") else match.group(0)
+    return references.PATTERN.sub(sub, text)
+
+
+def _pod_template(job: TrainingJob, step: Step, placement: Placement, refs: list[Reference],
+                  producers: dict[str, Step]) -> dict[str, Any]:
+    def local(ref: Reference) -> str:
+        return _local(ref, producers)
+
     capacity = placement.capacity
     pod_patch: dict[str, Any] = {}
     if placement.host_ipc:
@@ -139,10 +306,11 @@ def _pod_template(job: TrainingJob, step: Step, placement: Placement) -> dict[st
         metadata["annotations"] = annotations
     container: dict[str, Any] = {
         "image": step.image or job.spec.image,
-        "command": list(step.command),
+        "command": [_rewrite(arg, local) for arg in step.command] if refs else list(step.command),
         "resources": {"requests": placement.requests, "limits": placement.limits},
     }
-    env = _env({**job.spec.env, **step.env})
+    env = _env({**job.spec.env, **({k: _rewrite(v, local) if isinstance(v, str) else v for k, v in step.env.items()}
+                                   if refs else step.env)})
     if env:
         container["env"] = env
     if step.working_dir:
@@ -163,8 +331,12 @@ def _pod_template(job: TrainingJob, step: Step, placement: Placement) -> dict[st
             "expression": INTERRUPTION_EXPRESSION,
             "backoff": dict(INTERRUPTION_BACKOFF),
         },
-        "container": container,
     }
+    if declared := _declared_inputs(refs, producers, with_paths=True):
+        template["inputs"] = declared
+    if outputs := _outputs(step):
+        template["outputs"] = outputs
+    template["container"] = container
     if placement.tolerations:
         template["tolerations"] = placement.tolerations
     if step.timeout is not None:
@@ -173,6 +345,22 @@ def _pod_template(job: TrainingJob, step: Step, placement: Placement) -> dict[st
     if pod_patch:
         template["podSpecPatch"] = json.dumps(pod_patch)
     return template
+
+
+def _local(ref: Reference, producers: dict[str, Step]) -> str:
+    """In the container: an input parameter's value, or the path an artifact was downloaded to."""
+    return ref.artifact_path if _is_artifact(ref, producers) else _braced(f"inputs.parameters.{ref.input_name}")
+
+
+def _outputs(step: Step) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if step.outputs is None:
+        return out
+    if step.declared.parameters:
+        out["parameters"] = [{"name": n, "valueFrom": {"path": p}} for n, p in step.declared.parameters.items()]
+    if step.declared.artifacts:
+        out["artifacts"] = [{"name": n, "path": p} for n, p in step.declared.artifacts.items()]
+    return out
 
 
 def _volume(volume: Volume) -> dict[str, Any]:

@@ -113,6 +113,9 @@ def parse_model(model: type[M], doc: Document) -> M:
         for error in exc.errors():
             # A union reports one error per member at the same place; the first says enough.
             found.setdefault(_data_path(doc.data, tuple(error["loc"])), _message(error))
+        # Rules across fields, over the parts that did validate: one load reports every error in the file.
+        for problem in getattr(model, "salvaged_problems", lambda data: [])(doc.data):
+            found.setdefault(problem.path, problem.message)
         raise InputError([doc.problem(path, message) for path, message in found.items()]) from None
     problems = value.problems()  # type: ignore[attr-defined]
     if problems:

@@ -43,12 +43,16 @@ class Placement:
     on_demand_after: int | None = None
 
 
-def place_step(job: TrainingJob, index: int, catalog: Catalog) -> tuple[Placement | None, list[Problem]]:
-    """The placement of steps[index], or the problems that make it impossible, in the developer's terms."""
-    step: Step = job.spec.steps[index]
-    at: tuple[PathKey, ...] = ("spec", "steps", index)
-    class_name = step.compute or job.spec.compute
+def place_step(job: TrainingJob, index: int, catalog: Catalog, section: str = "steps"
+               ) -> tuple[Placement | None, list[Problem]]:
+    """The placement of spec[section][index], or the problems that make it impossible, in the developer's terms."""
+    step: Step = (job.spec.on_exit if section == "onExit" else job.spec.steps)[index]
+    at: tuple[PathKey, ...] = ("spec", section, index)
+    class_name = step.compute or job.spec.compute or catalog.default_class
     class_at = (*at, "compute") if step.compute else ("spec", "compute")
+    if class_name is None:
+        return None, [Problem.at((*at, "compute"), "no compute class: name one here or in spec.compute "
+                       f"(the catalog has no defaultClass); the catalog has: {', '.join(catalog.class_names)}")]
     try:
         cls = catalog.compute_class(class_name)
     except KeyError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -63,7 +64,11 @@ def test_every_example_submits_and_watches_to_succeeded(local_cluster: ClusterHa
         assert result.returncode == 0, f"{example.name}:\n{result.stdout}\n{result.stderr}"
         assert ": Succeeded" in result.stdout and "cost of" in result.stdout
         for s in doc["spec"]["steps"]:
-            assert f" {s['name']}: Succeeded [" in result.stdout, (s["name"], result.stdout)
+            if "forEach" in s:  # a row per item, named after it: "shard(0:a)"
+                last = dict(re.findall(rf" ({re.escape(s['name'])}\([^\n]*?\)): (\w+) \[", result.stdout))
+                assert last and set(last.values()) == {"Succeeded"}, (s["name"], result.stdout)
+            else:
+                assert f" {s['name']}: Succeeded [" in result.stdout, (s["name"], result.stdout)
         name = next(line.split()[1].split("/")[1] for line in result.stdout.splitlines() if line.startswith("Workflow "))
         assert_placed_by_class(local_cluster, name, doc)
 
@@ -79,7 +84,7 @@ def assert_placed_by_class(handle: ClusterHandle, name: str, doc: dict[str, Any]
     catalog = load_catalog()
     spec = doc["spec"]
     wanted = {}
-    for s in spec["steps"]:
+    for s in [*spec["steps"], *spec.get("onExit", [])]:
         cls = s.get("compute") or spec["compute"]
         wanted[s["name"]] = (cls, s.get("capacity") or spec.get("capacity") or catalog.compute_class(cls).default_capacity)
     with handle.api_client() as api:

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from wf.artifacts import repository_configmap
 from wf.catalog import Catalog, Taint
 from wf.cluster.nodes import SIMULATED_ANNOTATION, node_manifests
 from wf.errors import ClusterError
@@ -88,6 +89,9 @@ def install(kubeconfig: Path, catalog: Catalog, nodes_per_group: int, namespaces
                     _apply(client, manifest)
         _wait_crds_established(client, "argoproj.io")
         _apply(client, catalog_configmap(catalog))
+        if catalog.artifacts:  # compiled workflows with artifacts name this repository (artifactRepositoryRef)
+            for namespace in namespaces:
+                _apply(client, repository_configmap(catalog.artifacts, namespace))
         wanted = node_manifests(catalog, nodes_per_group)
         for node in wanted:
             _ensure_node(client, node)

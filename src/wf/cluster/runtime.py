@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from wf.cluster import build, karpenter_kwok, kubeconfig, processes
 from wf.cluster.install import WORKFLOW_NAMESPACE
 from wf.cluster.readiness import wait_api_ready, wait_workloads_ready
-from wf.cluster.supervise import CONTROLLER, ComponentStatus, Say, Supervisor
+from wf.cluster.supervise import CONTROLLER, SIM_EXECUTOR, ComponentStatus, Say, Supervisor
 from wf.errors import InputError
 
 if TYPE_CHECKING:
@@ -94,6 +95,7 @@ class LocalCluster:
             return []
         state = self.state()
         out = [*self.supervisor.control_plane(), self.supervisor.controller(state.controller_health_port if state else None)]
+        out.append(self.supervisor.sim_executor())
         if state and state.autoscaler:
             out.append(self._autoscaler_status())
         return out
@@ -154,6 +156,7 @@ class LocalCluster:
         say("installing Argo CRDs, RBAC, catalog and simulated nodes")
         install(self.kubeconfig, catalog, nodes_per_group, namespaces)
         port = self.supervisor.ensure_controller(previous.controller_health_port if previous else None, say)
+        self.supervisor.ensure_sim_executor(say)
         if autoscaler:
             say("installing Karpenter's CRDs and wf's NodePools; starting Karpenter's kwok provider")
             apply_objects(self.kubeconfig, karpenter_kwok.objects(catalog))
@@ -206,6 +209,7 @@ class LocalCluster:
             [
                 (karpenter_kwok.NAME, karpenter_kwok.pid_file(self.workdir), build.binary_path(karpenter_kwok.BINARY)),
                 (CONTROLLER, self.supervisor.controller_pid_file, build.binary_path(CONTROLLER)),
+                (SIM_EXECUTOR, self.supervisor.sim_executor_pid_file, Path(sys.executable)),
             ],
             say,
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,8 @@ from wf.errors import ClusterError
 Say = Callable[[str], None]
 
 CONTROLLER = "workflow-controller"
+# Reports the outputs of simulated pods as Argo's executor would (wf/sim_executor.py).
+SIM_EXECUTOR = "sim-executor"
 # Nothing is pulled under kwok; the image name only has to look like Argo's.
 EXECUTOR_IMAGE = f"quay.io/argoproj/argoexec:v{build.ARGO_VERSION}"
 STAGES_FILE = Path(__file__).with_name("kwok-stages.yaml")
@@ -59,6 +62,8 @@ class Supervisor:
         self.kubeconfig = workdir / "kubeconfig"
         self.controller_pid_file = workdir / "pids" / f"{CONTROLLER}.pid"
         self.controller_log = workdir / "logs" / f"{CONTROLLER}.log"
+        self.sim_executor_pid_file = workdir / "pids" / f"{SIM_EXECUTOR}.pid"
+        self.sim_executor_log = workdir / "logs" / f"{SIM_EXECUTOR}.log"
 
     def exists(self) -> bool:
         return (self.kwok_cluster_dir / "kwok.yaml").is_file()
@@ -219,6 +224,21 @@ class Supervisor:
         ]
         processes.start(argv, env=env, log_file=self.controller_log, pid_file=self.controller_pid_file, cwd=self.workdir)
         return port
+
+    # ---- the simulated executor ------------------------------------------------------------------------
+    def sim_executor(self) -> ComponentStatus:
+        pid = processes.read_pid(self.sim_executor_pid_file)
+        return ComponentStatus(name=SIM_EXECUTOR, pid=pid, port=None, log=str(self.sim_executor_log),
+                               running=processes.is_running(pid, Path(sys.executable)))
+
+    def ensure_sim_executor(self, say: Say) -> None:
+        if self.sim_executor().running:
+            return
+        say(f"starting {SIM_EXECUTOR}")
+        env = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", "HOME")}
+        argv = [sys.executable, "-m", "wf.sim_executor", "--kubeconfig", str(self.kubeconfig)]
+        processes.start(argv, env=env, log_file=self.sim_executor_log, pid_file=self.sim_executor_pid_file,
+                        cwd=self.workdir)
 
     # ---- stop --------------------------------------------------------------------------------------
     def stop_all(self, extra: Sequence[tuple[str, Path, Path]], say: Say) -> None:
