@@ -14,6 +14,7 @@ from wf.instances import InstanceType, instance_type
 from wf.labels import CAPACITIES, DOMAIN
 from wf.loader import Document, PathKey, load_mapping, parse_documents
 from wf.modeling import DEFER_CHECKS, StrictModel, dns_label_problem, labels_problems, parse_model, raise_problems
+from wf.teams import Queues
 
 Capacity = Literal["spot", "on-demand"]
 Arch = Literal["amd64", "arm64"]
@@ -92,6 +93,7 @@ class Catalog(StrictModel):
     kind: Literal["Catalog"] = "Catalog"
     cluster: ClusterInfo
     compute_classes: list[ComputeClass] = Field(alias="computeClasses", min_length=1)
+    queues: Queues | None = Field(default=None, description="Teams, their quotas and priorities (Kueue)")
     _source: str = PrivateAttr(default="<python>")  # where it was read from, for messages
 
     @model_validator(mode="after")
@@ -119,6 +121,8 @@ class Catalog(StrictModel):
                 out.append(((*at, "name"), f"duplicate compute class {cls.name!r}"))
             seen.add(cls.name)
             out += _class_problems(cls, at, self.cluster)
+        if self.queues and not out:  # quotas name classes: check them once the classes are sound
+            out += self.queues.problems(self)
         return out
 
     def compute_class(self, name: str) -> ComputeClass:

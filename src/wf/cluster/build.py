@@ -25,6 +25,7 @@ ETCD_VERSION = "3.6.16"
 KWOK_VERSION = "0.8.0"
 # v4.0.5 is the only v4.0.x the proxy lists, but v4.0.7 resolves and fixes CVE-2026-54526 (fixed in 4.0.6).
 ARGO_VERSION = "4.0.7"
+KUEUE_VERSION = "0.17.0"
 
 _K8S_VERSION_PKGS = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
 _BUILD_DATE = "1970-01-01T00:00:00Z"  # fixed, so rebuilding the same version gives the same bytes
@@ -163,6 +164,17 @@ def components() -> list[Component]:
             version_ldflags=_argo_ldflags(ARGO_VERSION),
             patches=(_ARGO_HEALTH_PATCH,),
             commit_variable="github.com/argoproj/argo-workflows/v4.gitCommit",
+        ),
+        Component(
+            name="kueue",
+            version=KUEUE_VERSION,
+            module="sigs.k8s.io/kueue",
+            packages=("sigs.k8s.io/kueue/cmd/kueue",),
+            version_ldflags=(
+                f"-X sigs.k8s.io/kueue/pkg/version.GitVersion=v{KUEUE_VERSION}",
+                f"-X sigs.k8s.io/kueue/pkg/version.BuildDate={_BUILD_DATE}",
+            ),
+            commit_variable="sigs.k8s.io/kueue/pkg/version.GitCommit",
         ),
     ]
 
