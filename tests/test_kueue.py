@@ -111,8 +111,8 @@ def test_local_queue_per_namespace_and_default_priorities(write: Callable[..., P
     objs = kueue.objects(team_catalog(write))
     local = [(o["metadata"]["namespace"], o["metadata"]["name"], o["spec"]["clusterQueue"])
              for o in objs if o["kind"] == "LocalQueue"]
-    assert local == [("perception", "perception", "perception"), ("mapping", "mapping", "mapping"),
-                     ("mapping-dev", "mapping", "mapping")]
+    assert local == [("perception", "default", "perception"), ("mapping", "default", "mapping"),
+                     ("mapping-dev", "default", "mapping")]
     prios = {o["metadata"]["name"]: o["value"] for o in objs if o["kind"] == "WorkloadPriorityClass"}
     assert prios == {"high": 1000, "normal": 100, "low": 10}
 
@@ -168,3 +168,133 @@ def test_generate_without_teams_is_a_clear_error(write: Callable[..., Path], cap
         main(["kueue", "generate", "--catalog", str(path)])
     assert exc.value.code == 2
     assert "no `queues:` section" in capsys.readouterr().err
+
+
+def team_job(make_job: Callable[..., Any], steps: list[dict[str, Any]] | None = None, namespace: str | None = None,
+             **spec: Any) -> Any:
+    job = make_job(steps, **spec)
+    job.metadata.namespace = namespace
+    return job
+
+
+GAUDI_STEP = {"name": "train", "command": ["python", "train.py"], "compute": "gaudi", "accelerators": 8,
+              "timeout": "2h"}
+
+
+def pod_templates(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["name"]: t for t in manifest["spec"]["templates"] if "container" in t}
+
+
+def test_a_team_job_lands_in_its_queue_with_its_priority(write: Callable[..., Path], make_job: Callable[..., Any]) -> None:
+    from wf.compile import compile_job
+
+    manifest = compile_job(team_job(make_job, [GAUDI_STEP], team="perception", priority="high"), team_catalog(write))
+    assert manifest["metadata"]["namespace"] == "perception"
+    labels = pod_templates(manifest)["train"]["metadata"]["labels"]
+    assert labels[kueue.QUEUE_LABEL] == "default" and labels[kueue.PRIORITY_LABEL] == "high"
+
+
+def test_the_namespace_names_the_team_and_the_default_priority_applies(write: Callable[..., Path],
+                                                                       make_job: Callable[..., Any]) -> None:
+    from wf.compile import compile_job
+
+    manifest = compile_job(team_job(make_job, [GAUDI_STEP], namespace="mapping-dev"), team_catalog(write))
+    assert manifest["metadata"]["namespace"] == "mapping-dev"
+    assert pod_templates(manifest)["train"]["metadata"]["labels"][kueue.PRIORITY_LABEL] == "normal"
+
+
+def test_queued_step_timeout_counts_from_the_pod_start(write: Callable[..., Path], make_job: Callable[..., Any]) -> None:
+    from wf.compile import compile_job
+
+    cat = team_catalog(write)
+    queued = pod_templates(compile_job(team_job(make_job, [GAUDI_STEP], team="perception"), cat))["train"]
+    assert queued["activeDeadlineSeconds"] == 7200 and "timeout" not in queued
+    unqueued = pod_templates(compile_job(team_job(make_job, [GAUDI_STEP]), cat))["train"]
+    assert unqueued["timeout"] == "7200s" and "activeDeadlineSeconds" not in unqueued
+    assert kueue.QUEUE_LABEL not in unqueued["metadata"]["labels"]
+
+
+@pytest.mark.parametrize(("namespace", "spec", "field", "message"), [
+    (None, {"team": "vision"}, "spec.team", "unknown team 'vision'; the catalog's teams: perception, mapping"),
+    ("mapping", {"team": "perception"}, "metadata.namespace", "team perception runs in perception, not in namespace mapping"),
+    (None, {"priority": "high"}, "spec.priority", "a priority needs a team"),
+    (None, {"team": "mapping", "priority": "urgent"}, "spec.priority", "unknown priority 'urgent'"),
+])
+def test_bad_team_or_priority_is_a_compile_error(write: Callable[..., Path], make_job: Callable[..., Any],
+                                                 namespace: str | None, spec: dict[str, Any], field: str,
+                                                 message: str) -> None:
+    from wf.compile import compile_job
+    from wf.errors import InputError
+
+    with pytest.raises(InputError) as exc:
+        compile_job(team_job(make_job, [GAUDI_STEP], namespace=namespace, **spec), team_catalog(write))
+    [problem] = exc.value.problems
+    assert problem.field == field and message in problem.message
+
+
+def test_lint_reports_a_step_no_quota_can_ever_admit(write: Callable[..., Path], tmp_path: Path) -> None:
+    from wf.lint import lint_paths
+
+    teams = copy.deepcopy(QUEUES["teams"])
+    teams[1]["quotas"] = [{"compute": "gaudi", "accelerators": 2, "borrowingLimit": {"accelerators": 1}}]
+    team_catalog(write, teams=teams)
+    job = write("job.yaml", yaml.safe_dump({
+        "apiVersion": "wf/v1", "kind": "TrainingJob", "metadata": {"name": "big", "namespace": "mapping"},
+        "spec": {"image": "x", "compute": "gaudi", "steps": [{**GAUDI_STEP, "accelerators": 4},
+                                                            {**GAUDI_STEP, "name": "fits", "accelerators": 3}]}}))
+    result = lint_paths([job], tmp_path / "catalog.yaml")
+    [problem] = result.errors
+    assert "template 'train' asks for 4 habana.ai/gaudi on gaudi spot, but team mapping can be admitted at most 3 " \
+           "(quota 2 + borrowing up to 1)" in problem.message
+
+
+def test_borrowing_is_bounded_by_what_the_cohort_lends(write: Callable[..., Path]) -> None:
+    from wf.kueue_lint import admission_ceiling
+
+    cat = team_catalog(write)
+    assert cat.queues is not None
+    # perception may borrow 8, but mapping lends only 4 of its 8
+    assert admission_ceiling(cat, cat.queues, cat.queues.team("perception"), "gaudi", "spot", "accelerators")[0] == 20
+    # mapping has no borrowing limit: perception's whole 16 is lendable
+    assert admission_ceiling(cat, cat.queues, cat.queues.team("mapping"), "gaudi", "spot", "accelerators")[0] == 24
+
+
+def generated(write: Callable[..., Path], tmp_path: Path) -> tuple[Path, list[dict[str, Any]]]:
+    cat = team_catalog(write)
+    return tmp_path / "catalog.yaml", kueue.objects(cat)
+
+
+def lint_objects(write: Callable[..., Path], catalog: Path, objs: list[dict[str, Any]]) -> list[str]:
+    from wf.lint import lint_paths
+
+    path = write("kueue/queues.yaml", yaml.safe_dump_all(objs, sort_keys=False))
+    return [f"{p.field}: {p.message}" for p in lint_paths([path], catalog).errors]
+
+
+def test_lint_accepts_what_generate_writes(write: Callable[..., Path], tmp_path: Path) -> None:
+    catalog, objs = generated(write, tmp_path)
+    assert lint_objects(write, catalog, objs) == []
+
+
+def test_lint_finds_hand_edits_both_ways(write: Callable[..., Path], tmp_path: Path) -> None:
+    catalog, objs = generated(write, tmp_path)
+    queue = next(o for o in objs if o["kind"] == "ClusterQueue")
+    queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1]["nominalQuota"] = "1Ti"  # 128Gi generated
+    flavor = next(o for o in objs if o["kind"] == "ResourceFlavor")
+    flavor["spec"]["nodeLabels"]["extra"] = "x"
+    objs = [o for o in objs if o["kind"] != "WorkloadPriorityClass" or o["metadata"]["name"] != "low"]
+    objs.append({"apiVersion": kueue.API_VERSION, "kind": "LocalQueue",
+                 "metadata": {"name": "default", "namespace": "sandbox"}, "spec": {"clusterQueue": "perception"}})
+    found = lint_objects(write, catalog, objs)
+    assert len(found) == 4, found
+    assert any("resources[memory].nominalQuota is 1Ti; the catalog generates 128Gi" in f for f in found)
+    assert any("nodeLabels.extra is not generated from the catalog" in f for f in found)
+    assert any("WorkloadPriorityClass low of the catalog" in f and "is missing" in f for f in found)
+    assert any("LocalQueue sandbox/default is not generated from the catalog" in f for f in found)
+
+
+def test_equal_quantities_are_not_drift(write: Callable[..., Path], tmp_path: Path) -> None:
+    catalog, objs = generated(write, tmp_path)
+    queue = next(o for o in objs if o["kind"] == "ClusterQueue")
+    queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1]["nominalQuota"] = "131072Mi"
+    assert lint_objects(write, catalog, objs) == []

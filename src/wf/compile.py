@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from wf.catalog import Catalog
 from wf.errors import InputError, Problem
+from wf.kueue import QueueAssignment, assign_queue
 from wf.labels import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
 from wf.loader import format_path
 from wf.placement import APPLICATION_EXPRESSION, INTERRUPTION_EXPRESSION, Placement, place_step
@@ -47,12 +48,14 @@ def compile_job(
         placement, found = place_step(job, i, catalog)
         placements.append(placement)
         problems += found
+    queue, found = assign_queue(catalog, job.spec.team, job.metadata.namespace, job.spec.priority)
+    problems += found
     if problems:
         raise InputError([_problem(job, path, message) for path, message in problems])
     kind = kind or ("CronWorkflow" if job.spec.schedule else "Workflow")
     if kind == "CronWorkflow" and not job.spec.schedule:
         raise InputError([_problem(job, ("spec", "schedule"), "a CronWorkflow needs a schedule (cron syntax)")])
-    spec = _workflow_spec(job, placements)  # type: ignore[arg-type]
+    spec = _workflow_spec(job, placements, queue)  # type: ignore[arg-type]
     labels = {**job.metadata.labels, JOB_LABEL: job.name}
     metadata: dict[str, Any] = {}
     if kind == "Workflow":
@@ -60,8 +63,9 @@ def compile_job(
         labels[SUBMISSION_LABEL] = submission or str(uuid.uuid4())
     else:
         metadata["name"] = job.name
-    if job.metadata.namespace:
-        metadata["namespace"] = job.metadata.namespace
+    namespace = queue.namespace if queue else job.metadata.namespace
+    if namespace:
+        metadata["namespace"] = namespace
     metadata["labels"] = labels
     if kind == "CronWorkflow":
         body = {
@@ -80,7 +84,7 @@ def _problem(job: TrainingJob, path: tuple, message: str) -> Problem:
     return doc.problem(path, message) if doc else Problem(job.source, None, format_path(path), message)
 
 
-def _workflow_spec(job: TrainingJob, placements: list[Placement]) -> dict[str, Any]:
+def _workflow_spec(job: TrainingJob, placements: list[Placement], queue: QueueAssignment | None) -> dict[str, Any]:
     templates: list[dict[str, Any]] = [{"name": ENTRYPOINT, "dag": {"tasks": []}}]
     tasks = templates[0]["dag"]["tasks"]
     for step, placement in zip(job.spec.steps, placements):
@@ -92,7 +96,7 @@ def _workflow_spec(job: TrainingJob, placements: list[Placement]) -> dict[str, A
             task["template"] = step.name + ATTEMPTS_SUFFIX
             templates.append(_attempts(step, retries))
         tasks.append(task)
-        templates.append(_pod_template(job, step, placement))
+        templates.append(_pod_template(job, step, placement, queue))
     spec: dict[str, Any] = {"entrypoint": ENTRYPOINT, "templates": templates, "podGC": dict(POD_GC),
                             "ttlStrategy": dict(TTL)}
     if job.spec.parameters:
@@ -115,9 +119,12 @@ def _attempts(step: Step, retries: int) -> dict[str, Any]:
     }
 
 
-def _pod_template(job: TrainingJob, step: Step, placement: Placement) -> dict[str, Any]:
+def _pod_template(job: TrainingJob, step: Step, placement: Placement, queue: QueueAssignment | None) -> dict[str, Any]:
     labels = {**job.metadata.labels, **step.labels, JOB_LABEL: job.name, STEP_LABEL: step.name,
               CLASS_LABEL: placement.compute_class, CAPACITY_LABEL: placement.capacity}
+    if queue:
+        # Kueue's plain-pod integration gates each pod until the team's ClusterQueue admits it.
+        labels |= queue.pod_labels()
     metadata: dict[str, Any] = {"labels": labels}
     if step.annotations:
         metadata["annotations"] = dict(step.annotations)
@@ -151,7 +158,12 @@ def _pod_template(job: TrainingJob, step: Step, placement: Placement) -> dict[st
     }
     if placement.tolerations:
         template["tolerations"] = placement.tolerations
-    if step.timeout is not None:
+    if step.timeout is not None and queue:
+        # Argo fails a Pending node once `timeout` has passed since the node started, and a pod gated by
+        # Kueue is Pending: a long queue would time the step out. The pod's activeDeadlineSeconds counts
+        # from the kubelet's start of the pod, after admission and scheduling, so queueing is not run time.
+        template["activeDeadlineSeconds"] = parse_duration(step.timeout)
+    elif step.timeout is not None:
         # Template `timeout` counts Pending time too: a step that can't schedule fails instead of waiting forever.
         template["timeout"] = f"{parse_duration(step.timeout)}s"
     if placement.host_ipc:

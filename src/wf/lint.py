@@ -15,6 +15,7 @@ from wf import argo
 from wf.catalog import Catalog, catalog_from_document, load_catalog
 from wf.compile import compile_job
 from wf.errors import InputError, Problem
+from wf.kueue_lint import inadmissible
 from wf.loader import Document, PathKey, format_path, load_documents
 from wf.nodegroups import NodeGroup, node_groups
 from wf.schedulability import explain, pod_constraints
@@ -22,6 +23,7 @@ from wf.spec import job_from_document
 
 YAML_SUFFIXES = (".yaml", ".yml")
 ARGO_KINDS = ("Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate", "CronWorkflow")
+KUEUE_KINDS = ("ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass")
 _POD_TEMPLATE_KEYS = ("container", "script", "containerSet", "resource", "data")
 
 
@@ -37,6 +39,7 @@ class LintResult:
     documents: int = 0
     skipped: list[str] = field(default_factory=list)  # documents of kinds lint does not check
     manifests: list[tuple[Document, dict[str, Any]]] = field(default_factory=list)  # for --server
+    kueue: list[Document] = field(default_factory=list)  # checked together: the catalog's set, both ways
 
 
 def yaml_files(paths: Iterable[str | Path]) -> Iterator[Path]:
@@ -99,6 +102,10 @@ def lint_paths(paths: Iterable[str | Path], catalog: str | Path | None = None) -
                 for line, key in doc.duplicates
             ]
             result.problems += checker(doc, source, result)
+    if result.kueue:
+        from wf.kueue_lint import check_kueue_objects
+
+        result.problems += check_kueue_objects(source.catalog, result.kueue)
     return result
 
 
@@ -115,6 +122,8 @@ def _checker_for(doc: Document) -> Checker | None:
         return _lint_argo
     if api == "eksctl.io/v1alpha5" and kind == "ClusterConfig":
         return _lint_cluster_config
+    if isinstance(api, str) and api.startswith("kueue.x-k8s.io/") and kind in KUEUE_KINDS:
+        return _collect_kueue
     return None
 
 
@@ -125,7 +134,7 @@ def _lint_job(doc: Document, source: _CatalogOnDemand, result: LintResult) -> li
         return exc.problems
     # The compiler's own output goes through the same checks as a hand-written manifest.
     result.manifests.append((doc, manifest))
-    found = argo.validate(manifest) + unschedulable(manifest, source.groups)
+    found = argo.validate(manifest) + unschedulable(manifest, source.groups) + inadmissible(manifest, source.catalog)
     return [Problem(doc.file, doc.line_of(()), format_path(p) or None, f"compiled workflow: {m}")
             for p, m in found] + _size(doc, manifest)
 
@@ -144,13 +153,19 @@ def _lint_cluster_config(doc: Document, source: _CatalogOnDemand, result: LintRe
     return check_cluster_config(source.catalog, doc)
 
 
+def _collect_kueue(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:
+    result.kueue.append(doc)
+    return []
+
+
 def _lint_argo(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:
     manifest = doc.data
     problems = [doc.problem(path, message) for path, message in argo.validate(manifest)]
     problems += _size(doc, manifest)
     if not problems:
         result.manifests.append((doc, manifest))
-        problems += [doc.problem(path, message) for path, message in unschedulable(manifest, source.groups)]
+        found = unschedulable(manifest, source.groups) + inadmissible(manifest, source.catalog)
+        problems += [doc.problem(path, message) for path, message in found]
     return problems
 
 
