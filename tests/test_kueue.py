@@ -298,3 +298,11 @@ def test_equal_quantities_are_not_drift(write: Callable[..., Path], tmp_path: Pa
     queue = next(o for o in objs if o["kind"] == "ClusterQueue")
     queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1]["nominalQuota"] = "131072Mi"
     assert lint_objects(write, catalog, objs) == []
+
+
+def test_committed_kueue_yaml_matches_the_catalog(catalog: Catalog) -> None:
+    from wf.lint import lint_paths
+
+    committed = Path(__file__).resolve().parents[1] / "eksctl" / "kueue.yaml"
+    result = lint_paths([committed], Path(catalog.source))
+    assert result.documents == len(kueue.objects(catalog)) and result.errors == []
