@@ -64,6 +64,25 @@ func wfHealthAddr() string {
 )
 
 
+# With its own certificate management off (the API server reaches the webhooks on loopback with a CA we
+# generate), Kueue reads its metrics server's certificate from a fixed /etc path and exits without it; a
+# local cluster must not write to /etc, so the directory comes from the environment.
+_KUEUE_METRICS_CERT_PATCH = SourcePatch(
+    file="cmd/kueue/main.go",
+    old='metricsCertPath := "/etc/kueue/metrics/certs"',
+    new="metricsCertPath := wfMetricsCertDir()",
+    append="""
+// wfMetricsCertDir was added by wf's local-cluster build (see wf/cluster/build.py).
+func wfMetricsCertDir() string {
+	if dir := os.Getenv("WF_KUEUE_METRICS_CERT_DIR"); dir != "" {
+		return dir
+	}
+	return "/etc/kueue/metrics/certs"
+}
+""",
+)
+
+
 @dataclass(frozen=True)
 class Component:
     """One buildable unit: a Go module at a version and the commands it provides."""
@@ -82,6 +101,8 @@ class Component:
 
     # Command names, one per package; default: the package's last path element.
     names: tuple[str, ...] = ()
+    # (directory of the module, name): kept beside bin/ under that name, e.g. CRDs the cluster installs.
+    assets: tuple[tuple[str, str], ...] = ()
 
     @property
     def binaries(self) -> tuple[str, ...]:
@@ -96,8 +117,12 @@ class Component:
     def log_file(self, cache: Path) -> Path:
         return cache / "src" / self.name / f"{self.version}.build.log"
 
+    def asset_dir(self, cache: Path, name: str) -> Path:
+        return cache / self.name / self.version / name
+
     def is_built(self, cache: Path) -> bool:
-        return all((self.bin_dir(cache) / b).is_file() for b in self.binaries)
+        return all((self.bin_dir(cache) / b).is_file() for b in self.binaries) and all(
+            self.asset_dir(cache, name).is_dir() for _, name in self.assets)
 
 
 def _k8s_ldflags(version: str) -> tuple[str, ...]:
@@ -175,6 +200,8 @@ def components() -> list[Component]:
                 f"-X sigs.k8s.io/kueue/pkg/version.BuildDate={_BUILD_DATE}",
             ),
             commit_variable="sigs.k8s.io/kueue/pkg/version.GitCommit",
+            patches=(_KUEUE_METRICS_CERT_PATCH,),
+            assets=(("config/components/crd/bases", "crds"),),
         ),
     ]
 
@@ -290,6 +317,13 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
         # Move into place only when every binary exists, so an interrupted build is never taken as done.
         final = comp.bin_dir(cache)
         final.mkdir(parents=True, exist_ok=True)
+        for source, name in comp.assets:
+            target = comp.asset_dir(cache, name)
+            if target.exists():
+                shutil.rmtree(target)
+            shutil.copytree(Path(info["Dir"]) / source, target)
+            for path in (target, *target.rglob("*")):  # the module cache is read-only
+                path.chmod(path.stat().st_mode | 0o200)
         for name in comp.binaries:
             os.replace(staging_bin / name, final / name)
         if comp.patches:

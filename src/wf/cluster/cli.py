@@ -128,6 +128,9 @@ def register(app: typer.Typer) -> None:
         ] = None,
         catalog: Annotated[Path | None, typer.Option("--catalog", help="Catalog file [default: as before, else WF_CATALOG or eksctl/catalog.yaml].")] = None,
         runtime: Annotated[Runtime, typer.Option("--runtime", help="kwok (processes, default) or kind (needs Docker).")] = Runtime.kwok,
+        queues: Annotated[bool | None, typer.Option(
+            "--queues/--no-queues",
+            help="Run Kueue with the catalog's teams and quotas [default: as before, else off].")] = None,
     ) -> None:
         """Start the local cluster (or repair a dead component of a running one) and merge its context."""
         from rich.console import Console
@@ -155,6 +158,7 @@ def register(app: typer.Typer) -> None:
                 merge_into=user_kubeconfig_path(),
                 say=lambda msg: console.print(msg, highlight=False),
                 build_progress=progress,
+                queues=queues,
             )
         )
         console.print(

@@ -80,13 +80,13 @@ def install(kubeconfig: Path, catalog: Catalog, nodes_per_group: int, namespaces
     try:
         client = DynamicClient(api_client)
         for manifest in platform_manifests():
-            _apply(client, manifest)
+            apply(client, manifest)
         for namespace in namespaces:
             if namespace != WORKFLOW_NAMESPACE:
                 for manifest in workflow_namespace_manifests(namespace):
-                    _apply(client, manifest)
-        _wait_crds_established(client)
-        _apply(client, catalog_configmap(catalog))
+                    apply(client, manifest)
+        wait_crds_established(client)
+        apply(client, catalog_configmap(catalog))
         wanted = node_manifests(catalog, nodes_per_group)
         for node in wanted:
             _ensure_node(client, node)
@@ -95,7 +95,8 @@ def install(kubeconfig: Path, catalog: Catalog, nodes_per_group: int, namespaces
         api_client.close()
 
 
-def _apply(client: Any, manifest: dict[str, Any]) -> None:
+def apply(client: Any, manifest: dict[str, Any]) -> None:
+    """Server-side apply, forcing our field manager's ownership (a repeated `up` changes nothing)."""
     from kubernetes.client.exceptions import ApiException
 
     resource = client.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
@@ -155,14 +156,14 @@ def _node_matches(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
     )
 
 
-def _wait_crds_established(client: Any, timeout: float = 30.0) -> None:
+def wait_crds_established(client: Any, group: str = "argoproj.io", timeout: float = 30.0) -> None:
     crds = client.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
     deadline = time.monotonic() + timeout
     while True:
         pending = [
             item.metadata.name
             for item in crds.get(label_selector="").items
-            if item.spec.group == "argoproj.io"
+            if item.spec.group == group
             and not any(c.type == "Established" and c.status == "True" for c in (item.status.conditions or []))
         ]
         if not pending:

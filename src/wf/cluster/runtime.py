@@ -38,6 +38,7 @@ from wf.errors import ClusterError, InputError
 
 if TYPE_CHECKING:
     from wf.catalog import Catalog
+    from wf.cluster.kueue import LocalKueue
 
 DEFAULT_NAME = "local"
 CONTROLLER = "workflow-controller"
@@ -155,7 +156,16 @@ class LocalCluster:
                 running=processes.is_running(pid, build.binary_path(CONTROLLER)),
             )
         )
+        queues = self._kueue()
+        if (kueue_state := queues.state()) is not None:
+            out.append(ComponentStatus(name="kueue", pid=queues.pid(), port=kueue_state.webhook_port,
+                                       log=str(queues.log), running=queues.running()))
         return out
+
+    def _kueue(self) -> LocalKueue:
+        from wf.cluster.kueue import LocalKueue
+
+        return LocalKueue(self.workdir, self.kubeconfig)
 
     # ---- up ----------------------------------------------------------------------------------------
     def up(
@@ -168,6 +178,7 @@ class LocalCluster:
         say: Say = lambda _: None,
         build_progress: build.Progress | None = None,
         timeout: float = 180.0,
+        queues: bool | None = None,
     ) -> ClusterState:
         """Create the cluster, or repair a dead component of an existing one; then make sure the platform
         objects, nodes and the controller are there. Idempotent: on an existing cluster, what is not given
@@ -184,6 +195,12 @@ class LocalCluster:
         if bad:
             raise InputError(f"namespace(s) {', '.join(bad)}: must be DNS-1123 labels (lower-case, digits, '-')")
         catalog = self._catalog(catalog_path)  # a bad catalog fails before anything starts
+        if queues is None:  # as before: Kueue keeps running on a cluster that has it
+            queues = self._kueue().enabled()
+        if queues and catalog.queues is None:
+            raise InputError(f"--queues needs teams: the catalog {catalog.source} has no `queues:` section")
+        if queues and catalog.queues:  # every team namespace gets the workflow service account and roles
+            namespaces += [ns for team in catalog.queues.teams for ns in team.namespaces if ns not in namespaces]
         build.build_all(progress=build_progress)
         self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.catalog_file.write_text(catalog.to_yaml())
@@ -208,6 +225,8 @@ class LocalCluster:
         )
         self._save_state(state)
         _wait_workloads_ready(self.kubeconfig, port, namespaces, timeout, say)
+        if queues:
+            self._kueue().ensure(catalog, say)
         if merge_into:
             kubeconfig.merge(self._kubeconfig_entry(), merge_into)
             say(f"context {state.context} merged into {merge_into}")
@@ -342,6 +361,10 @@ class LocalCluster:
             say(f"cluster {self.name} does not exist")
             return
         state = self.state()
+        queues = self._kueue()
+        if pid := queues.pid():
+            say(f"stopping kueue (pid {pid})")
+            queues.stop()
         pid = processes.read_pid(self.controller_pid_file)
         if pid:
             say(f"stopping {CONTROLLER} (pid {pid})")
