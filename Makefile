@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 # submit the example jobs and watch them to the end, then show where each step ran.
 run: install
 	wf lint examples/ workflows/ eksctl/
-	wf cluster up --namespace ml-training --namespace ml-serving
+	wf cluster up --queues --namespace ml-training --namespace ml-serving
 	wf submit examples/ --watch
 	wf list --all-namespaces
 
