@@ -99,9 +99,11 @@ class Cluster:
         created = self.custom.create_namespaced_custom_object("argoproj.io", "v1alpha1", namespace, "workflows", manifest)
         return namespace, created["metadata"]["name"]
 
+    def workflow(self, namespace: str, name: str) -> dict[str, Any]:
+        return self.custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", namespace, "workflows", name)
+
     def phase(self, namespace: str, name: str) -> str | None:
-        wf = self.custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", namespace, "workflows", name)
-        return (wf.get("status") or {}).get("phase")
+        return (self.workflow(namespace, name).get("status") or {}).get("phase")
 
     def wait_all(self, runs: list[tuple[str, str]], timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -208,6 +210,10 @@ def test_idle_quota_is_borrowed_and_given_back(kq: Cluster) -> None:
     assert admitted - asked < 30, f"delta waited {admitted - asked:.0f}s for its own quota"
     assert all(s["gamma"] + s["delta"] <= 8 for _, s in sampler.samples)
     assert sampler.most("gamma") == 8
+    attempts = [n for run in gamma for n in (kq.workflow(*run)["status"].get("nodes") or {}).values()
+                if n.get("type") == "Pod"]
+    assert len(attempts) > len(gamma), "no gamma step was preempted"
+    print("\npreempted attempts:", [n.get("message") for n in attempts if n.get("phase") != "Succeeded"])
 
 
 def test_high_priority_is_admitted_ahead_of_waiting_normal_work(kq: Cluster) -> None:
