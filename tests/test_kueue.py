@@ -306,3 +306,19 @@ def test_committed_kueue_yaml_matches_the_catalog(catalog: Catalog) -> None:
     committed = Path(__file__).resolve().parents[1] / "eksctl" / "kueue.yaml"
     result = lint_paths([committed], Path(catalog.source))
     assert result.documents == len(kueue.objects(catalog)) and result.errors == []
+
+
+def test_submit_compiles_for_the_namespace_it_lands_in(write: Callable[..., Path], make_job: Callable[..., Any]) -> None:
+    from wf.controller.submit import prepare
+
+    cat = team_catalog(write)
+    # No team, no namespace: the context's namespace decides, and mapping-dev is mapping's.
+    manifest, namespace, _ = prepare(team_job(make_job, [GAUDI_STEP]), cat, "mapping-dev", None, {}, "b")
+    assert namespace == "mapping-dev"
+    assert pod_templates(manifest)["train"]["metadata"]["labels"][kueue.PRIORITY_LABEL] == "normal"
+    # A team and no namespace: the team's namespace, not the context's.
+    _, namespace, _ = prepare(team_job(make_job, [GAUDI_STEP], team="perception"), cat, "wf", None, {}, "b")
+    assert namespace == "perception"
+    # Outside every team: unchanged.
+    manifest, namespace, _ = prepare(team_job(make_job, [GAUDI_STEP]), cat, "wf", None, {}, "b")
+    assert namespace == "wf" and kueue.QUEUE_LABEL not in pod_templates(manifest)["train"]["metadata"]["labels"]

@@ -40,15 +40,17 @@ APPLICATION_BACKOFF = {"duration": "10s", "factor": 2, "cap": "5m"}
 
 
 def compile_job(
-    job: TrainingJob, catalog: Catalog, *, kind: Kind | None = None, submission: str | None = None
+    job: TrainingJob, catalog: Catalog, *, kind: Kind | None = None, submission: str | None = None,
+    namespace: str | None = None,
 ) -> dict[str, Any]:
-    """The Argo manifest for `job`; InputError (with lines when the job came from a file) if it can't place."""
+    """The Argo manifest for `job`; InputError (with lines when the job came from a file) if it can't place.
+    `namespace`: where it will be submitted when the job names none (its team's queue depends on it)."""
     placements, problems = [], []
     for i in range(len(job.spec.steps)):
         placement, found = place_step(job, i, catalog)
         placements.append(placement)
         problems += found
-    queue, found = assign_queue(catalog, job.spec.team, job.metadata.namespace, job.spec.priority)
+    queue, found = assign_queue(catalog, job.spec.team, job.metadata.namespace or namespace, job.spec.priority)
     problems += found
     if problems:
         raise InputError([_problem(job, path, message) for path, message in problems])
@@ -63,7 +65,7 @@ def compile_job(
         labels[SUBMISSION_LABEL] = submission or str(uuid.uuid4())
     else:
         metadata["name"] = job.name
-    namespace = queue.namespace if queue else job.metadata.namespace
+    namespace = queue.namespace if queue else job.metadata.namespace or namespace
     if namespace:
         metadata["namespace"] = namespace
     metadata["labels"] = labels
