@@ -61,3 +61,11 @@ def test_first_in_line_has_nobody_ahead(write: Callable[..., Path]) -> None:
     loads = [parse_workload(workload("mine"))]
     assert quota_wait(cat, team, loads, "mine", GAUDI_TEMPLATE) == \
         "waiting for quota: perception uses 0 of 16 gaudi cards; 0 workloads ahead"
+
+
+def test_a_workload_kueue_has_not_looked_at_yet_is_not_explained(write: Callable[..., Path]) -> None:
+    cat = team_catalog(write)
+    team = cat.queues.team("perception")  # type: ignore[union-attr]
+    fresh = workload("mine")
+    fresh["status"] = {}
+    assert quota_wait(cat, team, [parse_workload(fresh)], "mine", GAUDI_TEMPLATE) is None

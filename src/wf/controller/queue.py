@@ -127,9 +127,10 @@ def usage(catalog: Catalog, team: Team, workloads: list[Workload], pending_flavo
 
 def quota_wait(catalog: Catalog, team: Team, workloads: list[Workload], pod: str, template: dict[str, Any]) -> str | None:
     """'waiting for quota: perception uses 64 of 64 gaudi cards; 3 workloads ahead', or None when the pod's
-    workload is admitted (or there is none: the step does not queue)."""
+    workload is admitted, not yet evaluated, or missing (the step does not queue)."""
     mine = next((w for w in workloads if w.pod == pod), None)
-    if mine is None or mine.reserved or mine.finished:
+    # No reason yet: Kueue has not tried to admit it (a second at most), so there is nothing to explain.
+    if mine is None or mine.reserved or mine.finished or not mine.waiting:
         return None
     selector = template.get("nodeSelector") or {}
     try:
