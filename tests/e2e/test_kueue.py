@@ -89,6 +89,7 @@ class Cluster:
         from kubernetes import client
 
         self.catalog = catalog
+        self.handle = handle
         self.api = handle.api_client()
         self.custom = client.CustomObjectsApi(self.api)
         self.core = client.CoreV1Api(self.api)
@@ -236,8 +237,14 @@ def test_a_workflow_deleted_while_queued_leaves_no_workload(kq: Cluster) -> None
     queued = kq.submit(_job("beta", 4, 5))
     deadline = time.monotonic() + 60
     while not any(not w.reserved and w.pod and w.pod.startswith(queued[1]) for w in kq.workloads("beta")):
-        assert time.monotonic() < deadline, "the second job never queued"
+        assert time.monotonic() < deadline, f"the second job never queued: {kq.workloads('beta')}"
         time.sleep(0.3)
+    # Said in team terms by `wf get`, and counted by `wf queue`, while it waits.
+    shown = _wf(kq, "get", queued[1], "-n", "beta")
+    assert "waiting for quota: beta uses 4 of 4 gaudi cards; 0 workloads ahead" in shown, shown
+    table = [line for line in _wf(kq, "queue", "--team", "beta").splitlines() if "gaudi" in line]
+    assert [cell.strip() for cell in table[0].split("│")[1:-1]] == ["beta", "gaudi", "spot", "accelerators", "4",
+                                                                    "4", "0 of 0", "1"], table
     kq.custom.delete_namespaced_custom_object("argoproj.io", "v1alpha1", queued[0], "workflows", queued[1],
                                               propagation_policy="Background")
     deadline = time.monotonic() + 60
@@ -245,6 +252,17 @@ def test_a_workflow_deleted_while_queued_leaves_no_workload(kq: Cluster) -> None
         assert time.monotonic() < deadline, f"workloads left behind: {left}"
         time.sleep(0.5)
     kq.wait_all([blocker], timeout=120)
+
+
+def _wf(kq: Cluster, *args: str) -> str:
+    import subprocess
+    import sys
+
+    env = {**os.environ, "WF_CATALOG": kq.catalog.source, "KUBECONFIG": str(kq.handle.kubeconfig), "COLUMNS": "200"}
+    result = subprocess.run([sys.executable, "-m", "wf", *args, "--context", kq.handle.context], env=env,
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
 
 
 def _impersonating(handle: ClusterHandle, group: str) -> Any:

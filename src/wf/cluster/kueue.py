@@ -37,6 +37,7 @@ from wf.errors import ClusterError
 NAME = "kueue"
 NAMESPACE = "kueue-system"
 MUTATING = "wf-kueue-mutating"
+GATE = "kueue.x-k8s.io/admission"  # the scheduling gate Kueue's pod webhook adds until admission
 VALIDATING = "wf-kueue-validating"
 # (name, path, kind, resources, operations, pods only): the webhooks of Kueue's own manifests that wf needs.
 _WEBHOOKS = (
@@ -118,6 +119,7 @@ class LocalKueue:
             say("registering Kueue's webhooks, the teams' queues and roles")
             for manifest in webhook_configurations(catalog, state.webhook_port, self.ca_bundle()):
                 apply(client, manifest)
+            _wait_gating(api_client, kueue.queues_of(catalog).teams[0].namespaces[0], timeout)
             for manifest in [*kueue.objects(catalog), *team_roles.objects(catalog)]:
                 apply(client, manifest)
         finally:
@@ -237,6 +239,30 @@ def write_certificates(directory: Path, days: int = 30) -> None:
     key_file.touch(mode=0o600)
     key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                            serialization.NoEncryption()))
+
+
+def _wait_gating(api_client: Any, namespace: str, timeout: float) -> None:
+    """Until a team pod comes back from a dry-run create with Kueue's scheduling gate: the API server loads new
+    webhook configurations a moment after they are written, and a pod created before would skip the queue."""
+    from kubernetes import client as kclient
+    from kubernetes.client.exceptions import ApiException
+
+    core = kclient.CoreV1Api(api_client)
+    probe = {"metadata": {"generateName": "wf-kueue-probe-", "labels": {kueue.QUEUE_LABEL: kueue.LOCAL_QUEUE}},
+             "spec": {"containers": [{"name": "probe", "image": "probe",
+                                      "resources": {"requests": {"cpu": "1m"}}}]}}
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            pod = core.create_namespaced_pod(namespace, probe, dry_run="All")
+            if any(g.name == GATE for g in pod.spec.scheduling_gates or []):
+                return
+            last = "the pod came back without Kueue's scheduling gate"
+        except ApiException as exc:
+            last = f"{exc.status} {exc.reason}"
+        time.sleep(0.2)
+    raise ClusterError(f"Kueue's pod webhook is not in effect after {timeout:.0f}s ({last})")
 
 
 def _wait_ready(port: int, log: Path, timeout: float) -> None:
