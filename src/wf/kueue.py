@@ -21,7 +21,7 @@ from wf.catalog import Catalog, ComputeClass
 from wf.errors import InputError
 from wf.nodegroups import class_node_labels
 from wf.teams import RESOURCES, FlavorQuota, ProblemList, Queues, Team, flavor_quotas
-from wf.units import format_cpu
+from wf.units import format_cpu, format_mib
 
 API_GROUP = "kueue.x-k8s.io"
 API_VERSION = f"{API_GROUP}/v1beta2"
@@ -75,11 +75,15 @@ def quantity(resource: str, value: Decimal) -> str | int:
         return format_cpu(int(value * 1000))
     if resource == "memory":
         mib = value / (1 << 20)
-        if mib == int(mib):
-            whole = int(mib)
-            return f"{whole // 1024}Gi" if whole and whole % 1024 == 0 else f"{whole}Mi"
-        return str(int(value))
+        return format_mib(int(mib)) if mib == int(mib) else str(int(value))
     return int(value)
+
+
+def show_amount(resource: str, value: Decimal) -> str:
+    """An amount for people: memory in Gi, cpu in cores, devices as counts."""
+    if resource == "memory":
+        return f"{value / (1 << 30):.0f}Gi"
+    return f"{value.normalize():f}"
 
 
 def resource_flavor(cls: ComputeClass, capacity: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import yaml
 
 from wf.catalog import Catalog
 from wf.errors import Problem
-from wf.kueue import QUEUE_LABEL, objects, resource_name
+from wf.kueue import QUEUE_LABEL, objects, resource_name, show_amount
 from wf.labels import CAPACITY_LABEL, CLASS_LABEL
 from wf.loader import Document, PathKey
 from wf.teams import RESOURCES, FlavorQuota, Queues, Team, flavor_quotas
@@ -136,13 +136,7 @@ def admission_ceiling(catalog: Catalog, queues: Queues, team: Team, compute_clas
         lendable += theirs.nominal[resource] if limit is None else min(limit, theirs.nominal[resource])
     limit = own.borrowing[resource] if own else None
     borrow = lendable if limit is None else min(limit, lendable)
-    return nominal + borrow, f"quota {_amount(resource, nominal)} + borrowing up to {_amount(resource, borrow)}"
-
-
-def _amount(resource: str, value: Decimal) -> str:
-    if resource == "memory":
-        return f"{value / (1 << 30):.0f}Gi"
-    return f"{value.normalize():f}"
+    return nominal + borrow, f"quota {show_amount(resource, nominal)} + borrowing up to {show_amount(resource, borrow)}"
 
 
 def inadmissible(manifest: dict[str, Any], catalog: Catalog) -> list[tuple[tuple[PathKey, ...], str]]:
@@ -176,7 +170,7 @@ def inadmissible(manifest: dict[str, Any], catalog: Catalog) -> list[tuple[tuple
             ceiling, how = admission_ceiling(catalog, queues, team, cls.name, capacity, resource)
             if asked > ceiling:
                 out.append(((*at, "templates", i),
-                            f"template {template.get('name')!r} asks for {_amount(resource, asked)} {name} on "
+                            f"template {template.get('name')!r} asks for {show_amount(resource, asked)} {name} on "
                             f"{cls.name} {capacity}, but team {team.name} can be admitted at most "
-                            f"{_amount(resource, ceiling)} ({how}): it would wait in the queue forever"))
+                            f"{show_amount(resource, ceiling)} ({how}): it would wait in the queue forever"))
     return out

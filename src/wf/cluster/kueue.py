@@ -113,6 +113,9 @@ class LocalKueue:
                 apply(client, manifest)
             wait_crds_established(client, kueue.API_GROUP)
             state = self.state()
+            if state is not None and self.running() and self._config_text(catalog, state) != self._written_config():
+                say("restarting Kueue: the catalog's teams changed")  # Kueue reads its configuration once
+                self.stop()
             if state is None or not self.running():
                 state = self._start(catalog, say)
             _wait_ready(state.health_port, self.log, timeout)
@@ -130,7 +133,7 @@ class LocalKueue:
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         state = KueueState(health_port=processes.free_port(), webhook_port=processes.free_port())
         write_certificates(self.cert_dir)
-        self.config_file.write_text(yaml.safe_dump(local_configuration(catalog, state, self.cert_dir), sort_keys=False))
+        self.config_file.write_text(self._config_text(catalog, state))
         say("starting Kueue")
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -142,6 +145,15 @@ class LocalKueue:
         processes.start(argv, env=env, log_file=self.log, pid_file=self.pid_file, cwd=self.dir)
         self.state_file.write_text(json.dumps(asdict(state)))
         return state
+
+    def _config_text(self, catalog: Catalog, state: KueueState) -> str:
+        return yaml.safe_dump(local_configuration(catalog, state, self.cert_dir), sort_keys=False)
+
+    def _written_config(self) -> str:
+        try:
+            return self.config_file.read_text()
+        except FileNotFoundError:
+            return ""
 
     def ca_bundle(self) -> bytes:
         return (self.cert_dir / "ca.crt").read_bytes()

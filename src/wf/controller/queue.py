@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from wf.kueue import API_GROUP, QUEUE_LABEL, flavor_name, resource_name
+from wf.kueue import API_GROUP, QUEUE_LABEL, flavor_name, resource_name, show_amount
 from wf.labels import CAPACITY_LABEL, CLASS_LABEL
 from wf.teams import RESOURCES, Team, flavor_quotas
 from wf.units import parse_quantity
@@ -88,12 +88,6 @@ def _unit(cls: ComputeClass, resource: str) -> str:
     return f"{cls.name} cards" if resource == "accelerators" else f"{resource} on {cls.name}"
 
 
-def _shown(resource: str, value: Decimal) -> str:
-    if resource == "memory":
-        return f"{value / (1 << 30):.0f}Gi"
-    return f"{value.normalize():f}"
-
-
 def _holding(workloads: list[Workload]) -> list[Workload]:
     return [w for w in workloads if w.reserved and not w.finished]
 
@@ -145,9 +139,9 @@ def quota_wait(catalog: Catalog, team: Team, workloads: list[Workload], pod: str
                  == (cls.name, capacity, resource)), None)
     used = line.used if line else Decimal(0)
     quota = line.quota if line else Decimal(0)
-    text = f"waiting for quota: {team.name} uses {_shown(resource, used)} of {_shown(resource, quota)} {_unit(cls, resource)}"
+    text = f"waiting for quota: {team.name} uses {show_amount(resource, used)} of {show_amount(resource, quota)} {_unit(cls, resource)}"
     if used > quota:
-        text += f" ({_shown(resource, used - quota)} borrowed from other teams)"
+        text += f" ({show_amount(resource, used - quota)} borrowed from other teams)"
     ahead = sum(1 for w in _waiting(workloads) if w is not mine and (-w.priority, w.created, w.name) < (-mine.priority, mine.created, mine.name))
     return f"{text}; {ahead} workload{'s' if ahead != 1 else ''} ahead"
 
@@ -217,8 +211,8 @@ def team_table(catalog: Catalog, reader: QueueReader, teams: list[Team]) -> list
             continue
         # A waiting workload's flavor is the one its pod selects; its pod carries the class labels Kueue copies.
         for line in usage(catalog, team, workloads, reader.pending_flavors(team)):
-            limit = "any" if line.borrowing_limit is None else _shown(line.resource, line.borrowing_limit)
-            rows.append([team.name, line.compute_class, line.capacity, line.resource, _shown(line.resource, line.used),
-                         _shown(line.resource, line.quota), f"{_shown(line.resource, line.borrowed)} of {limit}",
+            limit = "any" if line.borrowing_limit is None else show_amount(line.resource, line.borrowing_limit)
+            rows.append([team.name, line.compute_class, line.capacity, line.resource, show_amount(line.resource, line.used),
+                         show_amount(line.resource, line.quota), f"{show_amount(line.resource, line.borrowed)} of {limit}",
                          str(line.pending)])
     return rows
