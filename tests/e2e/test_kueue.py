@@ -239,6 +239,10 @@ def test_high_priority_is_admitted_ahead_of_waiting_normal_work(kq: Cluster) -> 
 
 def test_a_workflow_deleted_while_queued_leaves_no_workload(kq: Cluster) -> None:
     blocker = kq.submit(_job("beta", 4, 15))
+    deadline = time.monotonic() + 60
+    while kq.admitted_at(*blocker) is None:  # admitted first, so the next one must queue behind it
+        assert time.monotonic() < deadline, "the first job was never admitted"
+        time.sleep(0.3)
     queued = kq.submit(_job("beta", 4, 5))
     deadline = time.monotonic() + 60
     while not any(not w.reserved and w.pod and w.pod.startswith(queued[1]) for w in kq.workloads("beta")):
