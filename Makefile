@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 # submit the example jobs and watch them to the end, then show where each step ran.
 run: install
 	wf lint examples/ workflows/ eksctl/
-	wf cluster up --team-namespace ml-training --team-namespace ml-serving
+	wf cluster up --queues --team-namespace ml-training --team-namespace ml-serving
 	wf submit examples/ --watch
 	wf list --all-namespaces
 

@@ -131,6 +131,8 @@ def test_karpenter_is_built_only_when_named_with_its_toolchain_and_crds(tmp_path
             comp.bin_dir(cache).mkdir(parents=True)
             for name in comp.binaries:
                 (comp.bin_dir(cache) / name).write_text("")
+            for asset in comp.assets:
+                comp.asset(cache, asset).mkdir(parents=True)
     assert not any(r.built for r in build.build_all(cache=cache))  # optional: a plain build leaves it out
     assert not karpenter.is_built(cache)
     [result] = build.build_all(["karpenter"], cache=cache)
@@ -178,6 +180,9 @@ def test_cached_binaries_need_no_go_toolchain(tmp_path: Path, monkeypatch: pytes
         comp.bin_dir(cache).mkdir(parents=True)
         for name in comp.binaries:
             (comp.bin_dir(cache) / name).write_text("")
+        for asset in comp.assets:
+            comp.asset(cache, asset).parent.mkdir(parents=True, exist_ok=True)
+            comp.asset(cache, asset).write_text("")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert not any(r.built for r in build.build_all(cache=cache))
     (build.binary_path("etcd", cache)).unlink()

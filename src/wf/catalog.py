@@ -16,6 +16,7 @@ from wf.errors import PathKey, Problem
 from wf.instances import InstanceType, instance_type
 from wf.loader import Document, load_mapping, parse_documents
 from wf.modeling import DEFER_CHECKS, StrictModel, dns_label_problem, labels_problems, parse_model, raise_problems
+from wf.teams import Queues
 
 Capacity = Literal["spot", "on-demand"]
 Arch = Literal["amd64", "arm64"]
@@ -177,6 +178,7 @@ class Catalog(StrictModel):
     default_class: str | None = Field(default=None, alias="defaultClass",
                                       description="Class of steps whose job names none")
     artifacts: ArtifactStore | None = Field(default=None, description="Store of the artifacts steps hand on")
+    queues: Queues | None = Field(default=None, description="Teams, their quotas and priorities (Kueue)")
     _source: str = PrivateAttr(default="<python>")  # where it was read from, for messages
 
     @model_validator(mode="after")
@@ -206,6 +208,8 @@ class Catalog(StrictModel):
             out += _class_problems(cls, at, self.cluster)
         if self.default_class is not None and self.default_class not in seen:
             out.append(Problem.at(("defaultClass",), f"unknown compute class {self.default_class!r}; classes: {sorted(seen)}"))
+        if self.queues and not out:  # quotas name classes: check them once the classes are sound
+            out += self.queues.problems(self)
         return out
 
     def compute_class(self, name: str) -> ComputeClass:

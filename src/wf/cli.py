@@ -28,12 +28,12 @@ err = Console(stderr=True, soft_wrap=True)
 def _register() -> None:
     # Each area registers its own commands; their modules import the Kubernetes client and boto3 only inside
     # command bodies, so registering them all costs `wf compile` nothing.
-    from wf import eksctl_cli
+    from wf import eksctl_cli, kueue_cli
     from wf.cluster import cli as cluster_cli
     from wf.commands import core, instances
     from wf.controller import cli as controller_cli
 
-    for module in (core, controller_cli, eksctl_cli, cluster_cli, instances):
+    for module in (core, controller_cli, eksctl_cli, kueue_cli, cluster_cli, instances):
         module.register(app)
 
 

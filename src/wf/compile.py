@@ -23,6 +23,7 @@ from wf.interruptions import (
     SPOT_FALLBACK_ANNOTATION,
     capacity_expression,
 )
+from wf.kueue import QueueAssignment, assign_queue
 from wf.placement import Placement, place_step
 from wf.references import Reference
 from wf.spec import Count, SecretRef, Step, TrainingJob, Volume
@@ -51,9 +52,11 @@ APPLICATION_BACKOFF = {"duration": "10s", "factor": 2, "cap": "5m"}
 
 
 def compile_job(
-    job: TrainingJob, catalog: Catalog, *, kind: Kind | None = None, submission: str | None = None
+    job: TrainingJob, catalog: Catalog, *, kind: Kind | None = None, submission: str | None = None,
+    namespace: str | None = None,
 ) -> dict[str, Any]:
-    """The Argo manifest for `job`; InputError (with lines when the job came from a file) if it can't place."""
+    """The Argo manifest for `job`; InputError (with lines when the job came from a file) if it can't place.
+    `namespace`: where it will be submitted when the job names none (its team's queue depends on it)."""
     placements: dict[str, Placement] = {}
     problems: list[Problem] = []
     for path, step in job.spec.step_entries():
@@ -64,13 +67,16 @@ def compile_job(
         if step.outputs and step.outputs.artifacts and catalog.artifacts is None:
             problems.append(Problem.at((*path, "outputs", "artifacts"),
                                        "the catalog names no artifact store (its `artifacts:`): artifacts have nowhere to go"))
+    queue, found = assign_queue(catalog, job.spec.team, job.metadata.namespace or namespace, job.spec.priority)
+    problems += found
     if problems:
         raise InputError([_locate(job, p) for p in problems])
     kind = kind or ("CronWorkflow" if job.spec.schedule else "Workflow")
     if kind == "CronWorkflow" and not job.spec.schedule:
         raise InputError([_locate(job, Problem.at(("spec", "schedule"),
                                                   "a CronWorkflow needs a schedule (cron syntax)"))])
-    spec = _workflow_spec(job, placements, catalog)
+    namespace = queue.namespace if queue else job.metadata.namespace or namespace
+    spec = _workflow_spec(job, placements, catalog, queue, namespace)
     labels = {**job.metadata.labels, JOB_LABEL: job.name}
     metadata: dict[str, Any] = {}
     if kind == "Workflow":
@@ -78,8 +84,8 @@ def compile_job(
         labels[SUBMISSION_LABEL] = submission or str(uuid.uuid4())
     else:
         metadata["name"] = job.name
-    if job.metadata.namespace:
-        metadata["namespace"] = job.metadata.namespace
+    if namespace:
+        metadata["namespace"] = namespace
     metadata["labels"] = labels
     if kind == "CronWorkflow":
         body = {
@@ -98,7 +104,8 @@ def _locate(job: TrainingJob, problem: Problem) -> Problem:
     return doc.locate(problem) if doc else problem.in_file(job.source)
 
 
-def _workflow_spec(job: TrainingJob, placements: dict[str, Placement], catalog: Catalog) -> dict[str, Any]:
+def _workflow_spec(job: TrainingJob, placements: dict[str, Placement], catalog: Catalog,
+                   queue: QueueAssignment | None, namespace: str | None) -> dict[str, Any]:
     templates: list[dict[str, Any]] = [{"name": ENTRYPOINT, "dag": {"tasks": []}}]
     tasks = templates[0]["dag"]["tasks"]
     exit_tasks: list[dict[str, Any]] = []
@@ -107,7 +114,7 @@ def _workflow_spec(job: TrainingJob, placements: dict[str, Placement], catalog: 
     producers = {s.name: s for _, s in job.spec.step_entries()}
     for dag, steps in ((tasks, job.spec.steps), (exit_tasks, job.spec.on_exit)):
         for step in steps:
-            dag.append(_step(job, step, placements[step.name], producers, templates))
+            dag.append(_step(job, step, placements[step.name], producers, templates, queue))
     spec: dict[str, Any] = {"entrypoint": ENTRYPOINT, "templates": templates, "podGC": dict(POD_GC),
                             "ttlStrategy": dict(TTL)}
     if job.spec.on_exit:
@@ -121,7 +128,7 @@ def _workflow_spec(job: TrainingJob, placements: dict[str, Placement], catalog: 
     service_account = job.spec.service_account
     if catalog.artifacts and any(s.outputs and s.outputs.artifacts for _, s in job.spec.step_entries()):
         spec["artifactRepositoryRef"] = dict(artifacts.REPOSITORY_REF)
-        service_account = service_account or catalog.artifacts.service_accounts.get(job.metadata.namespace or "")
+        service_account = service_account or catalog.artifacts.service_accounts.get(namespace or "")
     if service_account:
         spec["serviceAccountName"] = service_account
     if job.spec.volumes:
@@ -186,7 +193,7 @@ def _declared_inputs(refs: list[Reference], producers: dict[str, Step], with_pat
 
 
 def _step(job: TrainingJob, step: Step, placement: Placement, producers: dict[str, Step],
-          templates: list[dict[str, Any]]) -> dict[str, Any]:
+          templates: list[dict[str, Any]], queue: QueueAssignment | None) -> dict[str, Any]:
     """The DAG task running `step`, appending the templates behind it: the pod (interruptions retried inside),
     the application-retry wrapper, and for a capped fan-out the wrapper that holds the loop and its cap."""
     refs = _inputs(step)
@@ -231,7 +238,7 @@ def _step(job: TrainingJob, step: Step, placement: Placement, producers: dict[st
     if step.when is not None:
         task["when"] = _rewrite(step.when, lambda r: _from_dag(r, False))
     templates += wrappers
-    templates.append(_pod_template(job, step, placement, refs, producers))
+    templates.append(_pod_template(job, step, placement, refs, producers, queue))
     return task
 
 
@@ -284,7 +291,7 @@ def _rewrite(text: str, replacement: Callable[[Reference], str]) -> str:
 
 
 def _pod_template(job: TrainingJob, step: Step, placement: Placement, refs: list[Reference],
-                  producers: dict[str, Step]) -> dict[str, Any]:
+                  producers: dict[str, Step], queue: QueueAssignment | None) -> dict[str, Any]:
     def local(ref: Reference) -> str:
         return _local(ref, producers)
 
@@ -301,6 +308,9 @@ def _pod_template(job: TrainingJob, step: Step, placement: Placement, refs: list
         annotations[SPOT_FALLBACK_ANNOTATION] = str(placement.on_demand_after)
     labels = {**job.metadata.labels, **step.labels, JOB_LABEL: job.name, STEP_LABEL: step.name,
               CLASS_LABEL: placement.compute_class, CAPACITY_LABEL: capacity}
+    if queue:
+        # Kueue's plain-pod integration gates each pod until the team's ClusterQueue admits it.
+        labels |= queue.pod_labels()
     metadata: dict[str, Any] = {"labels": labels}
     if annotations:
         metadata["annotations"] = annotations
@@ -339,7 +349,12 @@ def _pod_template(job: TrainingJob, step: Step, placement: Placement, refs: list
     template["container"] = container
     if placement.tolerations:
         template["tolerations"] = placement.tolerations
-    if step.timeout is not None:
+    if step.timeout is not None and queue:
+        # Argo fails a Pending node once `timeout` has passed since the node started, and a pod gated by
+        # Kueue is Pending: a long queue would time the step out. The pod's activeDeadlineSeconds counts
+        # from the kubelet's start of the pod, after admission and scheduling, so queueing is not run time.
+        template["activeDeadlineSeconds"] = parse_duration(step.timeout)
+    elif step.timeout is not None:
         # Template `timeout` counts Pending time too: a step that can't schedule fails instead of waiting forever.
         template["timeout"] = f"{parse_duration(step.timeout)}s"
     if pod_patch:

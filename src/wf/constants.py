@@ -18,6 +18,8 @@ SUBMISSION_LABEL: Final = f"{DOMAIN}/submission"
 # Read by the local cluster's simulated kubelet (kwok stages) to hold a pod Running or fail it.
 SIM_DURATION: Final = f"sim.{DOMAIN}/duration"
 SIM_EXIT_CODE: Final = f"sim.{DOMAIN}/exit-code"
+# Read by the local cluster's simulated executor (wf.sim_executor): the step's output parameters, as JSON.
+SIM_OUTPUTS: Final = f"sim.{DOMAIN}/outputs"
 
 ARCH_LABEL: Final = "kubernetes.io/arch"
 OS_LABEL: Final = "kubernetes.io/os"
@@ -42,6 +44,8 @@ ARGO_PLURALS: Final = {
 }
 ARGO_KINDS: Final = tuple(ARGO_PLURALS)
 WORKFLOWS: Final = ARGO_PLURALS["Workflow"]
+# Not a kind a user writes: what Argo's executor reports a pod's outputs with.
+WORKFLOW_TASK_RESULTS: Final = "workflowtaskresults"
 
 # Kubernetes name grammar (apimachinery validation): a DNS-1123 label (namespaces, label name parts) is at
 # most 63 characters, a DNS-1123 subdomain (object names, label prefixes) at most 253.

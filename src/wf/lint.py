@@ -16,6 +16,9 @@ from wf.catalog import Catalog, catalog_from_document, load_catalog
 from wf.compile import compile_job
 from wf.constants import ARGO_GROUP, ARGO_KINDS
 from wf.errors import InputError, PathKey, Problem
+from wf.kueue import API_GROUP as KUEUE_GROUP
+from wf.kueue import KINDS as KUEUE_KINDS
+from wf.kueue_lint import inadmissible
 from wf.loader import Document, load_documents
 from wf.nodegroups import NodeGroup, mixed_sizes, node_groups
 from wf.schedulability import explain, pod_constraints
@@ -37,6 +40,7 @@ class LintResult:
     documents: int = 0
     skipped: list[str] = field(default_factory=list)  # documents of kinds lint does not check
     manifests: list[tuple[Document, dict[str, Any]]] = field(default_factory=list)  # for --server
+    kueue: list[Document] = field(default_factory=list)  # checked together: the catalog's set, both ways
 
 
 def yaml_files(paths: Iterable[str | Path]) -> Iterator[Path]:
@@ -99,6 +103,10 @@ def lint_paths(paths: Iterable[str | Path], catalog: str | Path | None = None) -
                 for line, key in doc.duplicates
             ]
             result.problems += checker(doc, source, result)
+    if result.kueue:
+        from wf.kueue_lint import check_kueue_objects
+
+        result.problems += check_kueue_objects(source.catalog, result.kueue)
     return result
 
 
@@ -115,6 +123,8 @@ def _checker_for(doc: Document) -> Checker | None:
         return _lint_argo
     if api == "eksctl.io/v1alpha5" and kind == "ClusterConfig":
         return _lint_cluster_config
+    if isinstance(api, str) and api.startswith(f"{KUEUE_GROUP}/") and kind in KUEUE_KINDS:
+        return _collect_kueue
     return None
 
 
@@ -126,7 +136,7 @@ def _lint_job(doc: Document, source: _CatalogOnDemand, result: LintResult) -> li
     # The compiler's own output goes through the same checks as a hand-written manifest.
     result.manifests.append((doc, manifest))
     # Their paths are into the compiled manifest, which has no lines: report them at the job's first line.
-    found = argo.validate(manifest) + unschedulable(manifest, source.groups)
+    found = argo.validate(manifest) + unschedulable(manifest, source.groups) + inadmissible(manifest, source.catalog)
     return [replace(p, message=f"compiled workflow: {p.message}").in_file(doc.file, doc.line_of(()))
             for p in found] + _size(doc, manifest)
 
@@ -145,13 +155,19 @@ def _lint_cluster_config(doc: Document, source: _CatalogOnDemand, result: LintRe
     return check_cluster_config(source.catalog, doc)
 
 
+def _collect_kueue(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:
+    result.kueue.append(doc)
+    return []
+
+
 def _lint_argo(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:
     manifest = doc.data
     problems = [doc.locate(p) for p in argo.validate(manifest)]
     problems += _size(doc, manifest)
     if not problems:
         result.manifests.append((doc, manifest))
-        problems += [doc.locate(p) for p in unschedulable(manifest, source.groups)]
+        found = unschedulable(manifest, source.groups) + inadmissible(manifest, source.catalog)
+        problems += [doc.locate(p) for p in found]
     return problems
 
 

@@ -23,12 +23,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-OUTPUTS_ANNOTATION = "sim.wf.dev/outputs"
+from wf.constants import ARGO_GROUP, ARGO_VERSION, SIM_OUTPUTS, WORKFLOW_TASK_RESULTS
+
+OUTPUTS_ANNOTATION = SIM_OUTPUTS
 WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 COMPLETED_LABEL = "workflows.argoproj.io/report-outputs-completed"
 NODE_ID_ANNOTATION = "workflows.argoproj.io/node-id"
 TEMPLATE_ENV = "ARGO_TEMPLATE"
-GROUP, VERSION, PLURAL = "argoproj.io", "v1alpha1", "workflowtaskresults"
+GROUP, VERSION, PLURAL = ARGO_GROUP, ARGO_VERSION, WORKFLOW_TASK_RESULTS
 
 log = logging.getLogger("wf.sim_executor")
 
@@ -100,13 +102,14 @@ def _text(value: Any) -> str:
 def serve(kubeconfig: Path) -> None:
     """Watch workflow pods in every namespace and report the outputs of those that Succeeded, once each;
     on a lost watch or an unreachable API server, list again after a pause."""
-    from kubernetes import config as kconfig
     from kubernetes import watch
     from kubernetes.client import CoreV1Api, CustomObjectsApi
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
-    api = kconfig.new_client_from_config(config_file=str(kubeconfig))
+    from wf.controller.client import connect
+
+    api = connect(kubeconfig=str(kubeconfig)).api_client
     core, custom = CoreV1Api(api), CustomObjectsApi(api)
     reported: set[str] = set()
 

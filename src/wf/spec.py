@@ -117,7 +117,8 @@ class Step(StrictModel):
     capacity: Literal["spot", "on-demand"] | None = None
     accelerators: int = Field(default=0, ge=0, description="Devices of the class's accelerator")
     resources: Resources = Field(default_factory=Resources)
-    timeout: Duration | None = Field(default=None, description="Includes time spent waiting to be scheduled")
+    timeout: Duration | None = Field(default=None, description="Includes time spent waiting to be scheduled, "
+                                     "except in a team's queue: there it counts from the pod's start")
     retries: int | None = Field(default=None, ge=0, le=50, description="Application retries; default: the job's")
     env: dict[str, Text | SecretRef] = Field(default_factory=dict)
     working_dir: str | None = Field(default=None, alias="workingDir")
@@ -186,6 +187,8 @@ class JobSpec(StrictModel):
     service_account: str | None = Field(default=None, alias="serviceAccount")
     volumes: list[Volume] = Field(default_factory=list, description="Mounted into every step")
     parallelism: int | None = Field(default=None, ge=1, description="At most this many pods of the job at once")
+    team: str | None = Field(default=None, description="Team whose quota the steps use; default: the namespace's")
+    priority: str | None = Field(default=None, description="A priority of the catalog's queues, e.g. high")
     steps: list[Step] = Field(min_length=1)
     on_exit: list[Step] = Field(
         default_factory=list, alias="onExit",

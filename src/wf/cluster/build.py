@@ -29,6 +29,7 @@ KARPENTER_VERSION = "1.15.0"
 # Karpenter 1.15.0's go.mod says `go 1.26.9`; the local Go may be older. The module proxy serves Go
 # toolchains as the module golang.org/toolchain, so naming the version makes `go` fetch it from there.
 KARPENTER_GO = "go1.26.9"
+KUEUE_VERSION = "0.17.0"
 
 _K8S_VERSION_PKGS = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
 _BUILD_DATE = "1970-01-01T00:00:00Z"  # fixed, so rebuilding the same version gives the same bytes
@@ -67,6 +68,25 @@ func wfHealthAddr() string {
 )
 
 
+# With its own certificate management off (the API server reaches the webhooks on loopback with a CA we
+# generate), Kueue reads its metrics server's certificate from a fixed /etc path and exits without it; a
+# local cluster must not write to /etc, so the directory comes from the environment.
+_KUEUE_METRICS_CERT_PATCH = SourcePatch(
+    file="cmd/kueue/main.go",
+    old='metricsCertPath := "/etc/kueue/metrics/certs"',
+    new="metricsCertPath := wfMetricsCertDir()",
+    append="""
+// wfMetricsCertDir was added by wf's local-cluster build (see wf/cluster/build.py).
+func wfMetricsCertDir() string {
+	if dir := os.Getenv("WF_KUEUE_METRICS_CERT_DIR"); dir != "" {
+		return dir
+	}
+	return "/etc/kueue/metrics/certs"
+}
+""",
+)
+
+
 @dataclass(frozen=True)
 class Component:
     """One buildable unit: a Go module at a version and the commands it provides."""
@@ -89,7 +109,8 @@ class Component:
     toolchain: str | None = None
     # Built only when asked for by name (by `build` or by a cluster that uses it), not by a plain `build`.
     optional: bool = False
-    # Files of the module kept beside the binaries (e.g. CRDs the command needs installed), by module path.
+    # Files or directories of the module kept beside the binaries (e.g. CRDs the cluster installs), by module
+    # path; each lands in assets_dir under its last path element.
     assets: tuple[str, ...] = ()
 
     @property
@@ -108,9 +129,13 @@ class Component:
     def assets_dir(self, cache: Path) -> Path:
         return cache / self.name / self.version / "assets"
 
+    def asset(self, cache: Path, path: str) -> Path:
+        """Where the asset `path` (as listed in `assets`) is kept."""
+        return self.assets_dir(cache) / Path(path).name
+
     def is_built(self, cache: Path) -> bool:
         return all((self.bin_dir(cache) / b).is_file() for b in self.binaries) and all(
-            (self.assets_dir(cache) / Path(a).name).is_file() for a in self.assets
+            self.asset(cache, a).exists() for a in self.assets
         )
 
 
@@ -195,6 +220,20 @@ def components() -> list[Component]:
                 "kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml",
             ),
         ),
+        Component(
+            name="kueue",
+            version=KUEUE_VERSION,
+            module="sigs.k8s.io/kueue",
+            packages=("sigs.k8s.io/kueue/cmd/kueue",),
+            version_ldflags=(
+                f"-X sigs.k8s.io/kueue/pkg/version.GitVersion=v{KUEUE_VERSION}",
+                f"-X sigs.k8s.io/kueue/pkg/version.BuildDate={_BUILD_DATE}",
+            ),
+            commit_variable="sigs.k8s.io/kueue/pkg/version.GitCommit",
+            patches=(_KUEUE_METRICS_CERT_PATCH,),
+            optional=True,
+            assets=("config/components/crd/bases",),
+        ),
     ]
 
 
@@ -255,6 +294,18 @@ def build_all(
     return results
 
 
+def _keep_asset(source: Path, target: Path) -> None:
+    if target.is_dir():
+        shutil.rmtree(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_dir():
+        shutil.copytree(source, target)
+    else:
+        shutil.copyfile(source, target)
+    for path in (target, *target.rglob("*")):  # copied from the module cache, which is read-only
+        path.chmod(path.stat().st_mode | 0o200)
+
+
 def _go_binary() -> str:
     go = shutil.which("go")
     if not go:
@@ -313,11 +364,8 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
         argv = [go, "build", "-ldflags", ldflags, "-o", output, *comp.packages]
         run("compile", argv)
         # Move into place only when every binary exists, so an interrupted build is never taken as done.
-        if comp.assets:
-            assets = comp.assets_dir(cache)
-            assets.mkdir(parents=True, exist_ok=True)
-            for asset in comp.assets:
-                shutil.copyfile(Path(info["Dir"]) / asset, assets / Path(asset).name)
+        for asset in comp.assets:
+            _keep_asset(Path(info["Dir"]) / asset, comp.asset(cache, asset))
         final = comp.bin_dir(cache)
         final.mkdir(parents=True, exist_ok=True)
         for name in comp.binaries:

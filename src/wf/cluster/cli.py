@@ -138,6 +138,11 @@ def register(app: typer.Typer) -> None:
                                               "from wf's NodePools, instead of a fixed count [default: as before, "
                                               "else none]."),
         ] = None,
+        queues: Annotated[
+            bool | None,
+            typer.Option("--queues/--no-queues",
+                         help="Run Kueue with the catalog's teams and quotas [default: as before, else off]."),
+        ] = None,
     ) -> None:
         """Start the local cluster (or repair a dead component of a running one) and merge its context.
 
@@ -169,6 +174,7 @@ def register(app: typer.Typer) -> None:
                 say=lambda msg: console.print(msg, highlight=False),
                 build_progress=progress,
                 autoscaler=autoscaler,
+                queues=queues,
             )
         )
         console.print(

@@ -18,6 +18,7 @@ import yaml
 from wf.artifacts import repository_configmap
 from wf.catalog import Catalog, Taint
 from wf.cluster.nodes import SIMULATED_ANNOTATION, node_manifests
+from wf.constants import ARGO_GROUP
 from wf.errors import ClusterError
 
 FIELD_MANAGER = "wf-cluster"
@@ -82,16 +83,16 @@ def install(kubeconfig: Path, catalog: Catalog, nodes_per_group: int, namespaces
     try:
         client = DynamicClient(api_client)
         for manifest in platform_manifests():
-            _apply(client, manifest)
+            apply(client, manifest)
         for namespace in namespaces:
             if namespace != WORKFLOW_NAMESPACE:
                 for manifest in workflow_namespace_manifests(namespace):
-                    _apply(client, manifest)
-        _wait_crds_established(client, "argoproj.io")
-        _apply(client, catalog_configmap(catalog))
+                    apply(client, manifest)
+        wait_crds_established(client, ARGO_GROUP)
+        apply(client, catalog_configmap(catalog))
         if catalog.artifacts:  # compiled workflows with artifacts name this repository (artifactRepositoryRef)
             for namespace in namespaces:
-                _apply(client, repository_configmap(catalog.artifacts, namespace))
+                apply(client, repository_configmap(catalog.artifacts, namespace))
         wanted = node_manifests(catalog, nodes_per_group)
         for node in wanted:
             _ensure_node(client, node)
@@ -100,13 +101,14 @@ def install(kubeconfig: Path, catalog: Catalog, nodes_per_group: int, namespaces
         api_client.close()
 
 
-def _apply(client: Any, manifest: dict[str, Any]) -> None:
+def apply(client: Any, manifest: dict[str, Any]) -> None:
+    """Server-side apply, forcing our field manager's ownership (a repeated `up` changes nothing)."""
     from kubernetes.client.exceptions import ApiException
 
     resource = client.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
     meta = manifest["metadata"]
     try:
-        client.server_side_apply(
+        client.server_sideapply(
             resource,
             body=manifest,
             name=meta["name"],
@@ -171,17 +173,17 @@ def apply_objects(kubeconfig: Path, docs: Sequence[dict[str, Any]]) -> None:
     try:
         client = DynamicClient(api_client)
         for crd in crds:
-            _apply(client, crd)
+            apply(client, crd)
         for group in {crd["spec"]["group"] for crd in crds}:
-            _wait_crds_established(client, group)
+            wait_crds_established(client, group)
         for doc in docs:
             if doc["kind"] != "CustomResourceDefinition":
-                _apply(client, doc)
+                apply(client, doc)
     finally:
         api_client.close()
 
 
-def _wait_crds_established(client: Any, group: str, timeout: float = 30.0) -> None:
+def wait_crds_established(client: Any, group: str, timeout: float = 30.0) -> None:
     crds = client.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
     deadline = time.monotonic() + timeout
     while True:

@@ -32,8 +32,7 @@ _DEFAULT_SPOT_SAVINGS = 0.6
 
 def crd_files() -> list[Path]:
     comp = next(c for c in build.components() if c.name == NAME)
-    directory = comp.assets_dir(build.cache_dir())
-    return [directory / Path(asset).name for asset in comp.assets]
+    return [comp.asset(build.cache_dir(), asset) for asset in comp.assets]
 
 
 def objects(catalog: Catalog) -> list[dict[str, Any]]:

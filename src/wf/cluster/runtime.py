@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wf.cluster import build, karpenter_kwok, kubeconfig, processes
+from wf.cluster import kueue as local_kueue
 from wf.cluster.install import WORKFLOW_NAMESPACE
 from wf.cluster.readiness import wait_api_ready, wait_workloads_ready
 from wf.cluster.supervise import CONTROLLER, SIM_EXECUTOR, ComponentStatus, Say, Supervisor
@@ -98,6 +99,10 @@ class LocalCluster:
         out.append(self.supervisor.sim_executor())
         if state and state.autoscaler:
             out.append(self._autoscaler_status())
+        queues = self._kueue()
+        if (kueue_state := queues.state()) is not None:
+            out.append(ComponentStatus(name="kueue", pid=queues.pid(), port=kueue_state.webhook_port,
+                                       log=str(queues.log), running=queues.running()))
         return out
 
     def _autoscaler_status(self) -> ComponentStatus:
@@ -109,6 +114,9 @@ class LocalCluster:
             log=str(karpenter_kwok.log_file(self.workdir)),
             running=processes.is_running(pid, build.binary_path(karpenter_kwok.BINARY)),
         )
+
+    def _kueue(self) -> local_kueue.LocalKueue:
+        return local_kueue.LocalKueue(self.workdir, self.kubeconfig)
 
     # ---- up ----------------------------------------------------------------------------------------
     def up(
@@ -122,6 +130,7 @@ class LocalCluster:
         build_progress: build.Progress | None = None,
         timeout: float = 180.0,
         autoscaler: str | None = None,
+        queues: bool | None = None,
     ) -> ClusterState:
         """Create the cluster, or repair a dead component of an existing one; then make sure the platform
         objects, nodes and the controller are there. Idempotent: on an existing cluster, what is not given
@@ -142,9 +151,15 @@ class LocalCluster:
         if bad:
             raise InputError(f"namespace(s) {', '.join(bad)}: must be DNS-1123 labels (lower-case, digits, '-')")
         catalog = self._catalog(catalog_path)  # a bad catalog fails before anything starts
+        if queues is None:  # as before: Kueue keeps running on a cluster that has it
+            queues = self._kueue().enabled()
+        if queues and catalog.queues is None:
+            raise InputError(f"--queues needs teams: the catalog {catalog.source} has no `queues:` section")
+        if queues and catalog.queues:  # every team namespace gets the workflow service account and roles
+            namespaces += [ns for team in catalog.queues.teams for ns in team.namespaces if ns not in namespaces]
         build.build_all(progress=build_progress)
-        if autoscaler:
-            build.build_all([autoscaler], progress=build_progress)
+        if optional := [*([autoscaler] if autoscaler else []), *([local_kueue.NAME] if queues else [])]:
+            build.build_all(optional, progress=build_progress)
         self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.catalog_file.write_text(catalog.to_yaml())
         if self.exists():
@@ -177,6 +192,8 @@ class LocalCluster:
         wait_workloads_ready(
             self.kubeconfig, port, namespaces, timeout, say, while_waiting=lambda: self.supervisor.repair(say)
         )
+        if queues:
+            self._kueue().ensure(catalog, say)
         if merge_into:
             kubeconfig.merge(self._kubeconfig_entry(), merge_into)
             say(f"context {state.context} merged into {merge_into}")
@@ -205,6 +222,10 @@ class LocalCluster:
             say(f"cluster {self.name} does not exist")
             return
         state = self.state()
+        queues = self._kueue()
+        if pid := queues.pid():
+            say(f"stopping kueue (pid {pid})")
+            queues.stop()
         self.supervisor.stop_all(
             [
                 (karpenter_kwok.NAME, karpenter_kwok.pid_file(self.workdir), build.binary_path(karpenter_kwok.BINARY)),

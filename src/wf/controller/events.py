@@ -35,9 +35,12 @@ def _slim_container(container: dict[str, Any]) -> dict[str, Any]:
 
 
 def _slim_template(template: dict[str, Any]) -> dict[str, Any]:
-    """A pod template with what placement, requests and reasons read (wf.schedulability.pod_constraints):
-    commands, env, images, retry strategies and metadata dropped."""
+    """A pod template with what placement, requests and reasons read (wf.schedulability.pod_constraints, the
+    team queue's labels for wf.controller.queue): commands, env, images, retry strategies and annotations
+    dropped."""
     slim: dict[str, Any] = {k: template[k] for k in ("name", "nodeSelector", "affinity", "tolerations") if k in template}
+    if labels := (template.get("metadata") or {}).get("labels"):
+        slim["metadata"] = {"labels": labels}
     for key in ("container", "script"):
         if key in template:
             slim[key] = _slim_container(template[key] or {})

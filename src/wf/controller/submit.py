@@ -119,7 +119,10 @@ def prepare(job: Any, catalog: Any, kube_namespace: str, namespace_flag: str | N
 
     path = job.source
     submission = str(uuid.uuid4())
-    manifest = compile_job(job, catalog, submission=submission)
+    # Compiled for the namespace it will run in, so a job in a team's namespace gets its queue and priority;
+    # a job that names only its team goes to the team's namespace, not the context's.
+    target = job.metadata.namespace or namespace_flag or (None if job.spec.team else kube_namespace)
+    manifest = compile_job(job, catalog, submission=submission, namespace=target)
     job_namespace = manifest["metadata"].get("namespace")
     if namespace_flag and job_namespace and namespace_flag != job_namespace:
         raise InputError(f"the job's namespace {job_namespace!r} does not match --namespace {namespace_flag!r}",

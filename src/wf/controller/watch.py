@@ -21,6 +21,7 @@ from wf.constants import CAPACITY_LABEL, CLASS_LABEL, EKS_CAPACITY_LABEL, INSTAN
 from wf.controller.client import Kube, cluster_error
 from wf.controller.cost import JobCost, NodeFacts, job_cost
 from wf.controller.events import Inbox, Key, Snapshot, WatchState, snapshot
+from wf.controller.queue import QueueReader
 from wf.controller.steps import StepRow, WorkflowView, pod_name
 from wf.controller.stream import (
     KubeWorkflowTransport,
@@ -69,6 +70,7 @@ class Insight:
         self._nodes_readable = True
         self._group_counts: dict[str, tuple[float, dict[str, int] | None]] = {}
         self._explained: dict[str, tuple[float, str]] = {}
+        self.queue = QueueReader(kube)
 
     def _catalog_or_none(self) -> Any:
         if not self._catalog_loaded:
@@ -134,13 +136,16 @@ class Insight:
         from wf.controller.pending import explain
 
         attempt = row.attempts[-1]
+        templates = {t.get("name"): t for t in (workflow.get("spec") or {}).get("templates") or []}
+        template = templates.get(attempt.template) or {}
+        # A queued step's pod waits for its team's quota (gated) before it ever waits for a node.
+        if queued := self.queue.explain(self._catalog_or_none(), workflow, template, pod_name(workflow, attempt)):
+            return queued
         if "Unschedulable" not in attempt.message:
             return None
         last = self._explained.get(attempt.node_id)
         if last and time.monotonic() - last[0] < EXPLAIN_EVERY_SECONDS:
             return last[1]
-        templates = {t.get("name"): t for t in (workflow.get("spec") or {}).get("templates") or []}
-        template = templates.get(attempt.template) or {}
         namespace = workflow["metadata"]["namespace"]
         events = self._events(namespace, pod_name(workflow, attempt))
         scheduler = next((m for r, m in reversed(events) if r == "FailedScheduling"), attempt.message)
