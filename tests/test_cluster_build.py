@@ -151,6 +151,9 @@ def test_cached_binaries_need_no_go_toolchain(tmp_path: Path, monkeypatch: pytes
         comp.bin_dir(cache).mkdir(parents=True)
         for name in comp.binaries:
             (comp.bin_dir(cache) / name).write_text("")
+        for asset in comp.assets:
+            comp.asset_dir(cache).mkdir(parents=True, exist_ok=True)
+            (comp.asset_dir(cache) / Path(asset).name).write_text("")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert not any(r.built for r in build.build_all(cache=cache))
     (build.binary_path("etcd", cache)).unlink()

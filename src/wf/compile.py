@@ -14,6 +14,7 @@ from wf.catalog import Catalog
 from wf.errors import InputError, Problem
 from wf.labels import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
 from wf.loader import format_path
+from wf.mpijob import mpijob_template, step_problems
 from wf.placement import APPLICATION_EXPRESSION, INTERRUPTION_EXPRESSION, Placement, place_step
 from wf.spec import SecretRef, Step, TrainingJob, Volume
 from wf.units import parse_duration
@@ -46,13 +47,13 @@ def compile_job(
     for i in range(len(job.spec.steps)):
         placement, found = place_step(job, i, catalog)
         placements.append(placement)
-        problems += found
+        problems += found + step_problems(job, i, catalog)
     if problems:
         raise InputError([_problem(job, path, message) for path, message in problems])
     kind = kind or ("CronWorkflow" if job.spec.schedule else "Workflow")
     if kind == "CronWorkflow" and not job.spec.schedule:
         raise InputError([_problem(job, ("spec", "schedule"), "a CronWorkflow needs a schedule (cron syntax)")])
-    spec = _workflow_spec(job, placements)  # type: ignore[arg-type]
+    spec = _workflow_spec(job, placements, catalog)  # type: ignore[arg-type]
     labels = {**job.metadata.labels, JOB_LABEL: job.name}
     metadata: dict[str, Any] = {}
     if kind == "Workflow":
@@ -80,10 +81,10 @@ def _problem(job: TrainingJob, path: tuple, message: str) -> Problem:
     return doc.problem(path, message) if doc else Problem(job.source, None, format_path(path), message)
 
 
-def _workflow_spec(job: TrainingJob, placements: list[Placement]) -> dict[str, Any]:
+def _workflow_spec(job: TrainingJob, placements: list[Placement], catalog: Catalog) -> dict[str, Any]:
     templates: list[dict[str, Any]] = [{"name": ENTRYPOINT, "dag": {"tasks": []}}]
     tasks = templates[0]["dag"]["tasks"]
-    for step, placement in zip(job.spec.steps, placements):
+    for i, (step, placement) in enumerate(zip(job.spec.steps, placements)):
         task: dict[str, Any] = {"name": step.name, "template": step.name}
         if step.needs:
             task["dependencies"] = list(step.needs)
@@ -92,7 +93,11 @@ def _workflow_spec(job: TrainingJob, placements: list[Placement]) -> dict[str, A
             task["template"] = step.name + ATTEMPTS_SUFFIX
             templates.append(_attempts(step, retries))
         tasks.append(task)
-        templates.append(_pod_template(job, step, placement))
+        if step.nodes is None:
+            templates.append(_pod_template(job, step, placement))
+        else:
+            templates.append(mpijob_template(job, i, catalog, lambda p, s=step: _pod_template(job, s, p),
+                                             [_volume(v) for v in job.spec.volumes]))
     spec: dict[str, Any] = {"entrypoint": ENTRYPOINT, "templates": templates, "podGC": dict(POD_GC),
                             "ttlStrategy": dict(TTL)}
     if job.spec.parameters:

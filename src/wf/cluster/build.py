@@ -25,6 +25,7 @@ ETCD_VERSION = "3.6.16"
 KWOK_VERSION = "0.8.0"
 # v4.0.5 is the only v4.0.x the proxy lists, but v4.0.7 resolves and fixes CVE-2026-54526 (fixed in 4.0.6).
 ARGO_VERSION = "4.0.7"
+MPI_OPERATOR_VERSION = "0.6.0"
 
 _K8S_VERSION_PKGS = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
 _BUILD_DATE = "1970-01-01T00:00:00Z"  # fixed, so rebuilding the same version gives the same bytes
@@ -62,6 +63,15 @@ func wfHealthAddr() string {
 """,
 )
 
+# The mpi-operator serves its leader-election health check on ":8080" (every interface, a fixed port): the same
+# loopback-only, configurable address as the workflow-controller's.
+_MPI_HEALTH_PATCH = SourcePatch(
+    file="cmd/mpi-operator/app/server.go",
+    old='Addr:    fmt.Sprintf(":%d", healthCheckPort),',
+    new="Addr:    wfHealthAddr(),",
+    append=_ARGO_HEALTH_PATCH.append.replace("127.0.0.1:6060", "127.0.0.1:8080"),
+)
+
 
 @dataclass(frozen=True)
 class Component:
@@ -81,6 +91,8 @@ class Component:
 
     # Command names, one per package; default: the package's last path element.
     names: tuple[str, ...] = ()
+    # Files of the module (relative to its root) installed beside the binaries, e.g. a CRD the cluster applies.
+    assets: tuple[str, ...] = ()
 
     @property
     def binaries(self) -> tuple[str, ...]:
@@ -95,8 +107,13 @@ class Component:
     def log_file(self, cache: Path) -> Path:
         return cache / "src" / self.name / f"{self.version}.build.log"
 
+    def asset_dir(self, cache: Path) -> Path:
+        return cache / self.name / self.version / "share"
+
     def is_built(self, cache: Path) -> bool:
-        return all((self.bin_dir(cache) / b).is_file() for b in self.binaries)
+        return all((self.bin_dir(cache) / b).is_file() for b in self.binaries) and all(
+            (self.asset_dir(cache) / Path(a).name).is_file() for a in self.assets
+        )
 
 
 def _k8s_ldflags(version: str) -> tuple[str, ...]:
@@ -163,6 +180,19 @@ def components() -> list[Component]:
             version_ldflags=_argo_ldflags(ARGO_VERSION),
             patches=(_ARGO_HEALTH_PATCH,),
             commit_variable="github.com/argoproj/argo-workflows/v4.gitCommit",
+        ),
+        Component(
+            name="mpi-operator",
+            version=MPI_OPERATOR_VERSION,
+            module="github.com/kubeflow/mpi-operator",
+            packages=("github.com/kubeflow/mpi-operator/cmd/mpi-operator",),
+            version_ldflags=(
+                f"-X github.com/kubeflow/mpi-operator/pkg/version.Version=v{MPI_OPERATOR_VERSION}",
+                f"-X github.com/kubeflow/mpi-operator/pkg/version.Built={_BUILD_DATE}",
+            ),
+            patches=(_MPI_HEALTH_PATCH,),
+            commit_variable="github.com/kubeflow/mpi-operator/pkg/version.GitSHA",
+            assets=("manifests/base/kubeflow.org_mpijobs.yaml",),
         ),
     ]
 
@@ -278,6 +308,10 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
         # Move into place only when every binary exists, so an interrupted build is never taken as done.
         final = comp.bin_dir(cache)
         final.mkdir(parents=True, exist_ok=True)
+        if comp.assets:
+            comp.asset_dir(cache).mkdir(parents=True, exist_ok=True)
+        for asset in comp.assets:
+            shutil.copyfile(Path(info["Dir"]) / asset, comp.asset_dir(cache) / Path(asset).name)
         for name in comp.binaries:
             os.replace(staging_bin / name, final / name)
         if comp.patches:
