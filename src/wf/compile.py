@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from functools import partial
 from typing import Any, Literal
 
 from wf.catalog import Catalog
@@ -96,7 +97,7 @@ def _workflow_spec(job: TrainingJob, placements: list[Placement], catalog: Catal
         if step.nodes is None:
             templates.append(_pod_template(job, step, placement))
         else:
-            templates.append(mpijob_template(job, i, catalog, lambda p, s=step: _pod_template(job, s, p),
+            templates.append(mpijob_template(job, i, catalog, partial(_pod_template, job, step),
                                              [_volume(v) for v in job.spec.volumes]))
     spec: dict[str, Any] = {"entrypoint": ENTRYPOINT, "templates": templates, "podGC": dict(POD_GC),
                             "ttlStrategy": dict(TTL)}

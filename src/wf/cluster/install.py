@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from wf.catalog import Catalog
+from wf.cluster import mpi
 from wf.cluster.nodes import SIMULATED_ANNOTATION, node_manifests
 from wf.errors import ClusterError
 
@@ -79,7 +80,7 @@ def install(kubeconfig: Path, catalog: Catalog, nodes_per_group: int, namespaces
     api_client = kconfig.new_client_from_config(config_file=str(kubeconfig))
     try:
         client = DynamicClient(api_client)
-        for manifest in platform_manifests():
+        for manifest in [*platform_manifests(), *mpi.crd_manifests()]:
             _apply(client, manifest)
         for namespace in namespaces:
             if namespace != WORKFLOW_NAMESPACE:
@@ -162,7 +163,7 @@ def _wait_crds_established(client: Any, timeout: float = 30.0) -> None:
         pending = [
             item.metadata.name
             for item in crds.get(label_selector="").items
-            if item.spec.group == "argoproj.io"
+            if item.spec.group in ("argoproj.io", mpi.CRD_GROUP)
             and not any(c.type == "Established" and c.status == "True" for c in (item.status.conditions or []))
         ]
         if not pending:

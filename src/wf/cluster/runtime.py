@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from wf.cluster import build, kubeconfig, processes
+from wf.cluster import build, kubeconfig, mpi, processes
 from wf.cluster.install import CONTROLLER_NAMESPACE, WORKFLOW_NAMESPACE
 from wf.errors import ClusterError, InputError
 
@@ -155,6 +155,9 @@ class LocalCluster:
                 running=processes.is_running(pid, build.binary_path(CONTROLLER)),
             )
         )
+        pid = processes.read_pid(mpi.pid_file(self.workdir))
+        out.append(ComponentStatus(name=mpi.OPERATOR, pid=pid, port=None, log=str(mpi.log_file(self.workdir)),
+                                   running=mpi.is_running(self.workdir)))
         return out
 
     # ---- up ----------------------------------------------------------------------------------------
@@ -196,6 +199,9 @@ class LocalCluster:
         say("installing Argo CRDs, RBAC, catalog and simulated nodes")
         install(self.kubeconfig, catalog, nodes_per_group, namespaces)
         port = self._ensure_controller(previous, say)
+        if not mpi.is_running(self.workdir):
+            say(f"starting {mpi.OPERATOR}")
+            mpi.ensure_operator(self.workdir, self.kubeconfig, CONTROLLER_NAMESPACE)
         state = ClusterState(
             name=self.name,
             context=context_name(self.name),
@@ -348,6 +354,8 @@ class LocalCluster:
             # Its state lives in the API server, so a short grace is safe; on SIGTERM it otherwise spends
             # ~10s draining queues that nobody will read.
             processes.stop(pid, build.binary_path(CONTROLLER), grace_seconds=2)
+        if pid := mpi.stop_operator(self.workdir):
+            say(f"stopped {mpi.OPERATOR} (pid {pid})")
         if self.exists():
             by_name = {c["name"]: c for c in self._kwok_components()}
             order = [n for n in STOP_ORDER if n in by_name] + [n for n in by_name if n not in STOP_ORDER]
