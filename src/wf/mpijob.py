@@ -175,9 +175,11 @@ def mpijob_template(job: TrainingJob, index: int, catalog: Catalog, render_pod: 
     pod = render_pod(worker)
     template: dict[str, Any] = {
         "name": step.name,
-        # The resource template's own pod only creates and watches the MPIJob: no class of its own.
         "metadata": {"labels": {k: v for k, v in pod["metadata"]["labels"].items()
                                 if k not in (CLASS_LABEL, CAPACITY_LABEL)}},
+        # Argo's executor pod that creates and watches the MPIJob: on the launcher's class, never on a node
+        # some accelerator pod is waiting for.
+        "nodeSelector": launcher.node_selector,
         "retryStrategy": pod["retryStrategy"],
         "resource": {
             "action": "create",
