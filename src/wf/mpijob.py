@@ -9,8 +9,9 @@ Argo's resource templates match success and failure as Kubernetes label selector
 object (argo-workflows v4 workflow/executor/resource.go): a path cannot select an element of
 `status.conditions` by its type, so the conditions read `status.replicaStatuses`, which the mpi-operator keeps
 as counters. Failure requirements are ORed, and the one that matched is named in the step's message
-("failure condition 'status.replicaStatuses.Worker.failed>0' evaluated true"): that is how a lost worker
-(an interruption) is told from a launcher that exited non-zero (the application's failure).
+("failure condition '{status.replicaStatuses.Worker.failed gt [0]}' evaluated true"): that is how a lost
+worker (an interruption) is told from a launcher that exited non-zero (the application's failure). Argo checks
+them in key order, Launcher before Worker: a poll that sees both reports the launcher.
 """
 
 from __future__ import annotations
@@ -175,8 +176,8 @@ def mpijob_template(job: TrainingJob, index: int, catalog: Catalog, render_pod: 
     pod = render_pod(worker)
     template: dict[str, Any] = {
         "name": step.name,
-        "metadata": {"labels": {k: v for k, v in pod["metadata"]["labels"].items()
-                                if k not in (CLASS_LABEL, CAPACITY_LABEL)}},
+        "metadata": {k: v for k, v in pod["metadata"].items() if k != "labels"} | {"labels": {
+            k: v for k, v in pod["metadata"]["labels"].items() if k not in (CLASS_LABEL, CAPACITY_LABEL)}},
         # Argo's executor pod that creates and watches the MPIJob: on the launcher's class, never on a node
         # some accelerator pod is waiting for.
         "nodeSelector": launcher.node_selector,

@@ -142,6 +142,7 @@ class Attempt:
             self.wait.kill()
             out, err = self.wait.communicate()
             raise AssertionError(f"Argo's wait on {self.name} did not end in {timeout:.0f}s:\n{err[-3000:]}") from None
+        print(f"\nArgo's wait on {self.name}: exit {self.wait.returncode}: {out.strip()}")
         return self.wait.returncode, out.strip()
 
     def close(self) -> None:
@@ -242,3 +243,55 @@ def test_a_launcher_exiting_non_zero_is_the_applications_failure(
         assert WORKER_LOST_MESSAGE not in message
     finally:
         attempt.close()
+
+
+def test_wf_logs_reads_the_mpijob_pods_and_wf_stop_removes_them(
+        local_cluster: ClusterHandle, catalog: Catalog, gaudi_nodes: list[str], tmp_path: Path) -> None:
+    import wf
+    from kubernetes import client as kclient
+
+    from wf.controller.client import connect
+
+    from .test_controller_e2e import wf_cli
+
+    kube = connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
+    path = tmp_path / "bert-stop.yaml"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "wf/v1", "kind": "TrainingJob", "metadata": {"name": "bert-stop", "namespace": "wf"},
+        "spec": {"image": "habana/pytorch:1.21.0", "compute": "gaudi", "steps": [{
+            "name": "pretrain", "nodes": 2, "annotations": {SIM_DURATION: "5m"},
+            "command": ["mpirun", "-n", "16", "python3", "run_pretraining.py"]}]},
+    }))
+    (submitted,) = wf.submit(str(path), kube=kube)
+    workflow = wf.get(submitted.name, kube=kube)
+    template = next(t for t in workflow["spec"]["templates"] if "resource" in t)
+    manifest = yaml.safe_load(template["resource"]["manifest"].replace("{{workflow.name}}", submitted.name))
+    # What Argo's executor adds for setOwnerReference: true.
+    manifest["metadata"]["ownerReferences"] = [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+                                                "name": submitted.name, "uid": workflow["metadata"]["uid"]}]
+    with local_cluster.api_client() as api:
+        custom, core = kclient.CustomObjectsApi(api), kclient.CoreV1Api(api)
+        created = custom.create_namespaced_custom_object(GROUP, VERSION, local_cluster.namespace, PLURAL, manifest)
+        selector = f"{JOB_NAME_LABEL}={created['metadata']['name']}"
+        _until(lambda: len([p for p in core.list_namespaced_pod(local_cluster.namespace, label_selector=selector).items
+                            if p.status.phase == "Running"]) == 3, 90, "launcher and 2 workers running")
+
+        logs = wf_cli(local_cluster, "logs", submitted.name, "--step", "pretrain")
+        assert logs.returncode == 0, logs.stderr
+        lines = logs.stdout.splitlines()
+        assert lines and all(line.startswith("[pretrain] ") for line in lines), logs.stdout
+        assert "no log from pod" not in logs.stdout
+        launcher = core.list_namespaced_pod(local_cluster.namespace,
+                                            label_selector=f"{selector},{JOB_ROLE_LABEL}=launcher").items[0]
+        per_pod = len(core.read_namespaced_pod_log(launcher.metadata.name, local_cluster.namespace,
+                                                   container="main").splitlines())
+        assert per_pod and len(lines) == 4 * per_pod  # Argo's own pod, the launcher and the 2 workers
+
+        stopped = wf_cli(local_cluster, "stop", submitted.name)
+        assert stopped.returncode == 0, stopped.stderr
+        gone = f"{WORKFLOW_NAME_LABEL}={submitted.name}"
+        _until(lambda: not custom.list_namespaced_custom_object(
+            GROUP, VERSION, local_cluster.namespace, PLURAL, label_selector=gone)["items"], 60, "the MPIJob removed")
+        _until(lambda: not core.list_namespaced_pod(local_cluster.namespace, label_selector=gone).items, 90,
+               "the launcher and workers removed")
+    assert wf_cli(local_cluster, "delete", submitted.name).returncode == 0
