@@ -53,10 +53,8 @@ def is_running(workdir: Path) -> bool:
 
 
 def ensure_operator(workdir: Path, kubeconfig: Path, lock_namespace: str, timeout: float = 60.0) -> int:
-    """Start the operator unless it runs; wait until it serves its health check. Returns its pid."""
-    pid = processes.read_pid(pid_file(workdir))
-    if processes.is_running(pid, binary()):
-        return pid  # type: ignore[return-value]
+    """(Re)start the operator and wait until it serves its health check. Returns the health port."""
+    stop_operator(workdir)  # one whose port was not recorded (an `up` that died half-way) is replaced
     port = processes.free_port()
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -73,7 +71,7 @@ def ensure_operator(workdir: Path, kubeconfig: Path, lock_namespace: str, timeou
     ]
     pid = processes.start(argv, env=env, log_file=log_file(workdir), pid_file=pid_file(workdir), cwd=workdir)
     _wait_healthy(pid, port, timeout, log_file(workdir))
-    return pid
+    return port
 
 
 def _wait_healthy(pid: int, port: int, timeout: float, log: Path) -> None:

@@ -74,6 +74,7 @@ class ClusterState:
     controller_health_port: int
     nodes_per_group: int
     namespaces: list[str]  # where workflows may run; the first is the context's namespace
+    mpi_operator_health_port: int | None = None
 
 
 def data_home() -> Path:
@@ -156,8 +157,8 @@ class LocalCluster:
             )
         )
         pid = processes.read_pid(mpi.pid_file(self.workdir))
-        out.append(ComponentStatus(name=mpi.OPERATOR, pid=pid, port=None, log=str(mpi.log_file(self.workdir)),
-                                   running=mpi.is_running(self.workdir)))
+        out.append(ComponentStatus(name=mpi.OPERATOR, pid=pid, port=state.mpi_operator_health_port if state else None,
+                                   log=str(mpi.log_file(self.workdir)), running=mpi.is_running(self.workdir)))
         return out
 
     # ---- up ----------------------------------------------------------------------------------------
@@ -199,9 +200,10 @@ class LocalCluster:
         say("installing Argo CRDs, RBAC, catalog and simulated nodes")
         install(self.kubeconfig, catalog, nodes_per_group, namespaces)
         port = self._ensure_controller(previous, say)
-        if not mpi.is_running(self.workdir):
+        mpi_port = previous.mpi_operator_health_port if previous else None
+        if not mpi.is_running(self.workdir) or mpi_port is None:
             say(f"starting {mpi.OPERATOR}")
-            mpi.ensure_operator(self.workdir, self.kubeconfig, CONTROLLER_NAMESPACE)
+            mpi_port = mpi.ensure_operator(self.workdir, self.kubeconfig, CONTROLLER_NAMESPACE)
         state = ClusterState(
             name=self.name,
             context=context_name(self.name),
@@ -211,6 +213,7 @@ class LocalCluster:
             controller_health_port=port,
             nodes_per_group=nodes_per_group,
             namespaces=namespaces,
+            mpi_operator_health_port=mpi_port,
         )
         self._save_state(state)
         _wait_workloads_ready(self.kubeconfig, port, namespaces, timeout, say)
