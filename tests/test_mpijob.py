@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from upstream import SHARED, require
 from wf.catalog import Catalog
 from wf.compile import compile_job
 from wf.errors import InputError
@@ -23,7 +24,7 @@ from wf.mpijob import (
 from wf.spec import TrainingJob
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_CRD = Path("/work/shared/schemas/mpi-operator/v0.6.0/manifests/base/kubeflow.org_mpijobs.yaml")
+SHARED_CRD = SHARED / "schemas" / "mpi-operator" / "v0.6.0" / "manifests" / "base" / "kubeflow.org_mpijobs.yaml"
 
 
 def _job(steps: list[dict[str, Any]], **spec: Any) -> TrainingJob:
@@ -102,7 +103,7 @@ def test_the_launcher_runs_the_command_on_the_cpu_class(catalog: Catalog) -> Non
 def test_the_mpijob_is_valid_under_the_operators_crd(catalog: Catalog) -> None:
     from jsonschema import Draft4Validator
 
-    crd = yaml.safe_load(SHARED_CRD.read_text())
+    crd = yaml.safe_load(require(SHARED_CRD).read_text())
     schema = next(v for v in crd["spec"]["versions"] if v["name"] == "v2beta1")["schema"]["openAPIV3Schema"]
     job = _job([_step()], volumes=[{"name": "shm", "mountPath": "/dev/shm", "emptyDir": {"medium": "Memory"}}])
     mpijob = yaml.safe_load(_template(job, catalog)["resource"]["manifest"])
