@@ -48,7 +48,7 @@ def compile_job(
     for i in range(len(job.spec.steps)):
         placement, found = place_step(job, i, catalog)
         placements.append(placement)
-        problems += found + step_problems(job, i, catalog)
+        problems += found + step_problems(job, i, catalog, placement)
     if problems:
         raise InputError([_problem(job, path, message) for path, message in problems])
     kind = kind or ("CronWorkflow" if job.spec.schedule else "Workflow")

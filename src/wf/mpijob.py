@@ -59,8 +59,9 @@ def launcher_class(catalog: Catalog, workers: ComputeClass) -> ComputeClass | No
     return None
 
 
-def step_problems(job: TrainingJob, index: int, catalog: Catalog) -> ProblemList:
-    """What makes `nodes` impossible, in the developer's terms (placement reports the rest)."""
+def step_problems(job: TrainingJob, index: int, catalog: Catalog, placement: Placement | None) -> ProblemList:
+    """What makes `nodes` impossible, in the developer's terms; `placement` is the step's from place_step(),
+    None when that found problems (reported there)."""
     step = job.spec.steps[index]
     at: tuple[PathKey, ...] = ("spec", "steps", index)
     if step.nodes is None:
@@ -78,18 +79,14 @@ def step_problems(job: TrainingJob, index: int, catalog: Catalog) -> ProblemList
     if step.accelerators not in (0, cls.accelerator.count):
         out.append(((*at, "accelerators"),
                     f"a multi-node step takes whole nodes: leave accelerators out or give {cls.accelerator.count}"))
-    groups = [g for g in node_groups_of(cls, catalog) if g.capacity == _capacity(job, step, cls)]
+    groups = [g for g in node_groups_of(cls, catalog) if placement and g.capacity == placement.capacity]
     largest = max((g.max_size for g in groups), default=0)
-    if step.nodes > largest:
+    if groups and step.nodes > largest:
         out.append(((*at, "nodes"), f"{step.nodes} nodes do not fit in one zone of compute class {cls.name!r}: "
                                     f"its node groups hold at most {largest} nodes (maxSize)"))
     if launcher_class(catalog, cls) is None:
         out.append(((*at, "nodes"), f"the catalog has no CPU class on {cls.resolved_arch} for the MPI launcher"))
     return out
-
-
-def _capacity(job: TrainingJob, step: Step, cls: ComputeClass) -> str:
-    return step.capacity or job.spec.capacity or cls.default_capacity
 
 
 def place_replicas(job: TrainingJob, index: int, catalog: Catalog) -> tuple[Placement, Placement, str]:
