@@ -60,6 +60,7 @@ def test_a_multi_node_step_is_a_resource_template_creating_an_owned_mpijob(catal
     spec = mpijob["spec"]
     assert spec["slotsPerWorker"] == 8  # default: the class's accelerators per node
     assert spec["runPolicy"] == {"backoffLimit": 0, "cleanPodPolicy": "Running"}
+    assert spec["launcherCreationPolicy"] == "WaitForWorkersReady"
 
 
 def test_workers_hold_whole_nodes_one_per_node_in_one_zone(catalog: Catalog) -> None:

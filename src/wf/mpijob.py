@@ -167,6 +167,9 @@ def mpijob_template(job: TrainingJob, index: int, catalog: Catalog, render_pod: 
             # whole step on the matching budget. Workers still running then are removed.
             "runPolicy": {"backoffLimit": 0, "cleanPodPolicy": "Running"},
             "mpiImplementation": "OpenMPI",
+            # mpirun fails if a worker's sshd is not up yet (accelerator images take minutes to pull): start the
+            # launcher once every worker is Ready.
+            "launcherCreationPolicy": "WaitForWorkersReady",
             "mpiReplicaSpecs": {"Launcher": replica(launcher, 1, list(step.command)), "Worker": workers},
         },
     }
