@@ -128,7 +128,12 @@ def test_manifests_are_what_install_applies_and_rbac_is_least_privilege() -> Non
     roles = {d["metadata"]["name"]: d for d in docs if d["kind"] in ("Role", "ClusterRole")}
     assert set(roles) == {"wf-executor", "wf-developer"}
     assert all(r["kind"] == "Role" for r in roles.values())  # namespaced: nothing cluster-wide
-    verbs = {v for r in roles.values() for rule in r["rules"] for v in rule["verbs"]}
+    rules = [rule for r in roles.values() for rule in r["rules"]]
+    # The one removal allowed: a developer's `wf stop` removes the stopped workflow's MPIJobs.
+    removals = [rule for rule in rules if {"delete", "deletecollection"} & set(rule["verbs"])]
+    assert removals == [{"apiGroups": ["kubeflow.org"], "resources": ["mpijobs"],
+                         "verbs": ["get", "list", "watch", "deletecollection"]}]
+    verbs = {v for rule in rules if rule not in removals for v in rule["verbs"]}
     assert not verbs & {"*", "delete", "deletecollection", "escalate", "bind", "impersonate"}
     resources = {res for r in roles.values() for rule in r["rules"] for res in rule["resources"]}
     assert "secrets" not in resources and "*" not in resources

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 

@@ -24,6 +24,7 @@ from wf.interruptions import (
     capacity_expression,
 )
 from wf.kueue import QueueAssignment, assign_queue
+from wf.mpijob import mpijob_template, step_problems
 from wf.placement import Placement, place_step
 from wf.references import Reference
 from wf.spec import Count, SecretRef, Step, TrainingJob, Volume
@@ -63,7 +64,7 @@ def compile_job(
         placement, found = place_step(job, int(path[2]), catalog, str(path[1]))
         if placement is not None:
             placements[step.name] = placement
-        problems += found
+        problems += found + step_problems(job, int(path[2]), catalog, placement, str(path[1]))
         if step.outputs and step.outputs.artifacts and catalog.artifacts is None:
             problems.append(Problem.at((*path, "outputs", "artifacts"),
                                        "the catalog names no artifact store (its `artifacts:`): artifacts have nowhere to go"))
@@ -114,7 +115,7 @@ def _workflow_spec(job: TrainingJob, placements: dict[str, Placement], catalog: 
     producers = {s.name: s for _, s in job.spec.step_entries()}
     for dag, steps in ((tasks, job.spec.steps), (exit_tasks, job.spec.on_exit)):
         for step in steps:
-            dag.append(_step(job, step, placements[step.name], producers, templates, queue))
+            dag.append(_step(job, catalog, step, placements[step.name], producers, templates, queue))
     spec: dict[str, Any] = {"entrypoint": ENTRYPOINT, "templates": templates, "podGC": dict(POD_GC),
                             "ttlStrategy": dict(TTL)}
     if job.spec.on_exit:
@@ -192,7 +193,7 @@ def _declared_inputs(refs: list[Reference], producers: dict[str, Step], with_pat
     return out
 
 
-def _step(job: TrainingJob, step: Step, placement: Placement, producers: dict[str, Step],
+def _step(job: TrainingJob, catalog: Catalog, step: Step, placement: Placement, producers: dict[str, Step],
           templates: list[dict[str, Any]], queue: QueueAssignment | None) -> dict[str, Any]:
     """The DAG task running `step`, appending the templates behind it: the pod (interruptions retried inside),
     the application-retry wrapper, and for a capped fan-out the wrapper that holds the loop and its cap."""
@@ -238,7 +239,13 @@ def _step(job: TrainingJob, step: Step, placement: Placement, producers: dict[st
     if step.when is not None:
         task["when"] = _rewrite(step.when, lambda r: _from_dag(r, False))
     templates += wrappers
-    templates.append(_pod_template(job, step, placement, refs, producers, queue))
+    if step.nodes is None:
+        templates.append(_pod_template(job, step, placement, refs, producers, queue))
+    else:
+        index = next(i for i, s in enumerate(job.spec.steps) if s.name == step.name)
+        templates.append(mpijob_template(job, index, catalog,
+                                         lambda p: _pod_template(job, step, p, refs, producers, queue),
+                                         [_volume(v) for v in job.spec.volumes]))
     return task
 
 

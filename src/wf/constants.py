@@ -14,6 +14,8 @@ CAPACITY_LABEL: Final = f"{DOMAIN}/capacity"
 JOB_LABEL: Final = f"{DOMAIN}/job"
 STEP_LABEL: Final = f"{DOMAIN}/step"
 SUBMISSION_LABEL: Final = f"{DOMAIN}/submission"
+# On pods the workflow's steps create through other controllers (an MPIJob's launcher and workers).
+WORKFLOW_NAME_LABEL: Final = f"{DOMAIN}/workflow"
 
 # Read by the local cluster's simulated kubelet (kwok stages) to hold a pod Running or fail it.
 SIM_DURATION: Final = f"sim.{DOMAIN}/duration"

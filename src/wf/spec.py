@@ -116,6 +116,10 @@ class Step(StrictModel):
     compute: str | None = Field(default=None, description="Compute class; default: the job's")
     capacity: Literal["spot", "on-demand"] | None = None
     accelerators: int = Field(default=0, ge=0, description="Devices of the class's accelerator")
+    nodes: int | None = Field(default=None, ge=1, description="Multi-node (MPI) step: workers, one whole node each")
+    processes_per_node: int | None = Field(
+        default=None, ge=1, alias="processesPerNode", description="MPI slots per worker; default: its accelerators"
+    )
     resources: Resources = Field(default_factory=Resources)
     timeout: Duration | None = Field(default=None, description="Includes time spent waiting to be scheduled, "
                                      "except in a team's queue: there it counts from the pod's start")

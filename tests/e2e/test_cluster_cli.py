@@ -36,7 +36,7 @@ def test_status_json_lists_each_component(local_cluster: ClusterHandle) -> None:
     status = json.loads(result.stdout)
     assert status["context"] == local_cluster.context
     names = [c["name"] for c in status["components"]]
-    assert names[:2] == ["etcd", "kube-apiserver"] and names[-2:] == ["workflow-controller", "sim-executor"]
+    assert names[:2] == ["etcd", "kube-apiserver"] and names[-3:] == ["workflow-controller", "sim-executor", "mpi-operator"]
     for comp in status["components"]:
         assert comp["running"] is True and comp["pid"] > 0, comp
         assert (comp["port"] or 0) > 0 or comp["name"] == "sim-executor", comp  # the simulated executor serves nothing
@@ -68,6 +68,7 @@ def test_status_of_a_missing_cluster_is_a_cluster_error(local_cluster: ClusterHa
         ("kwok", ["--version"], f"kwok version v{build.KWOK_VERSION}"),
         ("kwokctl", ["--version"], f"kwokctl version v{build.KWOK_VERSION}"),
         ("workflow-controller", ["version"], f"workflow-controller: v{build.ARGO_VERSION}+"),
+        ("mpi-operator", ["--version"], f"Version: v{build.MPI_OPERATOR_VERSION}"),
     ],
 )
 def test_built_binaries_report_their_pinned_versions(

@@ -80,6 +80,7 @@ def assert_placed_by_class(handle: ClusterHandle, name: str, doc: dict[str, Any]
 
     from wf.catalog import load_catalog
     from wf.constants import CAPACITY_LABEL, CLASS_LABEL
+    from wf.mpijob import launcher_class
 
     catalog = load_catalog()
     spec = doc["spec"]
@@ -87,6 +88,10 @@ def assert_placed_by_class(handle: ClusterHandle, name: str, doc: dict[str, Any]
     for s in [*spec["steps"], *spec.get("onExit", [])]:
         cls = s.get("compute") or spec["compute"]
         wanted[s["name"]] = (cls, s.get("capacity") or spec.get("capacity") or catalog.compute_class(cls).default_capacity)
+        if s.get("nodes"):  # a multi-node step's own pod is Argo's, creating the MPIJob from the launcher's class
+            launcher = launcher_class(catalog, catalog.compute_class(cls))
+            assert launcher
+            wanted[s["name"]] = (launcher.name, launcher.default_capacity)
     with handle.api_client() as api:
         workflow = client.CustomObjectsApi(api).get_namespaced_custom_object(
             "argoproj.io", "v1alpha1", handle.namespace, "workflows", name)

@@ -30,6 +30,7 @@ KARPENTER_VERSION = "1.15.0"
 # toolchains as the module golang.org/toolchain, so naming the version makes `go` fetch it from there.
 KARPENTER_GO = "go1.26.9"
 KUEUE_VERSION = "0.17.0"
+MPI_OPERATOR_VERSION = "0.6.0"
 
 _K8S_VERSION_PKGS = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
 _BUILD_DATE = "1970-01-01T00:00:00Z"  # fixed, so rebuilding the same version gives the same bytes
@@ -65,6 +66,15 @@ func wfHealthAddr() string {
 	return "127.0.0.1:6060"
 }
 """,
+)
+
+# The mpi-operator serves its leader-election health check on ":8080" (every interface, a fixed port): the same
+# loopback-only, configurable address as the workflow-controller's.
+_MPI_HEALTH_PATCH = SourcePatch(
+    file="cmd/mpi-operator/app/server.go",
+    old='Addr:    fmt.Sprintf(":%d", healthCheckPort),',
+    new="Addr:    wfHealthAddr(),",
+    append=_ARGO_HEALTH_PATCH.append.replace("127.0.0.1:6060", "127.0.0.1:8080"),
 )
 
 
@@ -233,6 +243,19 @@ def components() -> list[Component]:
             patches=(_KUEUE_METRICS_CERT_PATCH,),
             optional=True,
             assets=("config/components/crd/bases",),
+        ),
+        Component(
+            name="mpi-operator",
+            version=MPI_OPERATOR_VERSION,
+            module="github.com/kubeflow/mpi-operator",
+            packages=("github.com/kubeflow/mpi-operator/cmd/mpi-operator",),
+            version_ldflags=(
+                f"-X github.com/kubeflow/mpi-operator/pkg/version.Version=v{MPI_OPERATOR_VERSION}",
+                f"-X github.com/kubeflow/mpi-operator/pkg/version.Built={_BUILD_DATE}",
+            ),
+            patches=(_MPI_HEALTH_PATCH,),
+            commit_variable="github.com/kubeflow/mpi-operator/pkg/version.GitSHA",
+            assets=("manifests/base/kubeflow.org_mpijobs.yaml",),
         ),
     ]
 

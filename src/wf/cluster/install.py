@@ -17,6 +17,7 @@ import yaml
 
 from wf.artifacts import repository_configmap
 from wf.catalog import Catalog, Taint
+from wf.cluster import mpi
 from wf.cluster.nodes import SIMULATED_ANNOTATION, node_manifests
 from wf.constants import ARGO_GROUP
 from wf.errors import ClusterError
@@ -82,13 +83,14 @@ def install(kubeconfig: Path, catalog: Catalog, nodes_per_group: int, namespaces
     api_client = connect(kubeconfig=str(kubeconfig)).api_client
     try:
         client = DynamicClient(api_client)
-        for manifest in platform_manifests():
+        for manifest in [*platform_manifests(), *mpi.crd_manifests()]:
             apply(client, manifest)
         for namespace in namespaces:
             if namespace != WORKFLOW_NAMESPACE:
                 for manifest in workflow_namespace_manifests(namespace):
                     apply(client, manifest)
-        wait_crds_established(client, ARGO_GROUP)
+        for group in (ARGO_GROUP, mpi.CRD_GROUP):
+            wait_crds_established(client, group)
         apply(client, catalog_configmap(catalog))
         if catalog.artifacts:  # compiled workflows with artifacts name this repository (artifactRepositoryRef)
             for namespace in namespaces:

@@ -25,9 +25,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wf.cluster import build, karpenter_kwok, kubeconfig, processes
+from wf.cluster import build, karpenter_kwok, kubeconfig, mpi, processes
 from wf.cluster import kueue as local_kueue
-from wf.cluster.install import WORKFLOW_NAMESPACE
+from wf.cluster.install import CONTROLLER_NAMESPACE, WORKFLOW_NAMESPACE
 from wf.cluster.readiness import wait_api_ready, wait_workloads_ready
 from wf.cluster.supervise import CONTROLLER, SIM_EXECUTOR, ComponentStatus, Say, Supervisor
 from wf.errors import InputError
@@ -50,6 +50,7 @@ class ClusterState:
     nodes_per_group: int
     namespaces: list[str]  # where workflows may run; the first is the context's namespace
     autoscaler: str | None = None  # "karpenter": nodes come from Karpenter's kwok provider
+    mpi_operator_health_port: int | None = None
 
 
 def data_home() -> Path:
@@ -103,6 +104,9 @@ class LocalCluster:
         if (kueue_state := queues.state()) is not None:
             out.append(ComponentStatus(name="kueue", pid=queues.pid(), port=kueue_state.webhook_port,
                                        log=str(queues.log), running=queues.running()))
+        pid = processes.read_pid(mpi.pid_file(self.workdir))
+        out.append(ComponentStatus(name=mpi.OPERATOR, pid=pid, port=state.mpi_operator_health_port if state else None,
+                                   log=str(mpi.log_file(self.workdir)), running=mpi.is_running(self.workdir)))
         return out
 
     def _autoscaler_status(self) -> ComponentStatus:
@@ -177,6 +181,10 @@ class LocalCluster:
             apply_objects(self.kubeconfig, karpenter_kwok.objects(catalog))
             if not self._autoscaler_status().running:
                 karpenter_kwok.start(self.workdir, self.kubeconfig, catalog)
+        mpi_port = previous.mpi_operator_health_port if previous else None
+        if not mpi.is_running(self.workdir) or mpi_port is None:
+            say(f"starting {mpi.OPERATOR}")
+            mpi_port = mpi.ensure_operator(self.workdir, self.kubeconfig, CONTROLLER_NAMESPACE)
         state = ClusterState(
             name=self.name,
             context=context_name(self.name),
@@ -187,6 +195,7 @@ class LocalCluster:
             nodes_per_group=nodes_per_group,
             namespaces=namespaces,
             autoscaler=autoscaler,
+            mpi_operator_health_port=mpi_port,
         )
         self._save_state(state)
         wait_workloads_ready(
@@ -231,6 +240,7 @@ class LocalCluster:
                 (karpenter_kwok.NAME, karpenter_kwok.pid_file(self.workdir), build.binary_path(karpenter_kwok.BINARY)),
                 (CONTROLLER, self.supervisor.controller_pid_file, build.binary_path(CONTROLLER)),
                 (SIM_EXECUTOR, self.supervisor.sim_executor_pid_file, Path(sys.executable)),
+                (mpi.OPERATOR, mpi.pid_file(self.workdir), mpi.binary()),
             ],
             say,
         )

@@ -11,7 +11,7 @@ from typing import Any
 
 from wf.constants import ARGO_GROUP as GROUP
 from wf.constants import ARGO_VERSION as VERSION
-from wf.constants import STEP_LABEL, WORKFLOWS
+from wf.constants import STEP_LABEL, WORKFLOW_NAME_LABEL, WORKFLOWS
 from wf.controller.client import Kube, api_errors
 from wf.controller.steps import FAILED_PHASES, TERMINAL_PHASES, containment, contents, pod_name, workflow_view
 from wf.errors import InputError
@@ -67,8 +67,27 @@ def stop_workflow(kube: Kube, name: str, namespace: str | None = None) -> dict[s
     if (workflow.get("status") or {}).get("phase") in TERMINAL_PHASES:
         raise InputError(f"workflow {name} has already ended ({workflow['status']['phase']})")
     with api_errors(kube, f"stopping workflow {name}", ns):
-        return kube.custom.patch_namespaced_custom_object(
+        stopped = kube.custom.patch_namespaced_custom_object(
             GROUP, VERSION, ns, WORKFLOWS, name, {"spec": {"shutdown": "Stop"}})
+        _delete_mpijobs(kube, name, ns)
+        return stopped
+
+
+def _delete_mpijobs(kube: Kube, name: str, ns: str) -> None:
+    """Multi-node steps' MPIJobs: Argo stops its own pods, not the launcher and workers the mpi-operator made
+    (their MPIJob is owned by the workflow, so only deleting the workflow would remove them)."""
+    from kubernetes.client.exceptions import ApiException
+
+    from wf import mpijob
+
+    group, version = mpijob.API_VERSION.split("/")
+    try:
+        kube.custom.delete_collection_namespaced_custom_object(
+            group, version, ns, "mpijobs", label_selector=f"{WORKFLOW_NAME_LABEL}={name}",
+            propagation_policy="Background")
+    except ApiException as exc:
+        if exc.status != 404:  # 404: no MPIJob kind on this cluster, so nothing to remove
+            raise
 
 
 def delete_workflow(kube: Kube, name: str, namespace: str | None = None) -> None:
@@ -185,7 +204,8 @@ def retry_workflow(kube: Kube, name: str, namespace: str | None = None,
 
 
 def _pods_by_step(kube: Kube, name: str, ns: str, step: str | None) -> list[tuple[str, Any]]:
-    pods = kube.core.list_namespaced_pod(ns, label_selector=f"{WORKFLOW_LABEL}={name}").items
+    pods = [pod for selector in (WORKFLOW_LABEL, WORKFLOW_NAME_LABEL)  # Argo's pods; MPI launchers and workers
+            for pod in kube.core.list_namespaced_pod(ns, label_selector=f"{selector}={name}").items]
     out = []
     for pod in pods:
         labels = pod.metadata.labels or {}
