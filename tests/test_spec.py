@@ -4,6 +4,7 @@ parameters and secrets; from YAML (file:line: field) and from Python (the same m
 from __future__ import annotations
 
 import graphlib
+import itertools
 from typing import Any
 
 import pytest
@@ -212,7 +213,7 @@ def test_find_cycle_agrees_with_graphlib(steps: list[Step]) -> None:
     if cycle:
         # A real cycle: closed, and every hop is a `needs` edge.
         assert cycle[0] == cycle[-1] and len(set(cycle[:-1])) == len(cycle) - 1
-        assert all(b in graph[a] for a, b in zip(cycle, cycle[1:]))
+        assert all(b in graph[a] for a, b in itertools.pairwise(cycle))
 
 
 @pytest.mark.parametrize("command", ["python train.py", "", ["python", {"x": 1}]])

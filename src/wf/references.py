@@ -76,9 +76,9 @@ def sites(step: Step) -> Iterator[tuple[tuple[PathKey, ...], str]]:
     for key, value in step.env.items():
         if isinstance(value, str) and "{{" in value:
             yield ("env", key), value
-    for field, value in (("workingDir", step.working_dir), ("image", step.image)):
-        if value and "{{" in value:
-            yield (field,), value
+    for field, text in (("workingDir", step.working_dir), ("image", step.image)):
+        if text and "{{" in text:
+            yield (field,), text
     if step.when is not None:
         yield ("when",), step.when
     if isinstance(step.for_each, str):

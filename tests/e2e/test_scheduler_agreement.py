@@ -208,7 +208,7 @@ def rounds(cases: list[Case]) -> Iterator[list[tuple[Case, int]]]:
     per_group: dict[str, list[Case]] = {}
     for case in pinned:
         per_group.setdefault(case.group.name, []).append(case)  # type: ignore[union-attr]
-    units += [list(batch) for batch in zip(*per_group.values())]
+    units += [list(batch) for batch in zip(*per_group.values(), strict=True)]
     units += [[c] for c in cases if c.group is None]
     for start in range(0, len(units), SLOTS):
         yield [(case, slot) for slot, unit in enumerate(units[start:start + SLOTS]) for case in unit]

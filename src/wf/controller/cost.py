@@ -90,8 +90,9 @@ def _attempt_cost(attempt: Attempt, requests: dict[str, Decimal], facts: NodeFac
     node_hours = attempt.seconds(now) / 3600 * node_share(requests, instance_allocatable(instance.name))
     on_demand = node_hours * instance.price_on_demand
     # Each attempt at its own capacity's price: a Spot fallback's On-Demand attempt is charged On-Demand.
-    spot = (facts.capacity or attempt.capacity) == "spot" and instance.spot_price_estimate is not None
-    estimate = node_hours * instance.spot_price_estimate if spot else on_demand
+    spot_price = instance.spot_price_estimate if (facts.capacity or attempt.capacity) == "spot" else None
+    spot = spot_price is not None
+    estimate = on_demand if spot_price is None else node_hours * spot_price
     return node_hours, on_demand, estimate, spot, instance.name
 
 
