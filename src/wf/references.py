@@ -121,7 +121,8 @@ def problems(spec: JobSpec) -> list[Problem]:
         if isinstance(value, str):
             for text, ref in references_in(value):
                 if ref is None or ref.kind in ("item", "output"):
-                    out.append(Problem.at(("spec", "env", key), f"{text}: job-level env may use only workflow references"))
+                    out.append(Problem.at(("spec", "env", key),
+                                          f"{text}: job-level env may use only workflow references"))
                 elif ref.kind == "parameter" and ref.name not in spec.parameters:
                     out.append(Problem.at(("spec", "env", key), _unknown_parameter(ref, spec)))
     for section, steps in (("steps", spec.steps), ("onExit", spec.on_exit)):

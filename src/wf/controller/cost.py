@@ -78,7 +78,9 @@ def node_share(requests: dict[str, Decimal], allocatable: dict[str, Decimal]) ->
     return min(1.0, max(shares)) if shares else 1.0  # nothing requested: it could use the whole node
 
 
-def _attempt_cost(attempt: Attempt, requests: dict[str, Decimal], facts: NodeFacts | None, now: datetime) -> tuple[float, float, float, bool, str | None]:
+def _attempt_cost(
+    attempt: Attempt, requests: dict[str, Decimal], facts: NodeFacts | None, now: datetime
+) -> tuple[float, float, float, bool, str | None]:
     from wf.instances import instance_type
 
     if facts is None:
@@ -109,7 +111,8 @@ def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, Node
         for attempt in row.attempts:
             if attempt.started is None:
                 continue
-            h, od, est, spot, name = _attempt_cost(attempt, template_requests(templates.get(attempt.template) or {}), nodes.get(attempt.host or ""), now)
+            requests = template_requests(templates.get(attempt.template) or {})
+            h, od, est, spot, name = _attempt_cost(attempt, requests, nodes.get(attempt.host or ""), now)
             if name is None:
                 unpriced += 1
                 continue
