@@ -27,7 +27,8 @@ def test_all_gaudi_in_use_and_the_group_can_grow() -> None:
     result = explain(train_template(), "Unschedulable: " + SCHEDULER, CATALOG,
                      nodes_per_group={"gaudi-spot-us-east-1a": 2})
     assert result.kind == "capacity"
-    assert "waiting for a gaudi (spot) node: all 8 habana.ai/gaudi on dl1.24xlarge nodes in us-east-1a are in use" in result.text
+    assert ("waiting for a gaudi (spot) node: all 8 habana.ai/gaudi on dl1.24xlarge nodes in us-east-1a are in use"
+            in result.text)
     assert "can grow (2 of 16 nodes)" in result.text
 
 

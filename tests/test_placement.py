@@ -70,7 +70,8 @@ def test_a_taint_without_value_is_tolerated_with_exists(catalog: Catalog, make_j
     data = catalog.model_dump(by_alias=True)
     data["computeClasses"][0]["taints"] = [{"key": "dedicated", "effect": "NoExecute"}]
     custom = Catalog.model_validate(data)
-    assert placed(custom, make_job, {}).tolerations == [{"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}]
+    assert placed(custom, make_job, {}).tolerations == [
+        {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}]
 
 
 def test_unknown_class_lists_the_known_ones(catalog: Catalog, make_job: Any) -> None:
@@ -261,7 +262,8 @@ POD_DELETED = {"status": "Error", "message": "pod deleted", "exitCode": "-1"}
 NODE_SHUTDOWN = {"status": "Failed", "message": "Pod was terminated in response to imminent node shutdown.",
                  "exitCode": "-1"}
 NODE_PRESSURE_EVICTION = {"status": "Failed", "exitCode": "-1",
-                          "message": "The node was low on resource: memory. Threshold quantity: 100Mi, available: 52Ki. "}
+                          "message": "The node was low on resource: memory. Threshold quantity: 100Mi, "
+                                     "available: 52Ki. "}
 # An eviction by a drain (kubectl, Karpenter, the node termination handler) sets no pod message: the kubelet
 # SIGTERMs the containers and Argo may see the Failed pod before it is gone.
 EVICTED = {"status": "Failed", "message": "main: Error (exit code 143)", "exitCode": "143"}

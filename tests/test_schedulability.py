@@ -182,7 +182,8 @@ def test_pod_requests_sum_containers_and_take_the_largest_init() -> None:
 
 
 def test_pod_requests_skip_templated_values() -> None:
-    total, skipped = pod_requests([{"resources": {"requests": {"cpu": "{{inputs.parameters.cpu}}", "memory": "1Gi"}}}], [])
+    templated = {"resources": {"requests": {"cpu": "{{inputs.parameters.cpu}}", "memory": "1Gi"}}}
+    total, skipped = pod_requests([templated], [])
     assert total == {"memory": parse_quantity("1Gi")}
     assert skipped == ["cpu={{inputs.parameters.cpu}}"]
 

@@ -365,7 +365,8 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
 
         if not (src / "go.mod").exists():
             run("init", [go, "mod", "init", f"local.wf/build/{comp.name}"])
-        info = json.loads(run("read upstream module", [go, "mod", "download", "-json", f"{comp.module}@v{comp.version}"]))
+        download = [go, "mod", "download", "-json", f"{comp.module}@v{comp.version}"]
+        info = json.loads(run("read upstream module", download))
         if comp.replace_staging_with:
             replaces = staging_replaces(Path(info["GoMod"]).read_text(), comp.replace_staging_with)
             run("pin staging modules", [go, "mod", "edit", *(f"-replace={m}={m}@v{v}" for m, v in replaces)])

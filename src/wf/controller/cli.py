@@ -109,7 +109,9 @@ def submit_command(
 
 def watch_command(
     names: Annotated[list[str] | None, typer.Argument(help="Workflow names.")] = None,
-    selector: Annotated[str, typer.Option("-l", "--selector", help="Every workflow with these labels, e.g. wf.dev/batch=ID.")] = "",
+    selector: Annotated[
+        str, typer.Option("-l", "--selector", help="Every workflow with these labels, e.g. wf.dev/batch=ID.")
+    ] = "",
     plain: PlainOption = False,
     catalog: CatalogOption = None,
     context: ContextOption = None,
