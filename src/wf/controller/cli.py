@@ -40,7 +40,7 @@ def _connect(context: str | None, namespace: str | None, kubeconfig: str | None,
 
 
 def _report(runs: Any, console: Console) -> None:
-    """Cost, then the verdict: exit 0 only when every workflow succeeded (DESIGN.md exit codes)."""
+    """Cost, then the verdict: exit 0 only when every workflow succeeded (the README's exit codes)."""
     from wf.controller.view import interruption_summary, print_costs
 
     print_costs(console, [(run.name, run.cost) for run in runs.runs if run.cost is not None])
