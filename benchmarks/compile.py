@@ -63,8 +63,8 @@ def hera_compile(document: dict[str, Any]) -> str:
     from hera.workflows.models import ResourceRequirements, RetryStrategy, Toleration
 
     from wf.catalog import load_catalog
+    from wf.interruptions import INTERRUPTION_EXPRESSION
     from wf.nodegroups import node_group
-    from wf.placement import INTERRUPTION_EXPRESSION
 
     catalog = load_catalog()
     classes = {c.name: c for c in catalog.compute_classes}
