@@ -43,9 +43,9 @@ import yaml
 from wf.catalog import load_catalog
 from wf.cluster.nodes import node_manifests
 from wf.cluster.runtime import LocalCluster
-from wf.constants import SIM_DURATION
+from wf.constants import ARGO_GROUP, ARGO_VERSION, SIM_DURATION, WORKFLOWS
 
-GROUP, VERSION, PLURAL = "argoproj.io", "v1alpha1", "workflows"
+GROUP, VERSION, PLURAL = ARGO_GROUP, ARGO_VERSION, WORKFLOWS
 BENCH_LABEL = "bench.wf.dev/run"
 NAMESPACE = "wf"
 SPOT_CPU = "wf.dev/compute-class=cpu,wf.dev/capacity=spot"
@@ -285,7 +285,8 @@ def _time(stamp: str | None) -> float | None:
 
 def run(opts: Options) -> dict[str, Any]:
     from kubernetes import client
-    from kubernetes import config as kconfig
+
+    from wf.controller.client import connect
 
     cluster = LocalCluster(opts.name)
 
@@ -299,7 +300,7 @@ def run(opts: Options) -> dict[str, Any]:
         up_seconds = time.monotonic() - up_started
         catalog = load_catalog(cluster.catalog_file)
         replacements = {m["metadata"]["name"]: m for m in node_manifests(catalog, opts.nodes_per_group)}
-        api = kconfig.new_client_from_config(config_file=state.kubeconfig)
+        api = connect(kubeconfig=state.kubeconfig).api_client
         custom = client.CustomObjectsApi(api)
         custom.delete_collection_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, label_selector=BENCH_LABEL)
         run_id = time.strftime("%Y%m%d%H%M%S")
