@@ -44,6 +44,7 @@ from wf.catalog import load_catalog
 from wf.cluster.nodes import node_manifests
 from wf.cluster.runtime import LocalCluster
 from wf.constants import ARGO_GROUP, ARGO_VERSION, SIM_DURATION, WORKFLOWS
+from wf.nodegroups import node_group
 
 GROUP, VERSION, PLURAL = ARGO_GROUP, ARGO_VERSION, WORKFLOWS
 BENCH_LABEL = "bench.wf.dev/run"
@@ -95,6 +96,7 @@ class Options:
     wave_gap: float
     replace_after: float
     replace: str
+    queues: bool
     timeout: float
     keep: bool
     json_out: Path | None
@@ -123,7 +125,8 @@ def job_spec(index: int, opts: Options, run: str) -> dict[str, Any]:
     return {
         "apiVersion": "wf/v1",
         "kind": "TrainingJob",
-        "metadata": {"name": f"day-{index:04d}", "namespace": NAMESPACE, "labels": {"team": team, BENCH_LABEL: run}},
+        "metadata": {"name": f"day-{index:04d}", "namespace": team if opts.queues else NAMESPACE,
+                     "labels": {"team": team, BENCH_LABEL: run}},
         "spec": {
             "image": "registry.example/train:1", "compute": "cpu", "retries": 0,
             "steps": [
@@ -134,6 +137,55 @@ def job_spec(index: int, opts: Options, run: str) -> dict[str, Any]:
             ],
         },
     }
+
+
+def team_catalog(opts: Options, path: Path) -> Path:
+    """The default catalog with the day's teams queued (issue 12): each team in its own namespace, an equal
+    nominal share of every class x capacity the day uses, free to borrow the rest of the cohort's idle quota."""
+    catalog = load_catalog()
+    quotas = []
+    for cls in catalog.compute_classes:
+        for capacity in cls.capacity:
+            group = node_group(cls, catalog, capacity)
+            nodes = opts.nodes_per_group * len(cls.zones(catalog.cluster))
+            least = group.least_allocatable()
+            quota: dict[str, Any] = {"compute": cls.name, "capacity": capacity,
+                                     "cpu": str(int(nodes * least["cpu"]) // opts.teams),
+                                     "memory": f"{int(nodes * least['memory'] / 2**30) // opts.teams}Gi"}
+            if cls.accelerator:
+                quota["accelerators"] = nodes * cls.accelerator.count // opts.teams
+            quotas.append(quota)
+    teams = [{"name": f"team-{k}", "namespaces": [f"team-{k}"], "quotas": quotas} for k in range(opts.teams)]
+    data = yaml.safe_load(catalog.to_yaml())
+    data["queues"] = {"cohort": "day", "teams": teams}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@dataclass
+class GaudiShare:
+    """Each team's Gaudi cards in use, from its ClusterQueue's flavorsUsage every few seconds: card-seconds over
+    the day against the team's nominal quota."""
+
+    custom: Any
+    interval: float = 5.0
+    card_seconds: Counter[str] = field(default_factory=Counter)
+    peak: Counter[str] = field(default_factory=Counter)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        while not self.stop.wait(self.interval):
+            try:
+                queues = self.custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues")["items"]
+            except Exception:  # the API server is busy: the next sample counts
+                continue
+            for cq in queues:
+                cards = sum(int(r.get("total", 0)) for f in (cq.get("status") or {}).get("flavorsUsage") or []
+                            if f.get("name", "").startswith("gaudi") for r in f.get("resources") or []
+                            if r.get("name") == "habana.ai/gaudi")
+                team = cq["metadata"]["name"]
+                self.card_seconds[team] += cards * self.interval
+                self.peak[team] = max(self.peak[team], cards)
 
 
 @dataclass
@@ -296,13 +348,19 @@ def run(opts: Options) -> dict[str, Any]:
     try:
         up_started = time.monotonic()
         autoscaler = "karpenter" if opts.replace == "karpenter" else None
-        state = cluster.up(nodes_per_group=opts.nodes_per_group, say=say, timeout=900, autoscaler=autoscaler)
+        catalog_path = team_catalog(opts, Path(tempfile.mkdtemp(prefix="wf-scale-")) / "catalog.yaml") \
+            if opts.queues else None
+        state = cluster.up(nodes_per_group=opts.nodes_per_group, say=say, timeout=900, autoscaler=autoscaler,
+                           catalog_path=catalog_path, queues=opts.queues)
         up_seconds = time.monotonic() - up_started
         catalog = load_catalog(cluster.catalog_file)
         replacements = {m["metadata"]["name"]: m for m in node_manifests(catalog, opts.nodes_per_group)}
         api = connect(kubeconfig=state.kubeconfig).api_client
         custom = client.CustomObjectsApi(api)
-        custom.delete_collection_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, label_selector=BENCH_LABEL)
+        namespaces = [f"team-{k}" for k in range(opts.teams)] if opts.queues else [NAMESPACE]
+        for namespace in namespaces:
+            custom.delete_collection_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
+                                                              label_selector=BENCH_LABEL)
         run_id = time.strftime("%Y%m%d%H%M%S")
         result: dict[str, Any] = {"options": {k: str(v) for k, v in vars(opts).items()}, "nodes": len(replacements),
                                   "up_seconds": round(up_seconds)}
@@ -330,6 +388,9 @@ def run(opts: Options) -> dict[str, Any]:
                 storm = Storm(api, opts, replacements)
                 storm_thread = threading.Thread(target=storm.run, args=(started,), daemon=True)
                 storm_thread.start()
+                share = GaudiShare(custom)
+                if opts.queues:
+                    threading.Thread(target=share.run, daemon=True).start()
                 try:
                     rc = child.wait(timeout=opts.timeout)
                 except subprocess.TimeoutExpired:
@@ -338,11 +399,12 @@ def run(opts: Options) -> dict[str, Any]:
                     print(f"[bench] the day did not end within {opts.timeout:.0f}s", file=sys.stderr)
                 storm_thread.join(timeout=opts.replace_after + 60)
                 sampler.stop.set()
+                share.stop.set()
                 sampler.read()
             tail = child_log.read_text().splitlines()[-15:]
             child_stats = json.loads(child_report.read_text()) if child_report.is_file() else {}
-        items = custom.list_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL,
-                                                     label_selector=f"{BENCH_LABEL}={run_id}")["items"]
+        items = [w for namespace in namespaces for w in custom.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, label_selector=f"{BENCH_LABEL}={run_id}")["items"]]
         provisioned: Counter[str] = Counter()
         if autoscaler:
             claims = custom.list_cluster_custom_object("karpenter.sh", "v1", "nodeclaims")["items"]
@@ -369,6 +431,15 @@ def run(opts: Options) -> dict[str, Any]:
                        for n in pids},
             wf_requests=child_stats.get("requests", {}), wf_output_tail=tail,
         )
+        if opts.queues:
+            total = sum(share.card_seconds.values()) or 1
+            quota = load_catalog(catalog_path).queues.teams[0].quotas  # type: ignore[union-attr]
+            nominal = next(q.accelerators for q in quota if q.compute == "gaudi")
+            result["gaudi_share"] = {team: {"card_hours": round(share.card_seconds[team] / 3600, 2),
+                                            "share": round(share.card_seconds[team] / total, 3),
+                                            "quota_share": round(1 / opts.teams, 3), "nominal_cards": nominal,
+                                            "peak_cards": share.peak[team]}
+                                     for team in sorted(share.card_seconds)}
     finally:
         if not opts.keep:
             cluster.down(say=say)
@@ -392,6 +463,12 @@ def report(r: dict[str, Any]) -> None:
         print(f"{name:<26} {p['peak_mib']:>9} {p['cpu_seconds']:>8}")
     total = sum(r["wf_requests"].values())
     print(f"wf API requests: {total} {r['wf_requests']}")
+    if "gaudi_share" in r:
+        print(f"{'team':<10} {'Gaudi card-hours':>17} {'share':>6} {'quota share':>12} {'peak cards':>11} "
+              f"{'nominal':>8}")
+        for team, g in r["gaudi_share"].items():
+            print(f"{team:<10} {g['card_hours']:>17} {g['share']:>6} {g['quota_share']:>12} {g['peak_cards']:>11} "
+                  f"{g['nominal_cards']:>8}")
 
 
 def main() -> None:
@@ -416,6 +493,9 @@ def main() -> None:
                    help="who brings capacity back: Karpenter's kwok provider, or this script recreating the nodes")
     p.add_argument("--replace-after", type=float, default=30.0,
                    help="with --replace recreate: seconds until nodes return")
+    p.add_argument("--queues", action="store_true",
+                   help="queue the teams with Kueue (each in its own namespace, an equal share of every class) and "
+                        "report each team's share of Gaudi over the day against its quota")
     p.add_argument("--timeout", type=float, default=3600.0, help="give up on the day after this many seconds")
     p.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
     p.add_argument("--json", dest="json_out", type=Path, help="also write the results here")
