@@ -23,9 +23,19 @@ from typing import Any
 import yaml
 
 from wf.catalog import Catalog, ComputeClass
-from wf.constants import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, WORKFLOW_NAME_LABEL, ZONE_LABEL
+from wf.constants import (
+    CAPACITY_LABEL,
+    CLASS_LABEL,
+    JOB_LABEL,
+    SIM_DURATION,
+    SIM_EXIT_CODE,
+    SIM_MESSAGE,
+    STEP_LABEL,
+    WORKFLOW_NAME_LABEL,
+    ZONE_LABEL,
+)
 from wf.errors import PathKey, Problem
-from wf.interruptions import SPOT_FALLBACK_ANNOTATION
+from wf.interruptions import MPI_WORKER_FAILED, SPOT_FALLBACK_ANNOTATION
 from wf.nodegroups import node_groups_of
 from wf.placement import Placement, place_step
 from wf.spec import Step, TrainingJob
@@ -40,10 +50,12 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 CONTAINER = "main"
 
 LAUNCHER_SUCCEEDED = "status.replicaStatuses.Launcher.succeeded > 0"
-WORKER_FAILED = "status.replicaStatuses.Worker.failed > 0"
+WORKER_FAILED = f"status.{MPI_WORKER_FAILED} > 0"
 LAUNCHER_FAILED = "status.replicaStatuses.Launcher.failed > 0"
-# Words of the failure message that say a worker, not the launcher, ended the attempt.
-WORKER_LOST_MESSAGE = "replicaStatuses.Worker.failed"
+# Words of the failure message that say a worker, not the launcher, ended the attempt: an interruption sign.
+WORKER_LOST_MESSAGE = MPI_WORKER_FAILED
+# The simulated program's run (local cluster) is the launcher's; the resource pod ends when the MPIJob does.
+_PROGRAM_SIMULATION = (SIM_DURATION, SIM_EXIT_CODE, SIM_MESSAGE)
 SUCCESS_CONDITION = LAUNCHER_SUCCEEDED
 FAILURE_CONDITION = f"{WORKER_FAILED}, {LAUNCHER_FAILED}"
 _NAME_PREFIX_MAX = 45  # + generateName's 5 characters + "-worker-NN" stays a DNS label (63)
@@ -184,10 +196,14 @@ def mpijob_template(job: TrainingJob, index: int, catalog: Catalog, render_pod: 
         },
     }
     pod = render_pod(worker)
+    metadata: dict[str, Any] = {"labels": {k: v for k, v in pod["metadata"]["labels"].items()
+                                           if k not in (CLASS_LABEL, CAPACITY_LABEL)}}
+    if annotations := {k: v for k, v in (pod["metadata"].get("annotations") or {}).items()
+                       if k not in _PROGRAM_SIMULATION}:
+        metadata["annotations"] = annotations
     template: dict[str, Any] = {
         "name": step.name,
-        "metadata": {k: v for k, v in pod["metadata"].items() if k != "labels"} | {"labels": {
-            k: v for k, v in pod["metadata"]["labels"].items() if k not in (CLASS_LABEL, CAPACITY_LABEL)}},
+        "metadata": metadata,
         # Argo's executor pod that creates and watches the MPIJob: on the launcher's class, never on a node
         # some accelerator pod is waiting for.
         "nodeSelector": launcher.node_selector,
