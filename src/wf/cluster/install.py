@@ -110,7 +110,7 @@ def apply(client: Any, manifest: dict[str, Any]) -> None:
     resource = client.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
     meta = manifest["metadata"]
     try:
-        client.server_sideapply(
+        client.server_side_apply(
             resource,
             body=manifest,
             name=meta["name"],
