@@ -29,14 +29,16 @@ PATHS = [
     ("node deleted, pod gone before Argo saw it Failed", "Error", "pod deleted", True),
     ("pod GC failed it, containers still Running", "Failed",
      "pod failed: neither main nor wait container completed successfully", True),
-    ("pod GC failed it after main exited 0", "Failed", "pod failed: wait container did not complete successfully", True),
+    ("pod GC failed it after main exited 0", "Failed",
+     "pod failed: wait container did not complete successfully", True),
     ("pod GC failed it before any container status", "Failed",
      "can't find failed message for pod train-1 namespace wf", True),
     ("pod GC failed it while main was being created", "Error",
      "Pod failed before main container starts due to ContainerCreating: ", True),
     ("graceful node shutdown", "Failed", "Pod was terminated in response to imminent node shutdown.", True),
     ("node-pressure eviction", "Failed", "The node was low on resource: memory. Threshold quantity: 100Mi.", True),
-    ("admission on a node under pressure", "Failed", "Pod was rejected: The node had condition: [DiskPressure]. ", True),
+    ("admission on a node under pressure", "Failed",
+     "Pod was rejected: The node had condition: [DiskPressure]. ", True),
     ("admission after the node changed", "Failed", "Pod was rejected: Node didn't have enough resource: cpu", True),
     ("kubelet critical-pod preemption", "Failed", "Preempted in order to admit critical pod", True),
     ("drain/eviction/preemption: SIGTERM", "Failed", "main: Error (exit code 143)", True),
@@ -119,4 +121,5 @@ def test_the_fallback_patches_the_pod_and_keeps_other_patches(catalog: Catalog, 
     assert pod["metadata"]["labels"][CAPACITY_LABEL] == expression
     assert pod["metadata"]["annotations"] == {SPOT_FALLBACK_ANNOTATION: "3"}
     # An On-Demand step has nothing to fall back from.
-    assert "podSpecPatch" not in templates["od"] and templates["od"]["metadata"]["labels"][CAPACITY_LABEL] == "on-demand"
+    assert "podSpecPatch" not in templates["od"]
+    assert templates["od"]["metadata"]["labels"][CAPACITY_LABEL] == "on-demand"

@@ -92,7 +92,8 @@ def test_workers_hold_whole_nodes_one_per_node_in_one_zone(catalog: Catalog) -> 
 
 
 def test_the_launcher_runs_the_command_on_the_cpu_class(catalog: Catalog) -> None:
-    mpijob = yaml.safe_load(_template(_job([_step(processesPerNode=4, env={"A": "1"})]), catalog)["resource"]["manifest"])
+    template = _template(_job([_step(processesPerNode=4, env={"A": "1"})]), catalog)
+    mpijob = yaml.safe_load(template["resource"]["manifest"])
     assert mpijob["spec"]["slotsPerWorker"] == 4
     launcher = mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]
     assert launcher["replicas"] == 1

@@ -5,8 +5,8 @@ Argo's retry expression sees only `lastRetry.status`, `.message`, `.exitCode` an
 (workflow/controller/operator.go, v4.0.7): not the pod's `DisruptionTarget` condition, its reason or its node. So
 every way a node loss reaches a pod is recognised by the message Argo derives from the pod (inferFailedReason) or
 by the phase Argo gives it. The signs are literal text without regular-expression syntax but for dots (escaped as
-`[.]`), so the same strings are a Go RE2 alternation in the expression and substring tests in Python. An application sign wins over an
-interruption sign: the program's failures are never retried on the interruption budget.
+`[.]`), so the same strings are a Go RE2 alternation in the expression and substring tests in Python. An
+application sign wins over an interruption sign: the program's failures are never retried on the interruption budget.
 """
 
 from __future__ import annotations
@@ -39,18 +39,18 @@ INTERRUPTION_SIGNS: Final = (
          "Argo: the pod Failed though no container failed: the pod GC marking the pods of a vanished node Failed "
          "(DisruptionTarget DeletionByPodGC) while their containers' last status is still Running"),
     Sign("container did not complete successfully", "Argo: as above, after one of main and wait had exited 0"),
-    Sign("can't find failed message for pod", "Argo: the pod Failed with no container status at all: the pod GC failing "
-                                              "a pod bound to a vanished node before its containers started"),
+    Sign("can't find failed message for pod", "Argo: the pod Failed with no container status at all: the pod GC "
+                                              "failing a pod bound to a vanished node before its containers started"),
     Sign("imminent node shutdown", "kubelet graceful node shutdown (pod reason NodeShutdown), Spot reclaim on a node "
                                    "with shutdownGracePeriod"),
     Sign("node was low on resource", "kubelet node-pressure eviction (pod reason Evicted)"),
     Sign("node had condition", "kubelet admission refused on a node under pressure"),
-    Sign("Pod was rejected", "kubelet admission refused after the node changed under the pod (UnexpectedAdmissionError, "
-                             "OutOfcpu, NodeAffinity)"),
+    Sign("Pod was rejected", "kubelet admission refused after the node changed under the pod "
+                             "(UnexpectedAdmissionError, OutOfcpu, NodeAffinity)"),
     Sign("Preempted in order to admit critical pod", "kubelet critical-pod preemption"),
     Sign("exit code 143", "SIGTERM from outside the program: graceful deletion (drain and eviction by kubectl, "
-                          "Karpenter's interruption handling or the AWS node termination handler; scheduler preemption) "
-                          "seen by Argo as Failed before the pod disappeared"),
+                          "Karpenter's interruption handling or the AWS node termination handler; scheduler "
+                          "preemption) seen by Argo as Failed before the pod disappeared"),
     Sign("exit code 137", "SIGKILL after the deletion grace period ran out; an OOM kill, 'OOMKilled (exit code 137)', "
                           "is excluded below and stays the program's"),
     Sign(MPI_WORKER_FAILED, "Argo's resource wait on a multi-node step's MPIJob, naming wf.mpijob's failure condition "

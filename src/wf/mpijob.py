@@ -89,8 +89,8 @@ def step_problems(job: TrainingJob, index: int, catalog: Catalog, placement: Pla
         return []  # placement named what is wrong with the class or the capacity
     cls = catalog.compute_class(placement.compute_class)
     if cls.accelerator is None:
-        return [Problem.at((*at, "nodes"), f"compute class {cls.name!r} has no accelerators: nodes (a multi-node MPI step) "
-                                 "takes whole accelerator nodes")]
+        return [Problem.at((*at, "nodes"), f"compute class {cls.name!r} has no accelerators: nodes "
+                                           "(a multi-node MPI step) takes whole accelerator nodes")]
     out: list[Problem] = []
     if step.accelerators not in (0, cls.accelerator.count):
         out.append(Problem.at((*at, "accelerators"),
@@ -98,10 +98,11 @@ def step_problems(job: TrainingJob, index: int, catalog: Catalog, placement: Pla
     groups = [g for g in node_groups_of(cls, catalog) if g.capacity == placement.capacity]
     largest = max((g.max_size for g in groups), default=0)
     if groups and step.nodes > largest:
-        out.append(Problem.at((*at, "nodes"), f"{step.nodes} nodes do not fit in one zone of compute class {cls.name!r}: "
-                                    f"its node groups hold at most {largest} nodes (maxSize)"))
+        out.append(Problem.at((*at, "nodes"), f"{step.nodes} nodes do not fit in one zone of compute class "
+                                              f"{cls.name!r}: its node groups hold at most {largest} nodes (maxSize)"))
     if launcher_class(catalog, cls) is None:
-        out.append(Problem.at((*at, "nodes"), f"the catalog has no CPU class on {cls.resolved_arch} for the MPI launcher"))
+        out.append(Problem.at((*at, "nodes"),
+                              f"the catalog has no CPU class on {cls.resolved_arch} for the MPI launcher"))
     return out
 
 
@@ -152,7 +153,8 @@ def mpijob_template(job: TrainingJob, index: int, catalog: Catalog, render_pod: 
             main["command"] = argv  # workers run the operator's default, sshd, which mpirun reaches
         # A replica's capacity is its placement's: Spot fallback (an expression over the pod template's own
         # retries) does not reach pods another controller creates.
-        labels = {**pod["metadata"]["labels"], CAPACITY_LABEL: placement.capacity, WORKFLOW_NAME_LABEL: "{{workflow.name}}"}
+        labels = {**pod["metadata"]["labels"], CAPACITY_LABEL: placement.capacity,
+                  WORKFLOW_NAME_LABEL: "{{workflow.name}}"}
         meta = {**{k: v for k, v in pod["metadata"].items() if k != "annotations"}, "labels": labels}
         if annotations := {k: v for k, v in (pod["metadata"].get("annotations") or {}).items()
                            if k != SPOT_FALLBACK_ANNOTATION}:
@@ -178,7 +180,7 @@ def mpijob_template(job: TrainingJob, index: int, catalog: Catalog, render_pod: 
             "matchLabelKeys": [JOB_NAME_LABEL],
         }]},
     }
-    mpijob = {
+    mpijob: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {"generateName": f"{job.name}-{step.name}"[:_NAME_PREFIX_MAX].rstrip("-") + "-",

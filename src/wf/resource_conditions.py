@@ -287,6 +287,8 @@ def _text(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return value
+    if isinstance(value, int | float):
+        value = _Number(json.dumps(value))
     if isinstance(value, _Number):
         if re.fullmatch(r"-?[0-9]+", value.raw):
             return value.raw
