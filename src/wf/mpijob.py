@@ -36,6 +36,7 @@ from wf.constants import (
 )
 from wf.errors import PathKey, Problem
 from wf.interruptions import MPI_WORKER_FAILED, SPOT_FALLBACK_ANNOTATION
+from wf.kueue import QueueAssignment
 from wf.nodegroups import node_groups_of
 from wf.placement import Placement, place_step
 from wf.spec import Step, TrainingJob
@@ -133,12 +134,17 @@ def _with_step(job: TrainingJob, index: int, step: Step) -> TrainingJob:
 
 
 def mpijob_template(job: TrainingJob, index: int, catalog: Catalog, render_pod: Callable[[Placement], dict[str, Any]],
-                    volumes: list[dict[str, Any]]) -> dict[str, Any]:
+                    volumes: list[dict[str, Any]], queue: QueueAssignment | None = None) -> dict[str, Any]:
     """The Argo resource template that runs steps[index] as an MPIJob.
 
     `render_pod` is the compiler's pod template of the step: each replica takes its container (image, env,
     mounts, capabilities), tolerations, labels and retry strategy from it, for its own placement.
+
+    Queued (`queue`): the queue's labels go on the MPIJob, none on its pods, so Kueue's MPIJob integration
+    admits launcher and workers as one workload (a podset each), never part of the gang; Argo's own resource
+    pod stays a small workload of its own in the team's queue.
     """
+    queue_labels = queue.pod_labels() if queue else {}
     step = job.spec.steps[index]
     assert step.nodes is not None
     worker, launcher, zone = place_replicas(job, index, catalog)
@@ -153,8 +159,8 @@ def mpijob_template(job: TrainingJob, index: int, catalog: Catalog, render_pod: 
             main["command"] = argv  # workers run the operator's default, sshd, which mpirun reaches
         # A replica's capacity is its placement's: Spot fallback (an expression over the pod template's own
         # retries) does not reach pods another controller creates.
-        labels = {**pod["metadata"]["labels"], CAPACITY_LABEL: placement.capacity,
-                  WORKFLOW_NAME_LABEL: "{{workflow.name}}"}
+        labels = {**{k: v for k, v in pod["metadata"]["labels"].items() if k not in queue_labels},
+                  CAPACITY_LABEL: placement.capacity, WORKFLOW_NAME_LABEL: "{{workflow.name}}"}
         meta = {**{k: v for k, v in pod["metadata"].items() if k != "annotations"}, "labels": labels}
         if annotations := {k: v for k, v in (pod["metadata"].get("annotations") or {}).items()
                            if k != SPOT_FALLBACK_ANNOTATION}:
@@ -184,7 +190,8 @@ def mpijob_template(job: TrainingJob, index: int, catalog: Catalog, render_pod: 
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {"generateName": f"{job.name}-{step.name}"[:_NAME_PREFIX_MAX].rstrip("-") + "-",
-                     "labels": {JOB_LABEL: job.name, STEP_LABEL: step.name, WORKFLOW_NAME_LABEL: "{{workflow.name}}"}},
+                     "labels": {JOB_LABEL: job.name, STEP_LABEL: step.name, WORKFLOW_NAME_LABEL: "{{workflow.name}}",
+                                **queue_labels}},
         "spec": {
             "slotsPerWorker": step.processes_per_node or cls.accelerator.count,
             # No in-place restarts: a failed launcher or a lost worker ends the attempt, and Argo retries the

@@ -180,6 +180,13 @@ def test_a_lost_worker_is_an_interruption_and_the_retried_step_succeeds(
             "phase": "Failed", "reason": "Terminated",
             "message": "Pod was terminated in response to imminent node shutdown."}})
         kube.core.delete_node(lost_node)
+        # The interruption retry runs the template again: a new MPIJob, on DL1 nodes that are still there.
+        second = _until(lambda: (jobs := _mpijobs(kube, ns, name)) and len(jobs) == 2 and jobs[1], 120,
+                        "the retry's MPIJob")
+        retry_workers = _until(lambda: (w := _replicas(kube, ns, second["metadata"]["name"], "worker", "Running"))
+                               and len(w) == 2 and w, 90, "2 running workers of the retry")
+        retry_nodes = {w.spec.node_name for w in retry_workers}
+        assert len(retry_nodes) == 2 and lost_node not in retry_nodes
         workflow = _wait_final(kube, name, timeout=240)
         tree = _node_tree(workflow)
         print(f"\n{name}:\n{tree}")
@@ -188,11 +195,7 @@ def test_a_lost_worker_is_an_interruption_and_the_retried_step_succeeds(
         assert WORKER_LOST_MESSAGE in interrupted["message"], tree
         assert is_interruption(interrupted["phase"], interrupted["message"])
         assert retried["phase"] == "Succeeded", tree
-        # The retry is a new MPIJob, on DL1 nodes that are still there.
-        jobs = _mpijobs(kube, ns, name)
-        assert len(jobs) == 2, [j["metadata"]["name"] for j in jobs]
-        retry_nodes = {p.spec.node_name for p in _replicas(kube, ns, jobs[1]["metadata"]["name"], "worker")}
-        assert len(retry_nodes) == 2 and lost_node not in retry_nodes
+        assert len(_mpijobs(kube, ns, name)) == 2
         (view,) = wf.watch([name], namespace=ns, kube=kube, with_cost=False).outcome.views.values()
         (step,) = view.steps
         assert (step.interruptions, step.retries) == (1, 0), step

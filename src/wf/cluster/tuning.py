@@ -29,7 +29,10 @@ TUNING: dict[str, dict[str, str]] = {
 }
 
 # kwok-controller's KwokConfiguration (the simulated kubelets). Defaults: 4 workers each, 1 pod syncer.
-KWOK_OPTIONS: dict[str, int] = {
+KWOK_OPTIONS: dict[str, int | bool] = {
+    # Serves pod logs to the API server (`wf logs`). Its default is true, but kwokctl writes every option of
+    # a KwokConfiguration it is given, and an unset one as false.
+    "enableDebuggingHandlers": True,
     # Pods move Pending -> Running -> Succeeded by these workers; at 4, thousands of bound pods wait.
     "podPlayStageParallelism": 16,
     # Nodes only change on create and heartbeat; a few more workers for a 3,200-node start and storms.
