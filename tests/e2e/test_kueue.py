@@ -315,10 +315,17 @@ def test_a_multi_node_step_is_admitted_as_one_workload_and_runs(kq: Cluster) -> 
         assert QUEUE_LABEL not in (pod.metadata.labels or {}), pod.metadata.labels
         assert not [w for w in kq.workloads(namespace) if w.pod == pod.metadata.name]
     kq.wait_all([run], timeout=180)
-    # Created suspended by Kueue's webhook and resumed on admission (the operator's condition history).
-    conditions = {c["type"]: c for c in kq.custom.get_namespaced_custom_object(
-        "kubeflow.org", "v2beta1", namespace, "mpijobs", job_name)["status"]["conditions"]}
-    assert conditions["Suspended"]["status"] == "False" and conditions["Succeeded"]["status"] == "True", conditions
+    finished = kq.custom.get_namespaced_custom_object("kubeflow.org", "v2beta1", namespace, "mpijobs", job_name)
+    assert {c["type"]: c["status"] for c in finished["status"]["conditions"]}["Succeeded"] == "True"
+    assert finished["spec"]["runPolicy"].get("suspend") is False  # resumed by Kueue on admission
+    # Kueue's webhook creates every queued MPIJob suspended: the same manifest, created again (dry run).
+    again = {k: v for k, v in finished.items() if k != "status"}
+    again["metadata"] = {"generateName": f"{job_name}-", "labels": finished["metadata"]["labels"]}
+    again["spec"] = {**finished["spec"], "runPolicy": {k: v for k, v in finished["spec"]["runPolicy"].items()
+                                                       if k != "suspend"}}
+    dry = kq.custom.create_namespaced_custom_object("kubeflow.org", "v2beta1", namespace, "mpijobs", again,
+                                                    dry_run="All")
+    assert dry["spec"]["runPolicy"]["suspend"] is True
 
 
 def _wf(kq: Cluster, *args: str) -> str:
