@@ -211,7 +211,8 @@ class Storm:
 
         _ignore_missing(core.patch_node, name, {"spec": {"unschedulable": True}})
         for pod in core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}").items:
-            body = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod.metadata.name, namespace=pod.metadata.namespace))
+            body = client.V1Eviction(
+                metadata=client.V1ObjectMeta(name=pod.metadata.name, namespace=pod.metadata.namespace))
             _ignore_missing(core.create_namespaced_pod_eviction, pod.metadata.name, pod.metadata.namespace, body)
             self.evicted += 1
         _ignore_missing(core.delete_node, name)
@@ -339,7 +340,8 @@ def run(opts: Options) -> dict[str, Any]:
                 sampler.read()
             tail = child_log.read_text().splitlines()[-15:]
             child_stats = json.loads(child_report.read_text()) if child_report.is_file() else {}
-        items = custom.list_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, label_selector=f"{BENCH_LABEL}={run_id}")["items"]
+        items = custom.list_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL,
+                                                     label_selector=f"{BENCH_LABEL}={run_id}")["items"]
         provisioned: Counter[str] = Counter()
         if autoscaler:
             claims = custom.list_cluster_custom_object("karpenter.sh", "v1", "nodeclaims")["items"]
@@ -358,8 +360,8 @@ def run(opts: Options) -> dict[str, Any]:
             workflows=len(items), phases=dict(phases), lost=len(items) - phases.get("Succeeded", 0),
             wf_exit_code=rc, wall_seconds=round(wall) if wall else None, critical_path_seconds=opts.critical_path,
             ratio=round(wall / opts.critical_path, 2) if wall else None,
-            storm={"vanished": len(storm.vanished), "drained": len(storm.drained), "evictions": storm.evicted, "log": storm.log,
-                   "replaced_by": opts.replace, "karpenter_nodes_at_end": dict(provisioned)},
+            storm={"vanished": len(storm.vanished), "drained": len(storm.drained), "evictions": storm.evicted,
+                   "log": storm.log, "replaced_by": opts.replace, "karpenter_nodes_at_end": dict(provisioned)},
             interrupted_attempts=[{"message": m, "outcome": o, "count": n} for (m, o), n in retried.most_common()],
             processes={n: {"peak_mib": round(sampler.peak_kib.get(n, 0) / 1024),
                            "cpu_seconds": round(sampler.cpu_last.get(n, 0) - sampler.cpu_start.get(n, 0), 1)}
@@ -375,8 +377,8 @@ def run(opts: Options) -> dict[str, Any]:
 def report(r: dict[str, Any]) -> None:
     print(f"\nnodes {r['nodes']} (up in {r['up_seconds']}s); workflows {r['workflows']}: {r['phases']}; "
           f"not Succeeded (lost): {r['lost']}; wf exit code {r['wf_exit_code']}")
-    print(f"day: {r['wall_seconds']}s from first submit to last completion; critical path {r['critical_path_seconds']}s "
-          f"-> {r['ratio']}x (goal <= 5x)")
+    print(f"day: {r['wall_seconds']}s from first submit to last completion; "
+          f"critical path {r['critical_path_seconds']}s -> {r['ratio']}x (goal <= 5x)")
     s = r["storm"]
     print(f"storm: {s['vanished']} nodes vanished, {s['drained']} drained ({s['evictions']} evictions); "
           f"replaced by {s['replaced_by']}" + (f", Karpenter nodes at the end: {s['karpenter_nodes_at_end']}"
@@ -392,7 +394,8 @@ def report(r: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--name", default="scale", help="local cluster name (created if missing)")
     p.add_argument("--nodes-per-group", type=int, default=246, help="13 node groups: 246 -> 3,198 nodes")
     p.add_argument("--workflows", type=int, default=250)
@@ -410,7 +413,8 @@ def main() -> None:
     p.add_argument("--wave-gap", type=float, default=60.0)
     p.add_argument("--replace", choices=("karpenter", "recreate"), default="karpenter",
                    help="who brings capacity back: Karpenter's kwok provider, or this script recreating the nodes")
-    p.add_argument("--replace-after", type=float, default=30.0, help="with --replace recreate: seconds until nodes return")
+    p.add_argument("--replace-after", type=float, default=30.0,
+                   help="with --replace recreate: seconds until nodes return")
     p.add_argument("--timeout", type=float, default=3600.0, help="give up on the day after this many seconds")
     p.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
     p.add_argument("--json", dest="json_out", type=Path, help="also write the results here")

@@ -41,7 +41,8 @@ DURATIONS = ("2s", "5s", "10s", "20s", "30s")  # spread the ends over time, as r
 def job_files(directory: Path, namespace: str, count: int) -> list[str]:
     paths = []
     for duration in DURATIONS:
-        doc = {"apiVersion": "wf/v1", "kind": "TrainingJob", "metadata": {"name": f"bench-{duration}", "namespace": namespace},
+        doc = {"apiVersion": "wf/v1", "kind": "TrainingJob",
+               "metadata": {"name": f"bench-{duration}", "namespace": namespace},
                "spec": {"image": "busybox:1.36", "compute": "cpu", "retries": 0, "steps": [
                    {"name": "work", "command": ["true"], "resources": {"cpu": "100m", "memory": "64Mi"},
                     "annotations": {"sim.wf.dev/duration": duration}}]}}
@@ -51,7 +52,9 @@ def job_files(directory: Path, namespace: str, count: int) -> list[str]:
     return [paths[i % len(paths)] for i in range(count)]
 
 
-def reference(kube: Kube, namespace: str, selector: str, names: set[str], seen: dict[str, float], stop: threading.Event) -> None:
+def reference(
+    kube: Kube, namespace: str, selector: str, names: set[str], seen: dict[str, float], stop: threading.Event
+) -> None:
     """A bare watch that only timestamps terminal phases: when each end reached the API server."""
     def sink(kind: str, obj: dict[str, Any]) -> None:
         name = obj["metadata"]["name"]
@@ -131,8 +134,10 @@ def main() -> None:
     delays = {
         "engine_vs_watch_event": [engine_noticed[n] - ref_seen[n] for n in names if n in ref_seen],
         "polling_vs_watch_event": [poll_noticed[n] - ref_seen[n] for n in names if n in ref_seen],
-        "engine_vs_finishedAt": [engine_noticed[n] - parse_time(finished_at[n]).timestamp() for n in names if finished_at.get(n)],
-        "polling_vs_finishedAt": [poll_noticed[n] - parse_time(finished_at[n]).timestamp() for n in names if finished_at.get(n)],
+        "engine_vs_finishedAt": [engine_noticed[n] - parse_time(finished_at[n]).timestamp()
+                                 for n in names if finished_at.get(n)],
+        "polling_vs_finishedAt": [poll_noticed[n] - parse_time(finished_at[n]).timestamp()
+                                  for n in names if finished_at.get(n)],
     }
     phases: dict[str, int] = {}
     for view in outcome.views.values():
@@ -152,10 +157,12 @@ def main() -> None:
     print(json.dumps(result, indent=2))
     if not args.json:
         d = result["delay_seconds"]
-        print(f"\n{args.workflows} workflows: engine {engine.requests.total} requests vs polling {poller.requests.total} "
+        engine_delay, polling_delay = d["engine_vs_watch_event"], d["polling_vs_watch_event"]
+        print(f"\n{args.workflows} workflows: engine {engine.requests.total} requests "
+              f"vs polling {poller.requests.total} "
               f"({result['requests']['ratio']:.1%}); time to notice p50/p95/max: engine "
-              f"{d['engine_vs_watch_event']['p50']}/{d['engine_vs_watch_event']['p95']}/{d['engine_vs_watch_event']['max']} s, "
-              f"polling {d['polling_vs_watch_event']['p50']}/{d['polling_vs_watch_event']['p95']}/{d['polling_vs_watch_event']['max']} s",
+              f"{engine_delay['p50']}/{engine_delay['p95']}/{engine_delay['max']} s, "
+              f"polling {polling_delay['p50']}/{polling_delay['p95']}/{polling_delay['max']} s",
               file=sys.stderr)
 
 

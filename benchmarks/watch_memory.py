@@ -70,7 +70,8 @@ class Job:
         self.name = f"day-{index:04d}"
         self.uid = f"uid-{index}"
         shards = steps - 2
-        self.steps = [Step("prepare", False), *(Step(f"shard-{i:02d}", False) for i in range(shards)), Step("train", True)]
+        self.steps = [Step("prepare", False), *(Step(f"shard-{i:02d}", False) for i in range(shards)),
+                      Step("train", True)]
         self.phase = "Pending"
         self.interrupt = index % 10 == 3  # this one's third group of shards has its first shard interrupted
         self.fail = index % 50 == 7  # this one fails a shard of its third group
@@ -83,7 +84,8 @@ class Job:
         """Advance one Argo update at a time (each yield = one MODIFIED event)."""
         self.phase = "Running"
         yield
-        groups = [self.steps[:1]] + [self.steps[i:i + SHARDS_AT_ONCE] for i in range(1, len(self.steps) - 1, SHARDS_AT_ONCE)] + [self.steps[-1:]]
+        shard_groups = [self.steps[i:i + SHARDS_AT_ONCE] for i in range(1, len(self.steps) - 1, SHARDS_AT_ONCE)]
+        groups = [self.steps[:1]] + shard_groups + [self.steps[-1:]]
         for g, group in enumerate(groups):
             for step in group:
                 step.attempts.append(["Pending", "", ""])
@@ -109,7 +111,9 @@ class Job:
         self.phase = "Succeeded"
         yield
 
-    def _node(self, kind: str, name: str, display: str, phase: str, boundary: str, template: str, **extra: Any) -> dict[str, Any]:
+    def _node(
+        self, kind: str, name: str, display: str, phase: str, boundary: str, template: str, **extra: Any
+    ) -> dict[str, Any]:
         node = copy.deepcopy(REAL[kind])
         node_id = f"{self.name}-{zlib.crc32(name.encode())}"
         node.update(id=node_id, name=name, displayName=display, phase=phase, boundaryID=boundary,
@@ -133,15 +137,16 @@ class Job:
             pod_template = TEMPLATES["pretrain-phase2" if step.gaudi else "download"]
             outer_template = TEMPLATES["download-Attempts"]
             tasks.append({"arguments": {}, "name": step.name, "template": f"{step.name}-Attempts"})
-            templates.append(outer_template | {"name": f"{step.name}-Attempts",
-                                               "dag": {"tasks": [{"arguments": {}, "name": step.name, "template": step.name}]}})
+            inner_task = {"arguments": {}, "name": step.name, "template": step.name}
+            templates.append(outer_template | {"name": f"{step.name}-Attempts", "dag": {"tasks": [inner_task]}})
             templates.append(pod_template | {"name": step.name})
             if not step.attempts:
                 continue
             last = step.attempts[-1][0]
             phase = step.outcome or ("Succeeded" if last == "Succeeded" else "Running")
-            outer = self._node("outer", f"{root}.{step.name}", step.name, phase, root_node["id"], f"{step.name}-Attempts")
-            dag = self._node("dag", f"{root}.{step.name}(0)", f"{step.name}(0)", phase, root_node["id"], f"{step.name}-Attempts")
+            outer_name = f"{step.name}-Attempts"
+            outer = self._node("outer", f"{root}.{step.name}", step.name, phase, root_node["id"], outer_name)
+            dag = self._node("dag", f"{root}.{step.name}(0)", f"{step.name}(0)", phase, root_node["id"], outer_name)
             inner = self._node("inner", f"{root}.{step.name}(0).{step.name}", step.name, phase, dag["id"], step.name)
             outer["children"], dag["children"] = [dag["id"]], [inner["id"]]
             inner["children"] = []
@@ -236,7 +241,8 @@ def handler(cluster: Cluster) -> type[BaseHTTPRequestHandler]:
                 page = cluster.jobs[start:start + limit]
                 more = start + limit < len(cluster.jobs)
                 self._json(200, {"apiVersion": "argoproj.io/v1alpha1", "kind": "WorkflowList",
-                                 "metadata": {"resourceVersion": "1", **({"continue": str(start + limit)} if more else {})},
+                                 "metadata": {"resourceVersion": "1",
+                                              **({"continue": str(start + limit)} if more else {})},
                                  "items": [job.workflow(1) for job in page]})
             elif url.path.startswith("/api/v1/nodes/"):
                 name = url.path.rsplit("/", 1)[1]

@@ -33,6 +33,15 @@ def catalog() -> Catalog:
     return load_catalog(CATALOG_FILE)
 
 
+@pytest.fixture(scope="session")
+def mixed_catalog(catalog: Catalog) -> Catalog:
+    """The repository's catalog with its cpu class listing two sizes (r5.4xlarge and r5.8xlarge), the case
+    cluster-autoscaler handles badly and wf judges against every type (wf.nodegroups)."""
+    classes = [c.model_copy(update={"instance_types": ["r5.4xlarge", "r5.8xlarge"]}) if c.name == "cpu" else c
+               for c in catalog.compute_classes]
+    return catalog.model_copy(update={"compute_classes": classes})
+
+
 @pytest.fixture
 def write(tmp_path: Path) -> Callable[..., Path]:
     """write("job.yaml", text) -> path of the dedented text in a fresh temp dir."""

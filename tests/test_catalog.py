@@ -189,7 +189,8 @@ def test_unknown_keys_and_missing_fields(write: Any) -> None:
         del d["cluster"]["region"]
 
     found = {(f, m) for _, f, m in catalog_problems(write, mutate)}
-    assert found == {("computeClasses[0].instanceType", "unknown field"), ("cluster.region", "required field is missing")}
+    assert found == {("computeClasses[0].instanceType", "unknown field"),
+                     ("cluster.region", "required field is missing")}
 
 
 def test_python_api_checks_the_same_rules() -> None:
@@ -225,13 +226,14 @@ def test_default_catalog_classes(catalog: Catalog) -> None:
     assert set(catalog.class_names) == {"cpu", "gaudi", "graviton", "gpu"}
 
     cpu = catalog.compute_class("cpu")
-    assert {i.split(".")[0] for i in cpu.instance_types} == {"r5"}
+    assert cpu.instance_types == ["r5.4xlarge", "r6i.4xlarge"]  # Xeon memory-optimised, one size
     assert cpu.capacity == ["spot", "on-demand"] and cpu.resolved_arch == "amd64"
 
     gaudi = catalog.compute_class("gaudi")
     assert gaudi.instance_types == ["dl1.24xlarge"]
     assert gaudi.capacity == ["spot"] and gaudi.zones(catalog.cluster) == ["us-east-1a"]
-    assert gaudi.accelerator is not None and (gaudi.accelerator.resource, gaudi.accelerator.count) == ("habana.ai/gaudi", 8)
+    assert gaudi.accelerator is not None
+    assert (gaudi.accelerator.resource, gaudi.accelerator.count) == ("habana.ai/gaudi", 8)
     assert [str(t) for t in gaudi.taints] == ["habana.ai/gaudi=true:NoSchedule"]
     assert gaudi.labels == {"k8s.amazonaws.com/accelerator": "gaudi"}
     assert gaudi.efa
@@ -256,7 +258,8 @@ def test_default_catalog_node_groups(catalog: Catalog) -> None:
     assert allocatable["habana.ai/gaudi"] == "8" and allocatable["hugepages-2Mi"] == "42000Mi"
     assert allocatable["vpc.amazonaws.com/efa"] == "4"
     assert gaudi.node_labels("dl1.24xlarge")["eks.amazonaws.com/capacityType"] == "SPOT"
-    assert groups["cpu-on-demand-us-east-1c"].node_labels("r5.8xlarge")["eks.amazonaws.com/capacityType"] == "ON_DEMAND"
+    on_demand_labels = groups["cpu-on-demand-us-east-1c"].node_labels("r6i.4xlarge")
+    assert on_demand_labels["eks.amazonaws.com/capacityType"] == "ON_DEMAND"
     assert {g.arch for g in groups.values() if g.compute_class == "graviton"} == {"arm64"}
 
 
@@ -276,8 +279,13 @@ def test_taint_renders_every_form() -> None:
     assert len({taint, Taint.from_kubernetes(taint.to_kubernetes())}) == 1
 
 
-def test_mixed_size_classes_are_named(catalog: Catalog, tmp_path: Path) -> None:
-    [found] = mixed_sizes(catalog)  # gpu's g5.2xlarge and g4dn.2xlarge are one size
+def test_the_repository_catalog_lists_instance_types_of_one_size(catalog: Catalog) -> None:
+    assert mixed_sizes(catalog) == []  # gpu's g5.2xlarge and g4dn.2xlarge are one size too
+
+
+def test_mixed_size_classes_are_named(mixed_catalog: Catalog, tmp_path: Path) -> None:
+    catalog = mixed_catalog
+    [found] = mixed_sizes(catalog)
     message = found.message
     assert (found.path, found.severity) == (("computeClasses", 0, "instanceTypes"), "warning")
     assert message.startswith("compute class cpu mixes instance sizes: r5.4xlarge (16 vCPU, 128Gi), r5.8xlarge "

@@ -50,15 +50,18 @@ def test_staging_replaces_fail_loudly_when_layout_changes() -> None:
 
 def test_cache_layout_is_component_version_bin() -> None:
     cache = Path("/c")
-    assert build.binary_path("kube-apiserver", cache) == cache / "kubernetes" / build.KUBERNETES_VERSION / "bin" / "kube-apiserver"
+    assert (build.binary_path("kube-apiserver", cache)
+            == cache / "kubernetes" / build.KUBERNETES_VERSION / "bin" / "kube-apiserver")
     assert build.binary_path("etcd", cache) == cache / "etcd" / build.ETCD_VERSION / "bin" / "etcd"
     assert build.binary_path("kwokctl", cache) == cache / "kwok" / build.KWOK_VERSION / "bin" / "kwokctl"
-    assert build.binary_path("workflow-controller", cache) == cache / "argo" / build.ARGO_VERSION / "bin" / "workflow-controller"
+    assert (build.binary_path("workflow-controller", cache)
+            == cache / "argo" / build.ARGO_VERSION / "bin" / "workflow-controller")
 
 
 def test_versions_are_stamped() -> None:
     comps = {c.name: c for c in build.components()}
-    assert f"-X k8s.io/component-base/version.gitVersion=v{build.KUBERNETES_VERSION}" in comps["kubernetes"].version_ldflags
+    assert (f"-X k8s.io/component-base/version.gitVersion=v{build.KUBERNETES_VERSION}"
+            in comps["kubernetes"].version_ldflags)
     assert f"-X sigs.k8s.io/kwok/pkg/consts.Version=v{build.KWOK_VERSION}" in comps["kwok"].version_ldflags
     assert f"-X github.com/argoproj/argo-workflows/v4.version=v{build.ARGO_VERSION}" in comps["argo"].version_ldflags
 
@@ -91,7 +94,9 @@ def test_existing_binaries_are_skipped(tmp_path: Path, monkeypatch: pytest.Monke
     assert not (tmp_path / "go.log").exists()
 
 
-def test_build_runs_go_with_argv_lists_and_moves_binaries_into_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_build_runs_go_with_argv_lists_and_moves_binaries_into_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PATH", str(_fake_go(tmp_path)))
     cache = tmp_path / "cache"
     results = build.build_all(["kwok"], cache=cache)
@@ -101,7 +106,8 @@ def test_build_runs_go_with_argv_lists_and_moves_binaries_into_place(tmp_path: P
     calls = (tmp_path / "go.log").read_text().splitlines()
     assert calls[0] == "mod init local.wf/build/kwok"
     assert calls[1] == f"mod download -json sigs.k8s.io/kwok@v{build.KWOK_VERSION}"
-    assert calls[2] == f"get sigs.k8s.io/kwok/cmd/kwok@v{build.KWOK_VERSION} sigs.k8s.io/kwok/cmd/kwokctl@v{build.KWOK_VERSION}"
+    assert calls[2] == (f"get sigs.k8s.io/kwok/cmd/kwok@v{build.KWOK_VERSION} "
+                        f"sigs.k8s.io/kwok/cmd/kwokctl@v{build.KWOK_VERSION}")
     assert calls[3].startswith("build -ldflags -s -w -X sigs.k8s.io/kwok/pkg/consts.Version=")
     assert "built kwok" in kwok.log_file(cache).read_text()
 
@@ -118,7 +124,9 @@ def test_failed_build_names_its_log_and_leaves_no_binary(tmp_path: Path, monkeyp
     assert not kwok.is_built(cache)
 
 
-def test_karpenter_is_built_only_when_named_with_its_toolchain_and_crds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_karpenter_is_built_only_when_named_with_its_toolchain_and_crds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     module = tmp_path / "module"
     karpenter = next(c for c in build.components() if c.name == "karpenter")
     for asset in karpenter.assets:
@@ -138,7 +146,8 @@ def test_karpenter_is_built_only_when_named_with_its_toolchain_and_crds(tmp_path
     [result] = build.build_all(["karpenter"], cache=cache)
     assert result.built and karpenter.is_built(cache)
     assert (karpenter.bin_dir(cache) / "karpenter-kwok").is_file()
-    assert sorted(p.name for p in karpenter.assets_dir(cache).iterdir()) == sorted(Path(a).name for a in karpenter.assets)
+    installed = sorted(p.name for p in karpenter.assets_dir(cache).iterdir())
+    assert installed == sorted(Path(a).name for a in karpenter.assets)
     # Karpenter needs a newer Go than the local one: every go command asked the proxy's toolchain for it.
     assert set((tmp_path / "toolchain.log").read_text().split()) == {build.KARPENTER_GO}
 
@@ -154,7 +163,9 @@ echo "$*" >> {tmp_path}/go.log
 echo "$GOTOOLCHAIN" >> {tmp_path}/toolchain.log
 if [ "$1" = "{fail_on}" ]; then echo "simulated compiler error" >&2; exit 1; fi
 if [ "$1" = "mod" ] && [ "$2" = "init" ]; then echo "module $3" > go.mod; fi
-if [ "$1" = "mod" ] && [ "$2" = "download" ]; then echo '{{"Dir": "{module_dir}", "Origin": {{"Hash": "0123456789abcdef"}}}}'; fi
+if [ "$1" = "mod" ] && [ "$2" = "download" ]; then
+  echo '{{"Dir": "{module_dir}", "Origin": {{"Hash": "0123456789abcdef"}}}}'
+fi
 if [ "$1" = "build" ]; then
   out=""; prev=""
   for a in "$@"; do

@@ -39,5 +39,6 @@ def test_instance_types_are_the_catalogs_with_an_offering_per_capacity_and_zone(
     gaudi = types["dl1.24xlarge"]
     assert gaudi["resources"]["habana.ai/gaudi"] == "8" and gaudi["resources"]["hugepages-2Mi"] != "0Mi"
     spot = [o["Price"] for o in types["r5.4xlarge"]["offerings"] if o["Requirements"][0]["values"] == ["spot"]]
-    on_demand = [o["Price"] for o in types["r5.4xlarge"]["offerings"] if o["Requirements"][0]["values"] == ["on-demand"]]
+    on_demand = [o["Price"] for o in types["r5.4xlarge"]["offerings"]
+                 if o["Requirements"][0]["values"] == ["on-demand"]]
     assert max(spot) < min(on_demand)

@@ -22,7 +22,8 @@ def test_one_node_per_group_and_index_with_the_groups_labels_and_taints() -> Non
             assert itype in group.instance_types
             assert group.node_labels(itype).items() <= node["metadata"]["labels"].items()
             assert node["metadata"]["labels"]["kubernetes.io/hostname"] == node["metadata"]["name"]
-            assert node["spec"]["taints"] == [{"key": t.key, "value": t.value, "effect": t.effect} for t in group.taints]
+            taints = [{"key": t.key, "value": t.value, "effect": t.effect} for t in group.taints]
+            assert node["spec"]["taints"] == taints
             assert node["status"]["allocatable"] == group.allocatable(itype)
 
 
@@ -31,7 +32,8 @@ def test_capacity_is_at_least_allocatable_for_every_resource() -> None:
         status = node["status"]
         assert status["capacity"].keys() == status["allocatable"].keys()
         for resource, value in status["allocatable"].items():
-            assert parse_quantity(status["capacity"][resource]) >= parse_quantity(value), (node["metadata"]["name"], resource)
+            assert parse_quantity(status["capacity"][resource]) >= parse_quantity(value), (
+                node["metadata"]["name"], resource)
 
 
 def test_accelerator_groups_advertise_their_devices() -> None:

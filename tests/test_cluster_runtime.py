@@ -46,8 +46,10 @@ def test_is_running_checks_the_binary_and_sees_through_zombies(tmp_path: Path) -
 
 
 def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
-    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(30)"
-    pid = processes.start([sys.executable, "-c", code], env={}, log_file=tmp_path / "log", pid_file=tmp_path / "pid", cwd=tmp_path)
+    code = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
+            "time.sleep(30)")
+    pid = processes.start([sys.executable, "-c", code], env={}, log_file=tmp_path / "log", pid_file=tmp_path / "pid",
+                          cwd=tmp_path)
     deadline = time.monotonic() + 10
     while "ready" not in (tmp_path / "log").read_text() and time.monotonic() < deadline:
         time.sleep(0.05)

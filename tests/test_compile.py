@@ -168,7 +168,8 @@ def test_dag_tasks_and_dependencies(catalog: Catalog, make_job: Any) -> None:
                                      {"name": "c", "command": ["x"], "needs": ["a", "b"]}]), catalog)
     entry = manifest["spec"]["templates"][0]
     assert entry["name"] == manifest["spec"]["entrypoint"] == ENTRYPOINT
-    assert entry["dag"]["tasks"] == [{"name": "a", "template": "a"}, {"name": "b", "template": "b", "dependencies": ["a"]},
+    assert entry["dag"]["tasks"] == [{"name": "a", "template": "a"},
+                                     {"name": "b", "template": "b", "dependencies": ["a"]},
                                      {"name": "c", "template": "c", "dependencies": ["a", "b"]}]
 
 
@@ -187,7 +188,8 @@ def test_labels_and_annotations_on_pods(catalog: Catalog, make_job: Any) -> None
         "annotations": {"sidecar.istio.io/inject": "false", SPOT_FALLBACK_ANNOTATION: "2"},
     }
     labels = pod(manifest, "b")["metadata"]["labels"]
-    assert labels[CLASS_LABEL] == "gaudi" and labels[STEP_LABEL] == "b" and "annotations" not in pod(manifest, "b")["metadata"]
+    assert labels[CLASS_LABEL] == "gaudi" and labels[STEP_LABEL] == "b"
+    assert "annotations" not in pod(manifest, "b")["metadata"]
 
 
 def test_timeouts(catalog: Catalog, make_job: Any) -> None:

@@ -121,7 +121,8 @@ def test_default_catalog_config_is_consistent():
 
 def test_kubernetes_toleration_rules():
     taint = Taint(key="habana.ai/gaudi", value="true", effect="NoSchedule")
-    assert taint.tolerated_by([{"key": "habana.ai/gaudi", "operator": "Equal", "value": "true", "effect": "NoSchedule"}])
+    assert taint.tolerated_by(
+        [{"key": "habana.ai/gaudi", "operator": "Equal", "value": "true", "effect": "NoSchedule"}])
     assert taint.tolerated_by([{"key": "habana.ai/gaudi", "operator": "Exists"}])
     assert taint.tolerated_by([{"operator": "Exists"}])
     assert not taint.tolerated_by([{"key": "habana.ai/gaudi", "operator": "Equal", "value": "false"}])

@@ -25,7 +25,8 @@ def test_a_snapshot_keeps_the_view_and_what_cost_reads_but_not_the_bulk() -> Non
     kept = json.dumps(snap.workflow)
     assert len(kept) < len(json.dumps(run)) / 4
     assert "mpirun" not in kept and '"nodes"' not in kept and "Main" not in kept  # commands, status, DAG templates
-    nodes = {"gaudi-spot-us-east-1a-0": NodeFacts("dl1.24xlarge", "spot"), "cpu-spot-us-east-1a-0": NodeFacts("m7i.2xlarge", "spot")}
+    nodes = {"gaudi-spot-us-east-1a-0": NodeFacts("dl1.24xlarge", "spot"),
+             "cpu-spot-us-east-1a-0": NodeFacts("m7i.2xlarge", "spot")}
     now = datetime.now(UTC)
     assert job_cost(snap.view, snap.workflow, nodes, now) == job_cost(workflow_view(run), run, nodes, now)
 
@@ -78,7 +79,8 @@ def test_the_summary_counts_phases_interruptions_failures_and_the_longest_runnin
     now = datetime(2026, 3, 1, 15, 0, tzinfo=UTC)
     failed = [workflow_view(nested_run(f"f{i}", final="Failed")) for i in range(2)]
     ok = workflow_view(nested_run("ok"))
-    young = workflow("young", "Running", nodes={"p": pod_node("young", "p", "prep", "Running", template="prep", finished=None)})
+    young = workflow("young", "Running",
+                     nodes={"p": pod_node("young", "p", "prep", "Running", template="prep", finished=None)})
     young["status"]["startedAt"] = "2026-03-01T14:30:00Z"
     old = workflow("old", "Running")
     summary = summarize([*failed, ok, workflow_view(young), workflow_view(old)], deleted=1, now=now)

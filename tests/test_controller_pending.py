@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from controller_fakes import workflow
-from wf.catalog import load_catalog
+from wf.catalog import Catalog, load_catalog
 from wf.controller.pending import explain
 
 CATALOG = load_catalog(Path(__file__).resolve().parents[1] / "eksctl" / "catalog.yaml")
@@ -27,7 +27,8 @@ def test_all_gaudi_in_use_and_the_group_can_grow() -> None:
     result = explain(train_template(), "Unschedulable: " + SCHEDULER, CATALOG,
                      nodes_per_group={"gaudi-spot-us-east-1a": 2})
     assert result.kind == "capacity"
-    assert "waiting for a gaudi (spot) node: all 8 habana.ai/gaudi on dl1.24xlarge nodes in us-east-1a are in use" in result.text
+    assert ("waiting for a gaudi (spot) node: all 8 habana.ai/gaudi on dl1.24xlarge nodes in us-east-1a are in use"
+            in result.text)
     assert "can grow (2 of 16 nodes)" in result.text
 
 
@@ -82,10 +83,10 @@ def test_the_devices_are_named_when_the_whole_node_is_taken() -> None:
     assert "all 8 habana.ai/gaudi on dl1.24xlarge nodes in us-east-1a are in use" in result.text, result.text
 
 
-def test_a_pod_only_the_larger_type_fits_says_the_autoscaler_may_not_add_a_node() -> None:
+def test_a_pod_only_the_larger_type_fits_says_the_autoscaler_may_not_add_a_node(mixed_catalog: Catalog) -> None:
     template = {"nodeSelector": {"wf.dev/compute-class": "cpu", "wf.dev/capacity": "spot"},
                 "container": {"image": "x", "resources": {"requests": {"cpu": "20", "memory": "1Gi"}}}}
-    result = explain(template, "0/3 nodes are available: 3 Insufficient cpu.", CATALOG,
+    result = explain(template, "0/3 nodes are available: 3 Insufficient cpu.", mixed_catalog,
                      nodes_per_group={"cpu-spot-us-east-1a": 0})
     assert result.kind == "capacity"
     assert "it does not fit r5.4xlarge, which cluster-autoscaler may model the node group on" in result.text

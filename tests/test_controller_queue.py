@@ -46,7 +46,8 @@ def test_a_waiting_step_is_explained_in_team_terms(write: Callable[..., Path]) -
     team = cat.queues.team("perception")  # type: ignore[union-attr]
     loads = [parse_workload(w) for w in (
         workload("r1", admitted=True), workload("r2", admitted=True), workload("r3", admitted=True),
-        workload("early", created="2026-01-01T00:00:01Z"), workload("urgent", created="2026-01-01T00:00:09Z", priority=1000),
+        workload("early", created="2026-01-01T00:00:01Z"),
+        workload("urgent", created="2026-01-01T00:00:09Z", priority=1000),
         workload("mine", created="2026-01-01T00:00:05Z"), workload("late", created="2026-01-01T00:00:07Z"))]
     text = quota_wait(cat, team, loads, "mine", GAUDI_TEMPLATE)
     assert text == ("waiting for quota: perception uses 24 of 16 gaudi cards (8 borrowed from other teams); "

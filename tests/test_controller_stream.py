@@ -40,7 +40,8 @@ def event(kind: str, name: str, phase: str, rv: str) -> dict[str, Any]:
 def test_resumes_from_the_last_resource_version_including_bookmarks() -> None:
     transport = FakeTransport(
         lists=[([workflow("a", "Running", rv="10")], "10")],
-        watches=[[event("MODIFIED", "a", "Running", "11"), {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "15"}}}],
+        watches=[[event("MODIFIED", "a", "Running", "11"),
+                  {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "15"}}}],
                  [event("MODIFIED", "a", "Succeeded", "16")]],
     )
     stream, seen = run(transport)
@@ -54,7 +55,8 @@ def test_gone_relists_and_the_relist_delivers_the_terminal_phase() -> None:
     transport = FakeTransport(
         lists=[([workflow("a", "Running", rv="10"), workflow("b", "Running", rv="10")], "10"),
                ([workflow("a", "Failed", rv="90")], "90")],  # b deleted meanwhile, a failed meanwhile
-        watches=[[{"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old resource version: 10 (50)"}}]],
+        watches=[[{"type": "ERROR",
+                   "object": {"kind": "Status", "code": 410, "message": "too old resource version: 10 (50)"}}]],
     )
     stream, seen = run(transport)
     assert stream.stats.relists_after_gone == 1 and transport.list_calls == 2
@@ -98,7 +100,8 @@ def test_errors_before_the_first_success_and_forbidden_are_raised() -> None:
 
 def test_stop_ends_the_loop_and_closes_the_transport() -> None:
     transport = FakeTransport(lists=[([workflow("a", "Running", rv="1")], "1")],
-                              watches=[[event("MODIFIED", "a", "Running", "2"), event("MODIFIED", "a", "Running", "3")]])
+                              watches=[[event("MODIFIED", "a", "Running", "2"),
+                                        event("MODIFIED", "a", "Running", "3")]])
     seen: list[str] = []
     stream = NamespaceStream(transport, lambda k, o: (seen.append(k), stream.stop()), sleep=lambda s: None)
     stream.run()

@@ -82,7 +82,8 @@ def test_the_terminal_summary_names_phases_failures_and_the_longest_running() ->
 def test_the_live_view_shows_one_workflow_step_by_step_and_many_as_a_summary() -> None:
     from wf.controller.view import LiveDisplay
 
-    for count, expected, absent in ((1, "interrupted 1x", "interruptions retried:"), (3, "interruptions retried: 3", "│ prep")):
+    for count, expected, absent in ((1, "interrupted 1x", "interruptions retried:"),
+                                    (3, "interruptions retried: 3", "│ prep")):
         keys = [("wf", f"w{i}") for i in range(count)]
         state = WatchState({"wf"}, set(keys))
         for key in keys:

@@ -52,7 +52,8 @@ def test_several_workflows_share_one_stream_with_the_label_selector() -> None:
     a, b = workflow("a", "Running", rv="1"), workflow("b", "Running", rv="1")
     other = workflow("c", "Running", rv="1")
     done_a, done_b = workflow("a", "Succeeded", rv="2"), workflow("b", "Succeeded", rv="3")
-    transport = FakeTransport(lists=[([a, b, other], "1")], watches=[[modified(done_a), modified(workflow("c", "Failed")), modified(done_b)]])
+    transport = FakeTransport(lists=[([a, b, other], "1")],
+                              watches=[[modified(done_a), modified(workflow("c", "Failed")), modified(done_b)]])
     calls: list[tuple[str, str, str]] = []
     outcome = watch_workflows(KUBE, [("wf", "a"), ("wf", "b")], label_selector="wf.dev/batch=x", with_cost=False,
                               transport_factory=factory(transport, calls))
@@ -78,7 +79,8 @@ def test_forbidden_becomes_a_cluster_error_with_the_server_message() -> None:
 
     forbidden = ApiException(status=403, reason="Forbidden")
     forbidden.body = ('{"kind":"Status","message":"workflows.argoproj.io is forbidden: User \\"dev\\" cannot watch '
-                      'resource \\"workflows\\" in API group \\"argoproj.io\\" in the namespace \\"kube-system\\"","code":403}')
+                      'resource \\"workflows\\" in API group \\"argoproj.io\\" in the namespace \\"kube-system\\"",'
+                      '"code":403}')
     transport = FakeTransport(lists=[forbidden], watches=[])
     with pytest.raises(ClusterError, match='User "dev" cannot watch resource "workflows"'):
         watch_workflows(KUBE, [("kube-system", "a")], with_cost=False, transport_factory=factory(transport, []))

@@ -151,7 +151,7 @@ def test_every_group_has_common_settings(default):
 def test_on_demand_groups_are_not_spot(default):
     groups = groups_by_name(eksctl.cluster_config(default))
     assert "spot" not in groups["cpu-on-demand-us-east-1b"]
-    assert groups["cpu-on-demand-us-east-1b"]["instanceTypes"] == ["r5.4xlarge", "r5.8xlarge"]
+    assert groups["cpu-on-demand-us-east-1b"]["instanceTypes"] == ["r5.4xlarge", "r6i.4xlarge"]
     assert groups["cpu-spot-us-east-1b"]["spot"] is True
 
 

@@ -254,7 +254,8 @@ def test_exit_handlers_cannot_read_step_outputs() -> None:
 
 def test_outputs_of_a_fanned_out_step_are_not_readable() -> None:
     with pytest.raises(InputError, match="runs once per item"):
-        job([{**PRODUCER, "forEach": ["a"]}, {"name": "b", "needs": ["list"], "command": ["{{steps.list.outputs.shards}}"]}])
+        job([{**PRODUCER, "forEach": ["a"]},
+             {"name": "b", "needs": ["list"], "command": ["{{steps.list.outputs.shards}}"]}])
 
 
 def test_step_names_are_unique_across_steps_and_exit_handlers() -> None:

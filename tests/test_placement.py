@@ -70,7 +70,8 @@ def test_a_taint_without_value_is_tolerated_with_exists(catalog: Catalog, make_j
     data = catalog.model_dump(by_alias=True)
     data["computeClasses"][0]["taints"] = [{"key": "dedicated", "effect": "NoExecute"}]
     custom = Catalog.model_validate(data)
-    assert placed(custom, make_job, {}).tolerations == [{"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}]
+    assert placed(custom, make_job, {}).tolerations == [
+        {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}]
 
 
 def test_unknown_class_lists_the_known_ones(catalog: Catalog, make_job: Any) -> None:
@@ -139,11 +140,11 @@ def test_accelerators_on_a_class_without_them(catalog: Catalog, make_job: Any) -
         "spec.steps.0.accelerators", "compute class 'cpu' has no accelerators")
 
 
-def test_oversize_cpu_and_memory_name_the_largest_instance(catalog: Catalog, make_job: Any) -> None:
-    path, message = problem(catalog, make_job, {"resources": {"cpu": 64}})
+def test_oversize_cpu_and_memory_name_the_largest_instance(mixed_catalog: Catalog, make_job: Any) -> None:
+    path, message = problem(mixed_catalog, make_job, {"resources": {"cpu": 64}})
     assert path == "spec.steps.0.resources.cpu"
     assert re.fullmatch(r"no cpu node offers 64 cpu; r5\.8xlarge has \d+m allocatable", message), message
-    path, message = problem(catalog, make_job, {"resources": {"memory": "1Ti"}})
+    path, message = problem(mixed_catalog, make_job, {"resources": {"memory": "1Ti"}})
     assert path == "spec.steps.0.resources.memory"
     assert message.startswith("no cpu node offers 1048576Mi memory; r5.8xlarge has ")
 
@@ -261,7 +262,8 @@ POD_DELETED = {"status": "Error", "message": "pod deleted", "exitCode": "-1"}
 NODE_SHUTDOWN = {"status": "Failed", "message": "Pod was terminated in response to imminent node shutdown.",
                  "exitCode": "-1"}
 NODE_PRESSURE_EVICTION = {"status": "Failed", "exitCode": "-1",
-                          "message": "The node was low on resource: memory. Threshold quantity: 100Mi, available: 52Ki. "}
+                          "message": "The node was low on resource: memory. Threshold quantity: 100Mi, "
+                                     "available: 52Ki. "}
 # An eviction by a drain (kubectl, Karpenter, the node termination handler) sets no pod message: the kubelet
 # SIGTERMs the containers and Argo may see the Failed pod before it is gone.
 EVICTED = {"status": "Failed", "message": "main: Error (exit code 143)", "exitCode": "143"}
@@ -325,7 +327,9 @@ def test_retry_strategies_sit_on_the_right_templates(catalog: Catalog, make_job:
     assert tasks["a"]["template"] == "a" + ATTEMPTS_SUFFIX and tasks["b"]["template"] == "b"
 
 
-def test_a_request_only_the_larger_type_of_a_mixed_class_offers_is_refused(catalog: Catalog, make_job: Any) -> None:
+def test_a_request_only_the_larger_type_of_a_mixed_class_offers_is_refused(mixed_catalog: Catalog,
+                                                                          make_job: Any) -> None:
+    catalog = mixed_catalog
     # cpu lists r5.4xlarge (15890m, 118312Mi allocatable) and r5.8xlarge: cluster-autoscaler may model or launch
     # the smaller one, so a request must fit it (wf.nodegroups).
     assert placed(catalog, make_job, {"resources": {"cpu": "15890m", "memory": "118312Mi"}})

@@ -16,12 +16,9 @@ from wf.units import parse_quantity
 
 
 @pytest.fixture(scope="module")
-def groups() -> list[NodeGroup]:
-    from pathlib import Path
-
-    from wf.catalog import load_catalog
-
-    return node_groups(load_catalog(Path(__file__).resolve().parents[1] / "eksctl" / "catalog.yaml"))
+def groups(mixed_catalog: Catalog) -> list[NodeGroup]:
+    """The node groups of a catalog whose cpu class mixes r5.4xlarge and r5.8xlarge."""
+    return node_groups(mixed_catalog)
 
 
 def group(groups: list[NodeGroup], name: str) -> NodeGroup:
@@ -185,7 +182,8 @@ def test_pod_requests_sum_containers_and_take_the_largest_init() -> None:
 
 
 def test_pod_requests_skip_templated_values() -> None:
-    total, skipped = pod_requests([{"resources": {"requests": {"cpu": "{{inputs.parameters.cpu}}", "memory": "1Gi"}}}], [])
+    templated = {"resources": {"requests": {"cpu": "{{inputs.parameters.cpu}}", "memory": "1Gi"}}}
+    total, skipped = pod_requests([templated], [])
     assert total == {"memory": parse_quantity("1Gi")}
     assert skipped == ["cpu={{inputs.parameters.cpu}}"]
 

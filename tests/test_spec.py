@@ -4,6 +4,7 @@ parameters and secrets; from YAML (file:line: field) and from Python (the same m
 from __future__ import annotations
 
 import graphlib
+import itertools
 from typing import Any
 
 import pytest
@@ -212,7 +213,7 @@ def test_find_cycle_agrees_with_graphlib(steps: list[Step]) -> None:
     if cycle:
         # A real cycle: closed, and every hop is a `needs` edge.
         assert cycle[0] == cycle[-1] and len(set(cycle[:-1])) == len(cycle) - 1
-        assert all(b in graph[a] for a, b in zip(cycle, cycle[1:]))
+        assert all(b in graph[a] for a, b in itertools.pairwise(cycle))
 
 
 @pytest.mark.parametrize("command", ["python train.py", "", ["python", {"x": 1}]])
@@ -277,7 +278,8 @@ def test_bad_quantities(text: Any) -> None:
 
 
 @pytest.mark.parametrize(("resources", "field"), [({"cpu": "banana"}, "cpu"), ({"memory": "-1Gi"}, "memory"),
-                                                  ({"cpu": 0}, "cpu"), ({"ephemeral-storage": "x"}, "ephemeral-storage")])
+                                                  ({"cpu": 0}, "cpu"),
+                                                  ({"ephemeral-storage": "x"}, "ephemeral-storage")])
 def test_bad_resources_name_the_field(write: Any, job_data: Any, resources: dict[str, Any], field: str) -> None:
     [(line, got, message)] = problems(write, job_data([{"name": "a", "command": ["x"], "resources": resources}]))
     assert got == f"spec.steps[0].resources.{field}"
@@ -324,8 +326,8 @@ def test_python_api_builds_the_same_models_and_checks_the_same_rules() -> None:
     from wf import TrainingJob as TopJob
 
     assert TopJob is TrainingJob and TopStep is Step
-    job = TopJob(metadata={"name": "bert"}, spec={"image": "i", "compute": "gaudi",
-                                                 "steps": [TopStep(name="train", command=["python", "t.py"], accelerators=8)]})
+    train = TopStep(name="train", command=["python", "t.py"], accelerators=8)
+    job = TopJob(metadata={"name": "bert"}, spec={"image": "i", "compute": "gaudi", "steps": [train]})
     assert job.spec.steps[0].accelerators == 8 and job.source == "<python>"
     with pytest.raises(InputError) as exc:
         TopJob(metadata={"name": "bert"}, spec={"image": "i", "compute": "cpu", "steps": [

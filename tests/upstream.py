@@ -15,7 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 ARGO_SCHEMAS = SHARED / "schemas" / "argo-workflows"
-EKSCTL_SCHEMA = SHARED / "schemas" / "eksctl" / "v0.230.0" / "pkg" / "apis" / "eksctl.io" / "v1alpha5" / "assets" / "schema.json"
+EKSCTL_SCHEMA = (SHARED / "schemas" / "eksctl" / "v0.230.0" / "pkg" / "apis" / "eksctl.io" / "v1alpha5" / "assets"
+                 / "schema.json")
 KUEUE_CRDS = SHARED / "schemas" / "kueue" / "v0.17.0" / "config" / "components" / "crd" / "bases"
 CORPUS = SHARED / "corpora" / "argo-examples"
 INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"

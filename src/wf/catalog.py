@@ -129,7 +129,9 @@ class ComputeClass(StrictModel):
     volume_size: int = Field(default=100, ge=20, alias="volumeSize", description="Root volume GiB")
     interruption_retries: int | None = Field(
         default=None, ge=0, le=20, alias="interruptionRetries",
-        description="Retries for Spot interruptions and evictions, on their own budget (default 5 on Spot, 2 on-demand)",
+        description=(
+            "Retries for Spot interruptions and evictions, on their own budget (default 5 on Spot, 2 on-demand)"
+        ),
     )
     spot_fallback_after: int | None = Field(
         default=None, ge=1, le=20, alias="spotFallbackAfter",
@@ -196,7 +198,8 @@ class Catalog(StrictModel):
         region = self.cluster.region
         for i, zone in enumerate(self.cluster.availability_zones):
             if not _zone_in_region(zone, region):
-                out.append(Problem.at(("cluster", "availabilityZones", i), f"zone {zone!r} is not in region {region!r}"))
+                out.append(Problem.at(("cluster", "availabilityZones", i),
+                                      f"zone {zone!r} is not in region {region!r}"))
         seen: set[str] = set()
         for c, cls in enumerate(self.compute_classes):
             at: tuple[PathKey, ...] = ("computeClasses", c)
@@ -207,7 +210,8 @@ class Catalog(StrictModel):
             seen.add(cls.name)
             out += _class_problems(cls, at, self.cluster)
         if self.default_class is not None and self.default_class not in seen:
-            out.append(Problem.at(("defaultClass",), f"unknown compute class {self.default_class!r}; classes: {sorted(seen)}"))
+            out.append(Problem.at(("defaultClass",),
+                                  f"unknown compute class {self.default_class!r}; classes: {sorted(seen)}"))
         if self.queues and not out:  # quotas name classes: check them once the classes are sound
             out += self.queues.problems(self)
         return out
@@ -267,7 +271,8 @@ def _class_problems(cls: ComputeClass, at: tuple[PathKey, ...], cluster: Cluster
     arches = {i.arch for i in instances}
     if len(arches) > 1:
         mixed = ", ".join(f"{i.name} ({i.arch})" for i in instances)
-        out.append(Problem.at((*at, "instanceTypes"), f"instance types mix architectures: {mixed}; use one class per arch"))
+        out.append(Problem.at((*at, "instanceTypes"),
+                              f"instance types mix architectures: {mixed}; use one class per arch"))
     elif cls.arch and arches and cls.arch not in arches:
         out.append(Problem.at((*at, "arch"), f"arch {cls.arch} does not match the instance types ({arches.pop()})"))
     for z, zone in enumerate(cls.availability_zones or []):
@@ -305,7 +310,8 @@ def _class_problems(cls: ComputeClass, at: tuple[PathKey, ...], cluster: Cluster
 
 
 def catalog_path(path: str | Path | None = None) -> Path:
-    """--catalog, else WF_CATALOG, else the project's eksctl/catalog.yaml (the cluster's copy is the controller's job)."""
+    """--catalog, else WF_CATALOG, else the project's eksctl/catalog.yaml (the cluster's copy is the controller's
+    job)."""
     if path:
         return Path(path)
     if env := os.environ.get(CATALOG_ENV):

@@ -67,7 +67,8 @@ def compile_job(
         problems += found + step_problems(job, int(path[2]), catalog, placement, str(path[1]))
         if step.outputs and step.outputs.artifacts and catalog.artifacts is None:
             problems.append(Problem.at((*path, "outputs", "artifacts"),
-                                       "the catalog names no artifact store (its `artifacts:`): artifacts have nowhere to go"))
+                                       "the catalog names no artifact store (its `artifacts:`): "
+                                       "artifacts have nowhere to go"))
     queue, found = assign_queue(catalog, job.spec.team, job.metadata.namespace or namespace, job.spec.priority)
     problems += found
     if problems:

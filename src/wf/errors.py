@@ -1,4 +1,4 @@
-"""Errors that the CLI turns into exit codes (see DESIGN.md: 1 work failed, 2 bad input, 3 cluster)."""
+"""Errors that the CLI turns into exit codes (README, Commands: 1 work failed, 2 bad input, 3 cluster)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ class Problem:
         return replace(self, file=file, line=line)
 
     def to_json(self) -> dict[str, Any]:
-        """The `wf lint --format json` form of a finding (DESIGN.md)."""
+        """The `wf lint -o json` form of a finding (a contract: CI parses it)."""
         return {"file": self.file, "line": self.line, "field": self.field, "message": self.message,
                 "severity": self.severity}
 

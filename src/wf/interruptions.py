@@ -49,8 +49,9 @@ INTERRUPTION_SIGNS: Final = (
                              "(UnexpectedAdmissionError, OutOfcpu, NodeAffinity)"),
     Sign("Preempted in order to admit critical pod", "kubelet critical-pod preemption"),
     Sign("exit code 143", "SIGTERM from outside the program: graceful deletion (drain and eviction by kubectl, "
-                          "Karpenter's interruption handling or the AWS node termination handler; scheduler "
-                          "preemption) seen by Argo as Failed before the pod disappeared"),
+                          "Karpenter's interruption handling or the AWS node termination handler; "
+                          "scheduler preemption) "
+                          "seen by Argo as Failed before the pod disappeared"),
     Sign("exit code 137", "SIGKILL after the deletion grace period ran out; an OOM kill, 'OOMKilled (exit code 137)', "
                           "is excluded below and stays the program's"),
     Sign(MPI_WORKER_FAILED, "Argo's resource wait on a multi-node step's MPIJob, naming wf.mpijob's failure condition "

@@ -105,7 +105,7 @@ def _by_name(value: Any) -> dict[str, Any] | None:
 def _same(have: Any, want: Any) -> bool:
     """Equal, quantities compared by value (a hand-written `1Ti` is the generated `1024Gi`)."""
     if isinstance(have, list) and isinstance(want, list):
-        return len(have) == len(want) and all(_same(h, w) for h, w in zip(have, want))
+        return len(have) == len(want) and all(_same(h, w) for h, w in zip(have, want, strict=True))
     if isinstance(have, dict) and isinstance(want, dict):
         return have.keys() == want.keys() and all(_same(have[k], want[k]) for k in want)
     if have == want:

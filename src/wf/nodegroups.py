@@ -196,7 +196,8 @@ def class_node_labels(cls: ComputeClass, capacity: str) -> dict[str, str]:
 
 
 def node_groups_of(cls: ComputeClass, catalog: Catalog) -> list[NodeGroup]:
-    return [node_group(cls, catalog, capacity, zone) for capacity in cls.capacity for zone in cls.zones(catalog.cluster)]
+    zones = cls.zones(catalog.cluster)
+    return [node_group(cls, catalog, capacity, zone) for capacity in cls.capacity for zone in zones]
 
 
 def node_group(cls: ComputeClass, catalog: Catalog, capacity: str, zone: str | None = None) -> NodeGroup:

@@ -59,7 +59,7 @@ def _format_of(kind: type[Enum], *aliases: str) -> Any:
 # Formats are typed str and checked by the callback, so an old `-o FILE` gets the migration hint above.
 ObjectOutput = Annotated[str | None, _format_of(Output)]
 ReportOutput = Annotated[str, _format_of(Format)]
-# `wf lint --format` came first (DESIGN.md) and stays an alias.
+# `wf lint --format` came first (a published flag) and stays an alias.
 LintOutput = Annotated[str, _format_of(Format, "--format")]
 GeneratedOutput = Annotated[str, _format_of(Generated)]
 

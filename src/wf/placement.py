@@ -62,7 +62,8 @@ def place_step(job: TrainingJob, index: int, catalog: Catalog, section: str = "s
     capacity = step.capacity or job.spec.capacity or cls.default_capacity
     if capacity not in cls.capacity:
         where = (*at, "capacity") if step.capacity else ("spec", "capacity")
-        problems.append(Problem.at(where, f"compute class {cls.name!r} offers {' and '.join(cls.capacity)}, not {capacity}"))
+        problems.append(Problem.at(where, f"compute class {cls.name!r} offers {' and '.join(cls.capacity)}, "
+                                          f"not {capacity}"))
     group = node_group(cls, catalog, capacity if capacity in cls.capacity else cls.default_capacity)
     # What every node of the class offers: a request sized from it fits whichever type the autoscaler models.
     least = group.least_allocatable()

@@ -76,9 +76,9 @@ def sites(step: Step) -> Iterator[tuple[tuple[PathKey, ...], str]]:
     for key, value in step.env.items():
         if isinstance(value, str) and "{{" in value:
             yield ("env", key), value
-    for field, value in (("workingDir", step.working_dir), ("image", step.image)):
-        if value and "{{" in value:
-            yield (field,), value
+    for field, text in (("workingDir", step.working_dir), ("image", step.image)):
+        if text and "{{" in text:
+            yield (field,), text
     if step.when is not None:
         yield ("when",), step.when
     if isinstance(step.for_each, str):
@@ -121,7 +121,8 @@ def problems(spec: JobSpec) -> list[Problem]:
         if isinstance(value, str):
             for text, ref in references_in(value):
                 if ref is None or ref.kind in ("item", "output"):
-                    out.append(Problem.at(("spec", "env", key), f"{text}: job-level env may use only workflow references"))
+                    out.append(Problem.at(("spec", "env", key),
+                                          f"{text}: job-level env may use only workflow references"))
                 elif ref.kind == "parameter" and ref.name not in spec.parameters:
                     out.append(Problem.at(("spec", "env", key), _unknown_parameter(ref, spec)))
     for section, steps in (("steps", spec.steps), ("onExit", spec.on_exit)):

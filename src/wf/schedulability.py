@@ -134,7 +134,9 @@ def explain(pod: PodConstraints, groups: list[NodeGroup]) -> str | None:
     return f"no node group fits; nearest is {nearest.group.name}: " + "; ".join(nearest.reasons)
 
 
-def pod_requests(containers: list[dict[str, Any]], init_containers: list[dict[str, Any]]) -> tuple[dict[str, Decimal], list[str]]:
+def pod_requests(
+    containers: list[dict[str, Any]], init_containers: list[dict[str, Any]]
+) -> tuple[dict[str, Decimal], list[str]]:
     """Effective pod requests (sum of containers, at least the largest init container), and values we could not
     read (templated with {{...}}), which are skipped rather than guessed."""
     skipped: list[str] = []
@@ -174,7 +176,8 @@ def pod_constraints(spec: dict[str, Any], template: dict[str, Any]) -> PodConstr
              .get("nodeSelectorTerms") or [])
     if _templated(selector) or _templated(tolerations) or _templated(terms):
         return None
-    return PodConstraints({str(k): str(v) for k, v in selector.items()}, terms, tolerations, template_requests(template))
+    selector_text = {str(k): str(v) for k, v in selector.items()}
+    return PodConstraints(selector_text, terms, tolerations, template_requests(template))
 
 
 def template_requests(template: dict[str, Any]) -> dict[str, Decimal]:

@@ -332,7 +332,8 @@ class _Parts:
         for section, steps in sections:
             if cycle := find_cycle([s for _, s in steps]):
                 first_at = next(i for i, s in steps if s.name == cycle[0])
-                out.append(Problem.at(("spec", section, first_at, "needs"), f"steps form a cycle: {' -> '.join(cycle)}"))
+                out.append(Problem.at(("spec", section, first_at, "needs"),
+                                      f"steps form a cycle: {' -> '.join(cycle)}"))
         return out or references.problems(self.spec)
 
 

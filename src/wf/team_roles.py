@@ -13,18 +13,20 @@ from typing import Any
 import yaml
 
 from wf.catalog import Catalog
+from wf.constants import ARGO_GROUP, WORKFLOWS
+from wf.kueue import API_GROUP as KUEUE_GROUP
 from wf.kueue import queues_of
 from wf.teams import Team
 
 RBAC_API = "rbac.authorization.k8s.io/v1"
 ROLE_NAME = "wf-team"
 RULES: list[dict[str, Any]] = [
-    {"apiGroups": ["argoproj.io"], "resources": ["workflows"],
+    {"apiGroups": [ARGO_GROUP], "resources": [WORKFLOWS],
      "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
     {"apiGroups": [""], "resources": ["pods/log", "events"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [KUEUE_GROUP], "resources": ["workloads", "localqueues"], "verbs": ["get", "list", "watch"]},
 ]
 
 

@@ -144,8 +144,8 @@ def _quota_problems(team: Team, at: tuple[PathKey, ...], catalog: Catalog) -> li
             continue
         capacity = quota.capacity or cls.default_capacity
         if capacity not in cls.capacity:
-            out.append(Problem.at((*qat, "capacity"), f"compute class {cls.name!r} offers {' and '.join(cls.capacity)}, "
-                                            f"not {capacity}"))
+            out.append(Problem.at((*qat, "capacity"),
+                                  f"compute class {cls.name!r} offers {' and '.join(cls.capacity)}, not {capacity}"))
         if (cls.name, capacity) in seen:
             out.append(Problem.at((*qat, "compute"), f"team {team.name} has two quotas for {cls.name} {capacity}"))
         seen.add((cls.name, capacity))
@@ -155,7 +155,8 @@ def _quota_problems(team: Team, at: tuple[PathKey, ...], catalog: Catalog) -> li
                 out.append(Problem.at((*qat, "accelerators"), f"compute class {cls.name!r} has no accelerators"))
             for key, limit in limits:
                 if limit and limit.accelerators is not None:
-                    out.append(Problem.at((*qat, key, "accelerators"), f"compute class {cls.name!r} has no accelerators"))
+                    out.append(Problem.at((*qat, key, "accelerators"),
+                                          f"compute class {cls.name!r} has no accelerators"))
         if quota.lending_limit:
             nominal = amounts(quota)
             for resource, value in amounts(quota.lending_limit).items():

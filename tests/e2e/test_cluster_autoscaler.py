@@ -77,7 +77,7 @@ def test_pending_pod_gets_a_node_from_zero_and_a_reclaimed_spot_node_is_replaced
         node = core.read_node(first)
         assert node.metadata.labels[CLASS_LABEL] == "cpu" and node.metadata.labels[CAPACITY_LABEL] == "spot"
         assert node.metadata.labels["karpenter.sh/nodepool"] == "cpu-spot"
-        assert node.metadata.labels["node.kubernetes.io/instance-type"] in ("r5.4xlarge", "r5.8xlarge")
+        assert node.metadata.labels["node.kubernetes.io/instance-type"] in ("r5.4xlarge", "r6i.4xlarge")
 
         # A Spot reclaim without a drain: the node goes away; its pod is garbage-collected and recreated.
         core.delete_node(first)

@@ -147,7 +147,8 @@ def test_pod_logs_are_served_through_the_api_server(local_cluster: ClusterHandle
 
     _, pod = _run(local_cluster, _workflow("logs"))
     with local_cluster.api_client() as api:
-        text = client.CoreV1Api(api).read_namespaced_pod_log(pod.metadata.name, local_cluster.namespace, container="main")
+        text = client.CoreV1Api(api).read_namespaced_pod_log(pod.metadata.name, local_cluster.namespace,
+                                                             container="main")
     assert "simulated by kwok" in text
 
 

@@ -44,7 +44,8 @@ def job_file(tmp_path: Path, name: str, steps: list[dict[str, Any]], **spec: Any
 
 
 def step(name: str, *, needs: list[str] | None = None, **annotations: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": name, "command": ["sh", "-c", f"echo {name}"], "resources": {"cpu": 1, "memory": "1Gi"}}
+    out: dict[str, Any] = {"name": name, "command": ["sh", "-c", f"echo {name}"],
+                           "resources": {"cpu": 1, "memory": "1Gi"}}
     if needs:
         out["needs"] = needs
     if annotations:
@@ -69,7 +70,8 @@ def test_every_example_submits_and_watches_to_succeeded(local_cluster: ClusterHa
                 assert last and set(last.values()) == {"Succeeded"}, (s["name"], result.stdout)
             else:
                 assert f" {s['name']}: Succeeded [" in result.stdout, (s["name"], result.stdout)
-        name = next(line.split()[1].split("/")[1] for line in result.stdout.splitlines() if line.startswith("Workflow "))
+        name = next(line.split()[1].split("/")[1] for line in result.stdout.splitlines()
+                    if line.startswith("Workflow "))
         assert_placed_by_class(local_cluster, name, doc)
 
 
@@ -87,7 +89,8 @@ def assert_placed_by_class(handle: ClusterHandle, name: str, doc: dict[str, Any]
     wanted = {}
     for s in [*spec["steps"], *spec.get("onExit", [])]:
         cls = s.get("compute") or spec["compute"]
-        wanted[s["name"]] = (cls, s.get("capacity") or spec.get("capacity") or catalog.compute_class(cls).default_capacity)
+        capacity = s.get("capacity") or spec.get("capacity") or catalog.compute_class(cls).default_capacity
+        wanted[s["name"]] = (cls, capacity)
         if s.get("nodes"):  # a multi-node step's own pod is Argo's, creating the MPIJob from the launcher's class
             launcher = launcher_class(catalog, catalog.compute_class(cls))
             assert launcher
@@ -207,8 +210,10 @@ def developer_kubeconfig(handle: ClusterHandle, path: Path) -> Path:
     from kubernetes import client
 
     with handle.api_client() as api:
-        request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600))
-        token = client.CoreV1Api(api).create_namespaced_service_account_token("wf-developer", "wf", request).status.token
+        request = client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600))
+        token = client.CoreV1Api(api).create_namespaced_service_account_token(
+            "wf-developer", "wf", request).status.token
     config = yaml.safe_load(handle.kubeconfig.read_text())
     context = next(c for c in config["contexts"] if c["name"] == handle.context)
     user = context["context"]["user"]
@@ -220,12 +225,15 @@ def developer_kubeconfig(handle: ClusterHandle, path: Path) -> Path:
     return path
 
 
-def test_developer_role_forbidden_namespace_exits_3_with_the_rbac_message(local_cluster: ClusterHandle, tmp_path: Path) -> None:
+def test_developer_role_forbidden_namespace_exits_3_with_the_rbac_message(
+    local_cluster: ClusterHandle, tmp_path: Path
+) -> None:
     dev = developer_kubeconfig(local_cluster, tmp_path / "dev-kubeconfig")
     forbidden = wf_cli(local_cluster, "list", "-n", "kube-system", kubeconfig=dev)
     assert forbidden.returncode == 3, forbidden.stderr
     assert "forbidden by RBAC" in forbidden.stderr
-    assert 'cannot list resource "workflows" in API group "argoproj.io" in the namespace "kube-system"' in forbidden.stderr
+    assert ('cannot list resource "workflows" in API group "argoproj.io" in the namespace "kube-system"'
+            in forbidden.stderr)
     assert "Traceback" not in forbidden.stderr
     watch = wf_cli(local_cluster, "watch", "x", "-n", "kube-system", kubeconfig=dev)
     assert watch.returncode == 3 and "forbidden by RBAC" in watch.stderr
@@ -235,7 +243,9 @@ def test_developer_role_forbidden_namespace_exits_3_with_the_rbac_message(local_
     assert ok.returncode == 0, ok.stdout + ok.stderr
 
 
-def test_a_spot_node_taken_away_is_an_interruption_and_the_job_still_succeeds(local_cluster: ClusterHandle, tmp_path: Path) -> None:
+def test_a_spot_node_taken_away_is_an_interruption_and_the_job_still_succeeds(
+    local_cluster: ClusterHandle, tmp_path: Path
+) -> None:
     from kubernetes import client
 
     import wf
@@ -252,7 +262,8 @@ def test_a_spot_node_taken_away_is_an_interruption_and_the_job_still_succeeds(lo
         # that vanishes within RECENTLY_STARTED_POD_DURATION (10 s) of its start, under the same attempt.
         deadline = time.monotonic() + 60
         while True:
-            current = kube.custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", "wf", "workflows", submitted.name)
+            current = kube.custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", "wf", "workflows",
+                                                               submitted.name)
             running = [n for n in (current.get("status") or {}).get("nodes", {}).values()
                        if n["type"] == "Pod" and n["phase"] == "Running" and n.get("hostNodeName")]
             if running and (datetime.now(UTC) - parse_time(running[0]["startedAt"])).total_seconds() > 15:
@@ -260,8 +271,8 @@ def test_a_spot_node_taken_away_is_an_interruption_and_the_job_still_succeeds(lo
             assert time.monotonic() < deadline, current.get("status")
             time.sleep(0.5)
         node = running[0]["hostNodeName"]
-        (victim,) = [p for p in core.list_namespaced_pod("wf", label_selector=f"workflows.argoproj.io/workflow={submitted.name}").items
-                     if p.spec.node_name == node]
+        pods = core.list_namespaced_pod("wf", label_selector=f"workflows.argoproj.io/workflow={submitted.name}")
+        (victim,) = [p for p in pods.items if p.spec.node_name == node]
         assert core.read_node(node).metadata.labels["wf.dev/capacity"] == "spot"
         # What a Spot interruption does on EKS: cordon, evict (drain), then the instance and its node go away.
         core.patch_node(node, {"spec": {"unschedulable": True}})
@@ -280,10 +291,13 @@ def test_a_spot_node_taken_away_is_an_interruption_and_the_job_still_succeeds(lo
         local_cluster.cluster.up(merge_into=local_cluster.kubeconfig)  # puts the deleted node back
 
 
-def test_250_workflows_are_submitted_and_watched_through_one_stream(local_cluster: ClusterHandle, tmp_path: Path) -> None:
+def test_250_workflows_are_submitted_and_watched_through_one_stream(
+    local_cluster: ClusterHandle, tmp_path: Path
+) -> None:
     import wf
 
-    path = job_file(tmp_path, "many", [{"name": "one", "command": ["true"], "resources": {"cpu": "100m", "memory": "64Mi"}}])
+    path = job_file(tmp_path, "many",
+                    [{"name": "one", "command": ["true"], "resources": {"cpu": "100m", "memory": "64Mi"}}])
     kube = connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
     started = time.monotonic()
     submitted = wf.submit([str(path)] * 250, kube=kube, rate=50, burst=50)

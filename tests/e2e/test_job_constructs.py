@@ -44,7 +44,8 @@ def test_fan_out_conditions_exit_handlers_and_item_interruptions(local_cluster: 
 
     kube = connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
     # The producer outlasts the wait for the interruption below, so the fan-out is watched from its start.
-    producer = step("list", **{SIM_DURATION: "25s", OUTPUTS_ANNOTATION: json.dumps({"shards": list(range(ITEMS)), "score": "0.5"})})
+    outputs = json.dumps({"shards": list(range(ITEMS)), "score": "0.5"})
+    producer = step("list", **{SIM_DURATION: "25s", OUTPUTS_ANNOTATION: outputs})
     producer["outputs"] = {"parameters": {"shards": "/tmp/shards.json", "score": "/tmp/score"},
                            "artifacts": {"report": "/tmp/report"}}
     fan = step("shard", needs=["list"], **{SIM_DURATION: "2s"})

@@ -85,7 +85,8 @@ def test_application_retries_and_interruptions(local_cluster: ClusterHandle, tmp
     # counted from the FIRST attempt's start (ARGO_DEADLINE: the wait container kills the step then), and retries
     # nothing at all once it has passed. Without a step timeout there is no deadline: Go's zero time.
     (pod,) = _pods(kube, names["interrupted"])
-    deadlines = {c.name: next((e.value for e in c.env or [] if e.name == "ARGO_DEADLINE"), None) for c in pod.spec.containers}
+    deadlines = {c.name: next((e.value for e in c.env or [] if e.name == "ARGO_DEADLINE"), None)
+                 for c in pod.spec.containers}
     assert deadlines == {"wait": NO_DEADLINE, "main": NO_DEADLINE}, (deadlines, report)
     assert pod.spec.active_deadline_seconds is None
     (view,) = wf.watch([names["interrupted"]], namespace=NAMESPACE, kube=kube, with_cost=False).outcome.views.values()
@@ -101,7 +102,8 @@ RUNNING = "running"  # leave the container statuses as the kubelet last reported
 NODE_LOSS_PATHS: dict[str, tuple[dict[str, Any], str, bool]] = {
     "podgc-running": ({"containers": RUNNING, "condition": "DeletionByPodGC"},
                       "pod failed: neither main nor wait container completed successfully", True),
-    "podgc-unstarted": ({"containers": None, "condition": "DeletionByPodGC"}, "can't find failed message for pod", True),
+    "podgc-unstarted": ({"containers": None, "condition": "DeletionByPodGC"},
+                        "can't find failed message for pod", True),
     "podgc-creating": ({"containers": {"waiting": {"reason": "ContainerCreating"}}, "condition": "DeletionByPodGC"},
                        "Pod failed before main container starts due to ContainerCreating", True),
     "node-shutdown": ({"containers": {"terminated": {"exitCode": 143, "reason": "Error"}}, "reason": "Terminated",
@@ -109,12 +111,13 @@ NODE_LOSS_PATHS: dict[str, tuple[dict[str, Any], str, bool]] = {
                        "condition": "TerminationByKubelet"},
                       "Pod was terminated in response to imminent node shutdown.", True),
     "pressure-eviction": ({"containers": {"terminated": {"exitCode": 137, "reason": "Error"}}, "reason": "Evicted",
-                           "message": "The node was low on resource: memory. Threshold quantity: 100Mi, available: 52Ki. ",
+                           "message": "The node was low on resource: memory. Threshold quantity: 100Mi, "
+                                      "available: 52Ki. ",
                            "condition": "TerminationByKubelet"},
                           "The node was low on resource: memory.", True),
     "admission-rejected": ({"containers": None, "reason": "OutOfcpu",
-                            "message": "Pod was rejected: Node didn't have enough resource: cpu, requested: 1000, used: "
-                                       "15890, capacity: 15890"},
+                            "message": "Pod was rejected: Node didn't have enough resource: cpu, "
+                                       "requested: 1000, used: 15890, capacity: 15890"},
                            "Pod was rejected: Node didn't have enough resource: cpu", True),
     "drain-eviction-sigterm": ({"containers": {"terminated": {"exitCode": 143, "reason": "Error"}},
                                 "condition": "EvictionByEvictionAPI"}, "main: Error (exit code 143)", True),
@@ -223,7 +226,8 @@ def _running_attempt(kube: Any, name: str, exclude: tuple[str, ...] = ()) -> tup
         if (datetime.now(UTC) - parse_time(node["startedAt"])).total_seconds() <= RECENTLY_STARTED_SECONDS + 3:
             continue
         for pod in _pods(kube, name):
-            if pod.metadata.annotations.get("workflows.argoproj.io/node-id") == node["id"] and pod.status.phase == "Running":
+            node_id = pod.metadata.annotations.get("workflows.argoproj.io/node-id")
+            if node_id == node["id"] and pod.status.phase == "Running":
                 return node["id"], pod
     return None
 
@@ -266,7 +270,8 @@ def _interrupt_once(kube: Any, name: str) -> str:
     deadline = time.monotonic() + 60
     while True:
         running = [n for n in _nodes(_get(kube, name)) if n["type"] == "Pod" and n["phase"] == "Running"]
-        if running and (datetime.now(UTC) - parse_time(running[0]["startedAt"])).total_seconds() > RECENTLY_STARTED_SECONDS + 3:
+        if running and ((datetime.now(UTC) - parse_time(running[0]["startedAt"])).total_seconds()
+                        > RECENTLY_STARTED_SECONDS + 3):
             break
         assert time.monotonic() < deadline, _get(kube, name).get("status")
         time.sleep(0.5)

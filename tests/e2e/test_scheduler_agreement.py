@@ -103,13 +103,16 @@ class Generator:
         spec: dict[str, Any] = {}
         own = target.node_labels(target.instance_types[0])
         # Mostly keys the group's nodes carry (a key they lack never matches: a few of those suffice).
-        selector = {key: self.value(key, target) for key in SELECTOR_KEYS if rng.random() < (0.25 if key in own else 0.04)}
+        selector = {key: self.value(key, target) for key in SELECTOR_KEYS
+                    if rng.random() < (0.25 if key in own else 0.04)}
         if selector:
             spec["nodeSelector"] = selector
         if rng.random() < 0.45:
             terms = [{"matchExpressions": [self.expression(target) for _ in range(rng.randint(1, 2))]}
                      for _ in range(rng.randint(1, 2))]
-            spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+            spec["affinity"] = {
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+            }
         if rng.random() < 0.65:
             spec["tolerations"] = [self.toleration(target) for _ in range(rng.randint(1, 2))]
         main, init = self.resources(target)
@@ -130,11 +133,13 @@ class Generator:
                 return {"key": key, "operator": "NotIn", "values": ["bogus"]}
             if operator == "Exists":
                 return {"key": key, "operator": "Exists"}
-            return {"key": rng.choice([k for k in (*SELECTOR_KEYS, ABSENT_KEY) if k not in labels]), "operator": "DoesNotExist"}
+            absent = [k for k in (*SELECTOR_KEYS, ABSENT_KEY) if k not in labels]
+            return {"key": rng.choice(absent), "operator": "DoesNotExist"}
         key = rng.choice((*SELECTOR_KEYS, ABSENT_KEY))
         if operator in ("Exists", "DoesNotExist"):
             return {"key": key, "operator": operator}
-        return {"key": key, "operator": operator, "values": sorted({rng.choice(self.values.get(key, ["bogus"])) for _ in range(2)})}
+        values = sorted({rng.choice(self.values.get(key, ["bogus"])) for _ in range(2)})
+        return {"key": key, "operator": operator, "values": values}
 
     def toleration(self, target: NodeGroup) -> dict[str, Any]:
         rng = self.rng
@@ -153,7 +158,8 @@ class Generator:
         rng = self.rng
         group = target if rng.random() < 0.85 else rng.choice(self.groups)
         allocatable = group.allocatable(rng.choice(group.instance_types))
-        resource = rng.choice([r for r in BOUNDARY_RESOURCES if parse_quantity(allocatable.get(r, "0")) > 0] + ["cpu", "memory"])
+        offered = [r for r in BOUNDARY_RESOURCES if parse_quantity(allocatable.get(r, "0")) > 0]
+        resource = rng.choice(offered + ["cpu", "memory"])
         edge = parse_quantity(allocatable.get(resource, "0")) + rng.choice((-1, 0, 1)) * STEP.get(resource, Decimal(1))
         amount = _quantity(resource, max(edge, Decimal(0)))
         requests = dict(BASE_REQUESTS)
@@ -208,7 +214,7 @@ def rounds(cases: list[Case]) -> Iterator[list[tuple[Case, int]]]:
     per_group: dict[str, list[Case]] = {}
     for case in pinned:
         per_group.setdefault(case.group.name, []).append(case)  # type: ignore[union-attr]
-    units += [list(batch) for batch in zip(*per_group.values())]
+    units += [list(batch) for batch in zip(*per_group.values(), strict=True)]
     units += [[c] for c in cases if c.group is None]
     for start in range(0, len(units), SLOTS):
         yield [(case, slot) for slot, unit in enumerate(units[start:start + SLOTS]) for case in unit]
@@ -231,7 +237,8 @@ def probe_nodes(local_cluster: ClusterHandle) -> Iterator[tuple[str, dict[str, d
                 node["metadata"]["labels"] |= {HOSTNAME_LABEL: name, SLOT_LABEL: f"{run}-{slot}"}
                 node["spec"]["taints"].append({"key": PROBE_TAINT, "value": run, "effect": "NoSchedule"})
                 node["status"]["conditions"] = [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                                 "message": "probe node", "lastHeartbeatTime": now, "lastTransitionTime": now}]
+                                                 "message": "probe node", "lastHeartbeatTime": now,
+                                                 "lastTransitionTime": now}]
                 manifests.append(node)
     with local_cluster.api_client() as api:
         core = client.CoreV1Api(api)
@@ -240,8 +247,9 @@ def probe_nodes(local_cluster: ClusterHandle) -> Iterator[tuple[str, dict[str, d
                 list(pool.map(core.create_node, manifests))
                 # Admission taints every new node not-ready; the node lifecycle controller lifts it at ~5 nodes/s
                 # (45 s for these). They are Ready from the start (the status above), so lift it here.
-                list(pool.map(lambda m: core.patch_node(m["metadata"]["name"], {"spec": {"taints": m["spec"]["taints"]}}),
-                              manifests))
+                list(pool.map(
+                    lambda m: core.patch_node(m["metadata"]["name"], {"spec": {"taints": m["spec"]["taints"]}}),
+                    manifests))
             _wait_ready(core, run, len(manifests))
             yield run, {m["metadata"]["name"]: m["metadata"]["labels"] for m in manifests}
         finally:
@@ -307,7 +315,8 @@ def test_static_verdict_agrees_with_the_kube_scheduler(
     whole = len(cases) - len(pinned)
     print(f"\nscheduler agreement: {len(pinned) - len(disagreements[True])}/{len(pinned)} (pod, node group) cases "
           f"({fit_share:.0%} fit), {whole - len(disagreements[False])}/{whole} whole-catalog pods "
-          f"({sum(c.static_fits for c in cases if not c.group) / whole:.0%} fit); {len(cases)} pods scheduled in {took:.1f}s")
+          f"({sum(c.static_fits for c in cases if not c.group) / whole:.0%} fit); "
+          f"{len(cases)} pods scheduled in {took:.1f}s")
     assert not disagreements[True] + disagreements[False], "\n".join(disagreements[True] + disagreements[False])
     assert len(pinned) >= 200
 

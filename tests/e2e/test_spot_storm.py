@@ -104,7 +104,8 @@ def test_a_spot_storm_loses_no_workflow(storm_cluster: ClusterHandle, tmp_path: 
     name, _ = min(hit)
     shown = wf_cli(storm_cluster, "get", name, "--context", storm_cluster.context)
     assert shown.returncode == 0, shown.stderr
-    assert "interrupted" in shown.stdout and "interruptions: " in shown.stdout and " retried" in shown.stdout, shown.stdout
+    assert ("interrupted" in shown.stdout and "interruptions: " in shown.stdout
+            and " retried" in shown.stdout), shown.stdout
 
 
 def _wait_for_running_shards(kube: Any, count: int, timeout: float) -> list[Any]:

@@ -51,21 +51,27 @@ class SourcePatch:
         return text.replace(self.old, self.new) + self.append
 
 
+def _env_or_default(function: str, variable: str, default: str) -> str:
+    """Go source of a function returning the environment variable's value, else `default` (upstream's value,
+    or our loopback one): what each patch below calls instead of a hard-coded address or path."""
+    return f"""
+// {function} was added by wf's local-cluster build (see wf/cluster/build.py).
+func {function}() string {{
+	if value := os.Getenv("{variable}"); value != "" {{
+		return value
+	}}
+	return "{default}"
+}}
+"""
+
+
 # Upstream's workflow-controller serves healthz/pprof on ":6060" (every interface, a fixed port). A local
 # cluster must listen on loopback only, and two clusters on one machine must not fight over the port.
 _ARGO_HEALTH_PATCH = SourcePatch(
     file="cmd/workflow-controller/main.go",
     old='http.ListenAndServe(":6060", nil)',
     new="http.ListenAndServe(wfHealthAddr(), nil)",
-    append="""
-// wfHealthAddr was added by wf's local-cluster build (see wf/cluster/build.py).
-func wfHealthAddr() string {
-	if addr := os.Getenv("WF_HEALTH_ADDR"); addr != "" {
-		return addr
-	}
-	return "127.0.0.1:6060"
-}
-""",
+    append=_env_or_default("wfHealthAddr", "WF_HEALTH_ADDR", "127.0.0.1:6060"),
 )
 
 # The mpi-operator serves its leader-election health check on ":8080" (every interface, a fixed port): the same
@@ -74,7 +80,7 @@ _MPI_HEALTH_PATCH = SourcePatch(
     file="cmd/mpi-operator/app/server.go",
     old='Addr:    fmt.Sprintf(":%d", healthCheckPort),',
     new="Addr:    wfHealthAddr(),",
-    append=_ARGO_HEALTH_PATCH.append.replace("127.0.0.1:6060", "127.0.0.1:8080"),
+    append=_env_or_default("wfHealthAddr", "WF_HEALTH_ADDR", "127.0.0.1:8080"),
 )
 
 
@@ -85,15 +91,7 @@ _KUEUE_METRICS_CERT_PATCH = SourcePatch(
     file="cmd/kueue/main.go",
     old='metricsCertPath := "/etc/kueue/metrics/certs"',
     new="metricsCertPath := wfMetricsCertDir()",
-    append="""
-// wfMetricsCertDir was added by wf's local-cluster build (see wf/cluster/build.py).
-func wfMetricsCertDir() string {
-	if dir := os.Getenv("WF_KUEUE_METRICS_CERT_DIR"); dir != "" {
-		return dir
-	}
-	return "/etc/kueue/metrics/certs"
-}
-""",
+    append=_env_or_default("wfMetricsCertDir", "WF_KUEUE_METRICS_CERT_DIR", "/etc/kueue/metrics/certs"),
 )
 
 
@@ -367,7 +365,8 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
 
         if not (src / "go.mod").exists():
             run("init", [go, "mod", "init", f"local.wf/build/{comp.name}"])
-        info = json.loads(run("read upstream module", [go, "mod", "download", "-json", f"{comp.module}@v{comp.version}"]))
+        download = [go, "mod", "download", "-json", f"{comp.module}@v{comp.version}"]
+        info = json.loads(run("read upstream module", download))
         if comp.replace_staging_with:
             replaces = staging_replaces(Path(info["GoMod"]).read_text(), comp.replace_staging_with)
             run("pin staging modules", [go, "mod", "edit", *(f"-replace={m}={m}@v{v}" for m, v in replaces)])

@@ -73,7 +73,9 @@ def catalog_configmap(catalog: Catalog) -> dict[str, Any]:
     }
 
 
-def install(kubeconfig: Path, catalog: Catalog, nodes_per_group: int, namespaces: Sequence[str] = (WORKFLOW_NAMESPACE,)) -> None:
+def install(
+    kubeconfig: Path, catalog: Catalog, nodes_per_group: int, namespaces: Sequence[str] = (WORKFLOW_NAMESPACE,)
+) -> None:
     """Apply the platform objects, the workflow namespaces and the nodes; delete simulated nodes that are
     no longer wanted (namespaces are never deleted: they may hold someone's work)."""
     from kubernetes.dynamic import DynamicClient

@@ -7,6 +7,7 @@ zombie, and runs the binary we expect.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -56,10 +57,8 @@ def is_running(pid: int | None, binary: Path | None = None) -> bool:
 
 def _reap(pid: int) -> None:
     # Only succeeds when the process is our child (e.g. the test session started it); harmless otherwise.
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def start(argv: Sequence[str], *, env: Mapping[str, str], log_file: Path, pid_file: Path, cwd: Path) -> int:
@@ -97,8 +96,6 @@ def stop(pid: int, binary: Path | None = None, *, grace_seconds: float = 10.0) -
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
     _reap(pid)

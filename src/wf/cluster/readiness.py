@@ -34,7 +34,8 @@ def wait_api_ready(
                 while_waiting()
                 next_tick = time.monotonic() + TICK_SECONDS
             try:
-                api_client.call_api("/readyz", "GET", auth_settings=["BearerToken"], _preload_content=False, _request_timeout=5)
+                api_client.call_api("/readyz", "GET", auth_settings=["BearerToken"], _preload_content=False,
+                                    _request_timeout=5)
                 return
             except Exception as exc:  # connection refused, 500 while starting: keep polling
                 last = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -85,7 +86,8 @@ def wait_workloads_ready(
             if not not_ready and not missing and healthy:
                 return
             while_waiting()
-            waiting = f"nodes not ready: {len(not_ready)}; missing service accounts: {missing}; controller healthy: {healthy}"
+            waiting = (f"nodes not ready: {len(not_ready)}; missing service accounts: {missing}; "
+                       f"controller healthy: {healthy}")
             time.sleep(0.3)
     finally:
         api_client.close()

@@ -96,7 +96,8 @@ class LocalCluster:
         if not self.exists():
             return []
         state = self.state()
-        out = [*self.supervisor.control_plane(), self.supervisor.controller(state.controller_health_port if state else None)]
+        health_port = state.controller_health_port if state else None
+        out = [*self.supervisor.control_plane(), self.supervisor.controller(health_port)]
         out.append(self.supervisor.sim_executor())
         if state and state.autoscaler:
             out.append(self._autoscaler_status())

@@ -222,7 +222,8 @@ class Supervisor:
             "--configmap", "workflow-controller-configmap",
             *CONTROLLER_ARGS,
         ]
-        processes.start(argv, env=env, log_file=self.controller_log, pid_file=self.controller_pid_file, cwd=self.workdir)
+        processes.start(argv, env=env, log_file=self.controller_log, pid_file=self.controller_pid_file,
+                        cwd=self.workdir)
         return port
 
     # ---- the simulated executor ------------------------------------------------------------------------

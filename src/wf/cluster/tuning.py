@@ -29,10 +29,14 @@ TUNING: dict[str, dict[str, str]] = {
 }
 
 # kwok-controller's KwokConfiguration (the simulated kubelets). Defaults: 4 workers each, 1 pod syncer.
-KWOK_OPTIONS: dict[str, int | bool] = {
-    # Serves pod logs to the API server (`wf logs`). Its default is true, but kwokctl writes every option of
-    # a KwokConfiguration it is given, and an unset one as false.
+# kwok 0.8 applies its defaults only when no KwokConfiguration is given (config.GetKwokConfiguration), so giving
+# one drops them all: the defaults we rely on are spelled out, above all the debugging handlers that serve pod
+# logs to the API server (without them `kubectl logs` gets 405).
+KWOK_OPTIONS: dict[str, int | bool | str] = {
+    "cidr": "10.0.0.0/24",
     "enableDebuggingHandlers": True,
+    "enableProfilingHandler": True,
+    "enablePodsOnNodeSyncListPager": True,
     # Pods move Pending -> Running -> Succeeded by these workers; at 4, thousands of bound pods wait.
     "podPlayStageParallelism": 16,
     # Nodes only change on create and heartbeat; a few more workers for a 3,200-node start and storms.

@@ -1,4 +1,4 @@
-"""Which catalog a cluster command uses (DESIGN.md): --catalog or WF_CATALOG when given; else the one the
+"""Which catalog a cluster command uses (README, Commands): --catalog or WF_CATALOG when given; else the one the
 platform installed in the cluster (ConfigMap wf-system/wf-catalog), so developers never hold a copy; else the
 project's eksctl/catalog.yaml."""
 

@@ -40,7 +40,7 @@ def _connect(context: str | None, namespace: str | None, kubeconfig: str | None,
 
 
 def _report(runs: Any, console: Console) -> None:
-    """Cost, then the verdict: exit 0 only when every workflow succeeded (DESIGN.md exit codes)."""
+    """Cost, then the verdict: exit 0 only when every workflow succeeded (the README's exit codes)."""
     from wf.controller.view import interruption_summary, print_costs
 
     print_costs(console, [(run.name, run.cost) for run in runs.runs if run.cost is not None])
@@ -109,7 +109,9 @@ def submit_command(
 
 def watch_command(
     names: Annotated[list[str] | None, typer.Argument(help="Workflow names.")] = None,
-    selector: Annotated[str, typer.Option("-l", "--selector", help="Every workflow with these labels, e.g. wf.dev/batch=ID.")] = "",
+    selector: Annotated[
+        str, typer.Option("-l", "--selector", help="Every workflow with these labels, e.g. wf.dev/batch=ID.")
+    ] = "",
     plain: PlainOption = False,
     catalog: CatalogOption = None,
     context: ContextOption = None,

@@ -78,7 +78,9 @@ def node_share(requests: dict[str, Decimal], allocatable: dict[str, Decimal]) ->
     return min(1.0, max(shares)) if shares else 1.0  # nothing requested: it could use the whole node
 
 
-def _attempt_cost(attempt: Attempt, requests: dict[str, Decimal], facts: NodeFacts | None, now: datetime) -> tuple[float, float, float, bool, str | None]:
+def _attempt_cost(
+    attempt: Attempt, requests: dict[str, Decimal], facts: NodeFacts | None, now: datetime
+) -> tuple[float, float, float, bool, str | None]:
     from wf.instances import instance_type
 
     if facts is None:
@@ -90,8 +92,9 @@ def _attempt_cost(attempt: Attempt, requests: dict[str, Decimal], facts: NodeFac
     node_hours = attempt.seconds(now) / 3600 * node_share(requests, instance_allocatable(instance.name))
     on_demand = node_hours * instance.price_on_demand
     # Each attempt at its own capacity's price: a Spot fallback's On-Demand attempt is charged On-Demand.
-    spot = (facts.capacity or attempt.capacity) == "spot" and instance.spot_price_estimate is not None
-    estimate = node_hours * instance.spot_price_estimate if spot else on_demand
+    spot_price = instance.spot_price_estimate if (facts.capacity or attempt.capacity) == "spot" else None
+    spot = spot_price is not None
+    estimate = on_demand if spot_price is None else node_hours * spot_price
     return node_hours, on_demand, estimate, spot, instance.name
 
 
@@ -108,7 +111,8 @@ def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, Node
         for attempt in row.attempts:
             if attempt.started is None:
                 continue
-            h, od, est, spot, name = _attempt_cost(attempt, template_requests(templates.get(attempt.template) or {}), nodes.get(attempt.host or ""), now)
+            requests = template_requests(templates.get(attempt.template) or {})
+            h, od, est, spot, name = _attempt_cost(attempt, requests, nodes.get(attempt.host or ""), now)
             if name is None:
                 unpriced += 1
                 continue

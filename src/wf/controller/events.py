@@ -38,14 +38,17 @@ def _slim_template(template: dict[str, Any]) -> dict[str, Any]:
     """A pod template with what placement, requests and reasons read (wf.schedulability.pod_constraints, the
     team queue's labels for wf.controller.queue): commands, env, images, retry strategies and annotations
     dropped."""
-    slim: dict[str, Any] = {k: template[k] for k in ("name", "nodeSelector", "affinity", "tolerations") if k in template}
+    slim: dict[str, Any] = {
+        k: template[k] for k in ("name", "nodeSelector", "affinity", "tolerations") if k in template
+    }
     if labels := (template.get("metadata") or {}).get("labels"):
         slim["metadata"] = {"labels": labels}
     for key in ("container", "script"):
         if key in template:
             slim[key] = _slim_container(template[key] or {})
     if "containerSet" in template:
-        slim["containerSet"] = {"containers": [_slim_container(c) for c in (template["containerSet"] or {}).get("containers") or []]}
+        containers = (template["containerSet"] or {}).get("containers") or []
+        slim["containerSet"] = {"containers": [_slim_container(c) for c in containers]}
     for key in ("sidecars", "initContainers"):
         if key in template:
             slim[key] = [_slim_container(c) for c in template[key] or []]

@@ -53,7 +53,8 @@ def explain(
     if cls_name not in catalog.class_names:
         return Explanation("never", f"compute class {cls_name!r} is not in the cluster's catalog "
                                     f"(known: {', '.join(catalog.class_names)})")
-    groups = [g for g in node_groups(catalog) if g.compute_class == cls_name and (not capacity or g.capacity == capacity)]
+    groups = [g for g in node_groups(catalog)
+              if g.compute_class == cls_name and (not capacity or g.capacity == capacity)]
     if not groups:
         offered = ", ".join(catalog.compute_class(cls_name).capacity)
         return Explanation("never", f"compute class {cls_name!r} has no {capacity} node groups (capacity: {offered})")

@@ -119,7 +119,9 @@ def usage(catalog: Catalog, team: Team, workloads: list[Workload], pending_flavo
     return out
 
 
-def quota_wait(catalog: Catalog, team: Team, workloads: list[Workload], pod: str, template: dict[str, Any]) -> str | None:
+def quota_wait(
+    catalog: Catalog, team: Team, workloads: list[Workload], pod: str, template: dict[str, Any]
+) -> str | None:
     """'waiting for quota: perception uses 64 of 64 gaudi cards; 3 workloads ahead', or None when the pod's
     workload is admitted, not yet evaluated, or missing (the step does not queue)."""
     mine = next((w for w in workloads if w.pod == pod), None)
@@ -139,10 +141,12 @@ def quota_wait(catalog: Catalog, team: Team, workloads: list[Workload], pod: str
                  == (cls.name, capacity, resource)), None)
     used = line.used if line else Decimal(0)
     quota = line.quota if line else Decimal(0)
-    text = f"waiting for quota: {team.name} uses {show_amount(resource, used)} of {show_amount(resource, quota)} {_unit(cls, resource)}"
+    text = (f"waiting for quota: {team.name} uses {show_amount(resource, used)} of {show_amount(resource, quota)} "
+            f"{_unit(cls, resource)}")
     if used > quota:
         text += f" ({show_amount(resource, used - quota)} borrowed from other teams)"
-    ahead = sum(1 for w in _waiting(workloads) if w is not mine and (-w.priority, w.created, w.name) < (-mine.priority, mine.created, mine.name))
+    rank = (-mine.priority, mine.created, mine.name)
+    ahead = sum(1 for w in _waiting(workloads) if w is not mine and (-w.priority, w.created, w.name) < rank)
     return f"{text}; {ahead} workload{'s' if ahead != 1 else ''} ahead"
 
 
@@ -183,12 +187,15 @@ class QueueReader:
                 for pod in self.kube.core.list_namespaced_pod(namespace, label_selector=QUEUE_LABEL).items:
                     labels = pod.metadata.labels or {}
                     if pod.metadata.name in waiting and CLASS_LABEL in labels:
-                        out[waiting[pod.metadata.name]] = flavor_name(labels[CLASS_LABEL], labels.get(CAPACITY_LABEL, ""))
+                        flavor = flavor_name(labels[CLASS_LABEL], labels.get(CAPACITY_LABEL, ""))
+                        out[waiting[pod.metadata.name]] = flavor
         except ApiException:
             return out
         return out
 
-    def explain(self, catalog: Catalog | None, workflow: dict[str, Any], template: dict[str, Any], pod: str) -> str | None:
+    def explain(
+        self, catalog: Catalog | None, workflow: dict[str, Any], template: dict[str, Any], pod: str
+    ) -> str | None:
         """Why a queued step's pod waits, in team terms; None if it does not queue or is admitted."""
         labels = (template.get("metadata") or {}).get("labels") or {}
         namespace = (workflow.get("metadata") or {}).get("namespace")
@@ -212,7 +219,7 @@ def team_table(catalog: Catalog, reader: QueueReader, teams: list[Team]) -> list
         # A waiting workload's flavor is the one its pod selects; its pod carries the class labels Kueue copies.
         for line in usage(catalog, team, workloads, reader.pending_flavors(team)):
             limit = "any" if line.borrowing_limit is None else show_amount(line.resource, line.borrowing_limit)
-            rows.append([team.name, line.compute_class, line.capacity, line.resource, show_amount(line.resource, line.used),
-                         show_amount(line.resource, line.quota), f"{show_amount(line.resource, line.borrowed)} of {limit}",
-                         str(line.pending)])
+            rows.append([team.name, line.compute_class, line.capacity, line.resource,
+                         show_amount(line.resource, line.used), show_amount(line.resource, line.quota),
+                         f"{show_amount(line.resource, line.borrowed)} of {limit}", str(line.pending)])
     return rows

@@ -115,14 +115,13 @@ class KubeWorkflowTransport:
         with self._lock:
             response = self._response
         if response is not None:
+            import contextlib
             import socket
 
             sock = getattr(getattr(response, "connection", None), "sock", None)
             if sock is not None:
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
 
 Sink = Callable[[str, dict[str, Any]], None]  # (event type, object): ADDED, MODIFIED, DELETED
@@ -178,11 +177,12 @@ class NamespaceStream:
         deletions the list reveals; the resourceVersion is taken only once the whole list has been read."""
         listed: dict[str, str] = {}
         version = None
-        for items, version in self.transport.pages():
+        for items, page_version in self.transport.pages():
             for item in items:
                 listed[item["metadata"]["name"]] = item["metadata"].get("uid", "")
                 self.sink("ADDED", item)
             del items
+            version = page_version
         for name in self._known.keys() - listed.keys():
             self.sink("DELETED", {"metadata": {"name": name}})
         self._known = listed
@@ -220,9 +220,11 @@ class NamespaceStream:
                 if self.resource_version is None:
                     self._relist()
                     self._healthy()
+                resume_from = self.resource_version
+                assert resume_from is not None, "every list (even an empty one) has a page with a resourceVersion"
                 self.stats.watches += 1
                 started, delivered = time.monotonic(), 0
-                for event in self.transport.watch(self.resource_version):
+                for event in self.transport.watch(resume_from):
                     self._deliver(event)
                     self._healthy()
                     delivered += 1

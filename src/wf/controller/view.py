@@ -92,7 +92,8 @@ def step_line(view: WorkflowView, row: StepRow, note: str) -> str:
 def workflow_lines(view: WorkflowView, explanations: Mapping[str, str]) -> list[str]:
     """A workflow's phase and every step, a line each (`wf get`)."""
     ending = f" ({view.message})" if view.message and view.done else ""
-    return [f"{view.name}: {view.phase}{ending}", *(step_line(view, row, step_note(row, explanations)) for row in view.steps)]
+    return [f"{view.name}: {view.phase}{ending}",
+            *(step_line(view, row, step_note(row, explanations)) for row in view.steps)]
 
 
 def _phase_text(phase: str) -> Text:
@@ -149,7 +150,8 @@ def steps_table(view: WorkflowView, explanations: Mapping[str, str], now: dateti
 
 
 def _counts(counter: Mapping[str, int]) -> str:
-    return ", ".join(f"{n} {phase}" for phase, n in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))) or "none yet"
+    most_first = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{n} {phase}" for phase, n in most_first) or "none yet"
 
 
 def summary_line(summary: Summary) -> str:
@@ -349,8 +351,9 @@ def print_costs(console: Console, costs: Sequence[tuple[str, JobCost]]) -> None:
         table.add_column(column, justify="left" if column == "workflow" else "right")
     for name, cost in priced:
         table.add_row(name, f"{cost.node_hours:.4f}", money(cost.on_demand_usd), money(cost.estimate_usd))
-    table.add_row("total", f"{sum(c.node_hours for _, c in priced):.4f}", money(sum(c.on_demand_usd for _, c in priced)),
-                  money(sum(c.estimate_usd for _, c in priced)), style="bold")
+    table.add_row("total", f"{sum(c.node_hours for _, c in priced):.4f}",
+                  money(sum(c.on_demand_usd for _, c in priced)), money(sum(c.estimate_usd for _, c in priced)),
+                  style="bold")
     print_table(console, table)
     for assumption in dict.fromkeys(a for _, cost in priced for a in cost.assumptions):
         console.print(f"  assumption: {assumption}", markup=False, highlight=False)

@@ -93,7 +93,8 @@ class Insight:
                 self._nodes_readable = False  # a developer role may not read nodes: cost stays unknown
             self._nodes[name] = None
             return None
-        capacity = labels.get(CAPACITY_LABEL) or {"SPOT": "spot", "ON_DEMAND": "on-demand"}.get(labels.get(EKS_CAPACITY_LABEL, ""))
+        eks_capacity = labels.get(EKS_CAPACITY_LABEL, "")
+        capacity = labels.get(CAPACITY_LABEL) or {"SPOT": "spot", "ON_DEMAND": "on-demand"}.get(eks_capacity)
         facts = NodeFacts(labels[INSTANCE_TYPE_LABEL], capacity) if INSTANCE_TYPE_LABEL in labels else None
         self._nodes[name] = facts
         return facts
@@ -128,7 +129,8 @@ class Insight:
             events = self.kube.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={pod}").items
         except ApiException:
             return []
-        events.sort(key=lambda e: (e.last_timestamp or e.event_time or e.metadata.creation_timestamp or datetime.min.replace(tzinfo=UTC)))
+        events.sort(key=lambda e: (e.last_timestamp or e.event_time or e.metadata.creation_timestamp
+                                   or datetime.min.replace(tzinfo=UTC)))
         return [(e.reason or "", e.message or "") for e in events]
 
     def explain(self, workflow: dict[str, Any], row: StepRow) -> str | None:
@@ -156,7 +158,9 @@ class Insight:
         return text
 
 
-def _start_streams(namespaces: set[str], state: WatchState, inbox: Inbox, make_transport: TransportFactory) -> dict[str, NamespaceStream]:
+def _start_streams(
+    namespaces: set[str], state: WatchState, inbox: Inbox, make_transport: TransportFactory
+) -> dict[str, NamespaceStream]:
     streams: dict[str, NamespaceStream] = {}
     for namespace in sorted(namespaces):
         names = [name for ns, name in state.targets if ns == namespace]
