@@ -21,7 +21,7 @@ When a resource pod is Running this process does the same, and ends the pod thro
 own mechanism: the exit code, message and a zero duration as `sim.wf.dev/*` annotations, which the kwok stages
 (wf/cluster/kwok-stages.yaml) turn into the terminated containers, and which hold every other stage off a
 resource pod. The created object's name is kept on the pod, so a restarted executor resumes the wait instead of
-creating a second object. Only `create` is simulated, the one action wf compiles.
+creating a second object. Only `create` of a namespaced kind is simulated: what wf compiles.
 
 Run by `wf cluster up` with the cluster's admin kubeconfig: python -m wf.sim_executor --kubeconfig PATH
 """
