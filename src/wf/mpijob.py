@@ -41,7 +41,8 @@ from wf.nodegroups import node_groups_of
 from wf.placement import Placement, place_step
 from wf.spec import Step, TrainingJob
 
-API_VERSION = "kubeflow.org/v2beta1"
+GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
+API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "MPIJob"
 # Set by the mpi-operator on every pod it creates (pkg/apis/kubeflow/v2beta1/constants.go).
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"

@@ -359,6 +359,8 @@ def test_team_role_allows_its_work_and_nothing_elsewhere(queued_cluster: tuple[C
         name = made["metadata"]["name"]
         custom.patch_namespaced_custom_object("argoproj.io", "v1alpha1", "alpha", "workflows", name,
                                               {"spec": {"shutdown": "Stop"}})  # wf stop
+        custom.delete_collection_namespaced_custom_object("kubeflow.org", "v2beta1", "alpha", "mpijobs",
+                                                          label_selector=f"{WORKFLOW_NAME_LABEL}={name}")
         current = custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", "alpha", "workflows", name)
         # wf retry
         custom.replace_namespaced_custom_object("argoproj.io", "v1alpha1", "alpha", "workflows", name, current)
