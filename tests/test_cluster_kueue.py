@@ -41,7 +41,7 @@ def test_local_configuration_serves_on_loopback_without_cert_management(write: C
     assert config["webhook"] == {"host": "127.0.0.1", "port": 2, "certDir": str(tmp_path)}
     assert config["health"] == {"healthProbeBindAddress": "127.0.0.1:1"}
     assert config["internalCertManagement"] == {"enable": False}
-    assert config["integrations"] == {"frameworks": ["pod"]}
+    assert config["integrations"] == {"frameworks": ["pod", "kubeflow.org/mpijob"]}
     assert config["managedJobsNamespaceSelector"]["matchExpressions"][0]["values"] == ["mapping", "mapping-dev",
                                                                                        "perception"]
     assert config["featureGates"] == {"VisibilityOnDemand": False}
@@ -51,7 +51,12 @@ def test_webhooks_call_loopback_and_gate_only_team_namespaces(write: Callable[..
     mutating, validating = webhook_configurations(team_catalog(write), 9443, b"PEM")
     assert (mutating["metadata"]["name"], validating["metadata"]["name"]) == (MUTATING, VALIDATING)
     hooks = {h["name"]: h for h in [*mutating["webhooks"], *validating["webhooks"]]}
-    assert set(hooks) == {"mpod.kb.io", "vpod.kb.io", "mworkload.kb.io", "vworkload.kb.io"}
+    assert set(hooks) == {"mpod.kb.io", "vpod.kb.io", "mmpijob.kb.io", "vmpijob.kb.io", "mworkload.kb.io",
+                          "vworkload.kb.io"}
+    # A multi-node step's MPIJob is created suspended by Kueue's webhook, in the teams' namespaces only.
+    assert hooks["mmpijob.kb.io"]["clientConfig"]["url"].endswith("/mutate-kubeflow-org-v2beta1-mpijob")
+    assert hooks["mmpijob.kb.io"]["rules"][0]["resources"] == ["mpijobs"]
+    assert hooks["vmpijob.kb.io"]["namespaceSelector"] == hooks["mpod.kb.io"]["namespaceSelector"]
     assert hooks["mpod.kb.io"]["clientConfig"] == {"url": "https://127.0.0.1:9443/mutate--v1-pod",
                                                    "caBundle": base64.b64encode(b"PEM").decode()}
     assert hooks["mpod.kb.io"]["namespaceSelector"]["matchExpressions"][0]["values"] == ["mapping", "mapping-dev",

@@ -53,6 +53,10 @@ PATHS = [
     ("missing secret", "Error",
      "Pod failed before main container starts due to CreateContainerConfigError: secret \"s\" not found", False),
     ("template timeout", "Failed", "Pod was active on the node longer than the specified deadline", False),
+    ("multi-node step: a worker's node lost", "Failed", "main: Error (exit code 1): failure condition "
+     "'{status.replicaStatuses.Worker.failed gt [0]}' evaluated true", True),
+    ("multi-node step: the launcher failed", "Failed", "main: Error (exit code 1): failure condition "
+     "'{status.replicaStatuses.Launcher.failed gt [0]}' evaluated true", False),
 ]
 
 
@@ -66,10 +70,10 @@ def test_expression_and_classifier_agree_on_every_path(phase: str, message: str,
 
 
 def test_signs_are_literal_text_in_both_regex_engines() -> None:
-    # The same strings are a Go RE2 alternation in the expression and substrings in Python: no syntax allowed,
-    # and no double quote, which would end the expression's string literal.
+    # The same strings are a Go RE2 alternation in the expression and substrings in Python: no syntax allowed
+    # but dots (escaped), and no double quote, which would end the expression's string literal.
     for sign in (*INTERRUPTION_SIGNS, *APPLICATION_SIGNS):
-        assert not set(sign.text) & set('\\.^$|?*+()[]{}"'), sign.text
+        assert not set(sign.text) & set('\\^$|?*+()[]{}"'), sign.text
         assert sign.source
 
 

@@ -101,7 +101,8 @@ def test_cluster_queues_share_a_cohort_and_list_every_flavor(write: Callable[...
     assert flavors["cpu-spot"]["cpu"]["nominalQuota"] == "32"
     assert flavors["cpu-spot"]["memory"]["nominalQuota"] == "128Gi"
     assert flavors["cpu-on-demand"]["cpu"]["nominalQuota"] == 0
-    mapping = {f["name"]: {r["name"]: r for r in f["resources"]} for f in queues["mapping"]["resourceGroups"][0]["flavors"]}
+    mapping = {f["name"]: {r["name"]: r for r in f["resources"]}
+               for f in queues["mapping"]["resourceGroups"][0]["flavors"]}
     assert mapping["gaudi-spot"]["habana.ai/gaudi"]["lendingLimit"] == 4
     assert queues["mapping"]["namespaceSelector"]["matchExpressions"][0]["values"] == ["mapping", "mapping-dev"]
 
@@ -163,7 +164,8 @@ def test_generate_command_writes_the_objects(write: Callable[..., Path], tmp_pat
     assert kinds.count("LocalQueue") == 3
 
 
-def test_generate_without_teams_is_a_clear_error(write: Callable[..., Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_generate_without_teams_is_a_clear_error(write: Callable[..., Path],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
     path = write("catalog.yaml", yaml.safe_dump(BASE))
     with pytest.raises(SystemExit) as exc:
         main(["kueue", "generate", "--catalog", str(path)])
@@ -186,7 +188,8 @@ def pod_templates(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {t["name"]: t for t in manifest["spec"]["templates"] if "container" in t}
 
 
-def test_a_team_job_lands_in_its_queue_with_its_priority(write: Callable[..., Path], make_job: Callable[..., Any]) -> None:
+def test_a_team_job_lands_in_its_queue_with_its_priority(write: Callable[..., Path],
+                                                         make_job: Callable[..., Any]) -> None:
     from wf.compile import compile_job
 
     manifest = compile_job(team_job(make_job, [GAUDI_STEP], team="perception", priority="high"), team_catalog(write))
@@ -204,7 +207,8 @@ def test_the_namespace_names_the_team_and_the_default_priority_applies(write: Ca
     assert pod_templates(manifest)["train"]["metadata"]["labels"][kueue.PRIORITY_LABEL] == "normal"
 
 
-def test_queued_step_timeout_counts_from_the_pod_start(write: Callable[..., Path], make_job: Callable[..., Any]) -> None:
+def test_queued_step_timeout_counts_from_the_pod_start(write: Callable[..., Path],
+                                                       make_job: Callable[..., Any]) -> None:
     from wf.compile import compile_job
 
     cat = team_catalog(write)
@@ -217,7 +221,8 @@ def test_queued_step_timeout_counts_from_the_pod_start(write: Callable[..., Path
 
 @pytest.mark.parametrize(("namespace", "spec", "field", "message"), [
     (None, {"team": "vision"}, "spec.team", "unknown team 'vision'; the catalog's teams: perception, mapping"),
-    ("mapping", {"team": "perception"}, "metadata.namespace", "team perception runs in perception, not in namespace mapping"),
+    ("mapping", {"team": "perception"}, "metadata.namespace",
+     "team perception runs in perception, not in namespace mapping"),
     (None, {"priority": "high"}, "spec.priority", "a priority needs a team"),
     (None, {"team": "mapping", "priority": "urgent"}, "spec.priority", "unknown priority 'urgent'"),
 ])
@@ -309,7 +314,8 @@ def test_committed_kueue_yaml_matches_the_catalog(catalog: Catalog) -> None:
     assert result.documents == len(kueue.objects(catalog)) and result.errors == []
 
 
-def test_submit_compiles_for_the_namespace_it_lands_in(write: Callable[..., Path], make_job: Callable[..., Any]) -> None:
+def test_submit_compiles_for_the_namespace_it_lands_in(write: Callable[..., Path],
+                                                       make_job: Callable[..., Any]) -> None:
     from wf.controller.submit import prepare
 
     cat = team_catalog(write)

@@ -17,6 +17,7 @@ from wf.catalog import Catalog
 from wf.compile import compile_job
 from wf.constants import CLASS_LABEL, STEP_LABEL, WORKFLOW_NAME_LABEL, ZONE_LABEL
 from wf.errors import InputError
+from wf.kueue import LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL
 from wf.mpijob import (
     API_VERSION,
     CONTAINER,
@@ -92,7 +93,8 @@ def test_workers_hold_whole_nodes_one_per_node_in_one_zone(catalog: Catalog) -> 
 
 
 def test_the_launcher_runs_the_command_on_the_cpu_class(catalog: Catalog) -> None:
-    mpijob = yaml.safe_load(_template(_job([_step(processesPerNode=4, env={"A": "1"})]), catalog)["resource"]["manifest"])
+    template = _template(_job([_step(processesPerNode=4, env={"A": "1"})]), catalog)
+    mpijob = yaml.safe_load(template["resource"]["manifest"])
     assert mpijob["spec"]["slotsPerWorker"] == 4
     launcher = mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]
     assert launcher["replicas"] == 1
@@ -154,3 +156,24 @@ def test_wf_lint_names_file_line_and_field(tmp_path: Path) -> None:
     out = result.stdout + result.stderr
     assert re.search(r"job\.yaml:\d+.*spec\.steps\[0\]\.nodes.*has no accelerators", out), out
     assert "Traceback" not in out
+
+
+def test_a_queued_mpijob_is_one_kueue_workload(catalog: Catalog) -> None:
+    # perception's namespace: Kueue's MPIJob integration admits launcher and workers together, from the labels on
+    # the MPIJob; labels on its pods would make each a plain-pod workload of its own (a partial gang holds quota).
+    job = TrainingJob.model_validate({"apiVersion": "wf/v1", "kind": "TrainingJob",
+                                      "metadata": {"name": "bert", "namespace": "perception"},
+                                      "spec": {"image": "habana:1.21", "compute": "gaudi", "steps": [_step()]}})
+    template = _template(job, catalog)
+    mpijob = yaml.safe_load(template["resource"]["manifest"])
+    assert mpijob["metadata"]["labels"][QUEUE_LABEL] == LOCAL_QUEUE
+    assert mpijob["metadata"]["labels"][PRIORITY_LABEL] == "normal"
+    for replica in mpijob["spec"]["mpiReplicaSpecs"].values():
+        labels = replica["template"]["metadata"]["labels"]
+        assert QUEUE_LABEL not in labels and PRIORITY_LABEL not in labels, labels
+    assert "suspend" not in mpijob["spec"]["runPolicy"]  # Kueue's webhook suspends it until admission
+    # Argo's resource pod is a workload of its own in the team's queue (its namespace's default queue would
+    # take it anyway): it asks for no accelerators, so it never waits behind the gang.
+    assert template["metadata"]["labels"][QUEUE_LABEL] == LOCAL_QUEUE
+    unqueued = yaml.safe_load(_template(_job([_step()]), catalog)["resource"]["manifest"])
+    assert QUEUE_LABEL not in unqueued["metadata"]["labels"]

@@ -1,15 +1,25 @@
-"""The simulated executor's report: the WorkflowTaskResult Argo's wait container would create for a pod."""
+"""The simulated executor: the WorkflowTaskResult Argo's wait container would create for a pod, and what
+`argoexec resource` would do in a resource template's pod."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import pytest
+
+from wf.constants import SIM_DURATION, SIM_EXIT_CODE, SIM_MESSAGE
+from wf.resource_conditions import ConditionError, Conditions, Verdict
 from wf.sim_executor import (
+    CHECK_INTERVAL_ENV,
     COMPLETED_LABEL,
     OUTPUTS_ANNOTATION,
+    RESOURCE_ANNOTATION,
     WORKFLOW_LABEL,
+    collection_path,
+    resource_action,
     task_result,
+    verdict_annotations,
 )
 
 TEMPLATE = {"name": "list", "outputs": {
@@ -52,3 +62,74 @@ def test_only_succeeded_pods_with_outputs_are_reported() -> None:
 def test_a_bad_annotation_falls_back_to_defaults() -> None:
     result = task_result(pod(**{OUTPUTS_ANNOTATION: "not json"}))
     assert result is not None and result["outputs"]["parameters"][0] == {"name": "shards", "value": ""}
+
+
+# --- resource templates: what `argoexec resource` does -------------------------------------------------------
+
+MANIFEST = """apiVersion: kubeflow.org/v2beta1
+kind: MPIJob
+metadata:
+  generateName: bert-train-
+  ownerReferences:
+  - {apiVersion: argoproj.io/v1alpha1, kind: Workflow, name: wf-abc, uid: w1, controller: true}
+spec: {}
+"""
+RESOURCE = {"name": "train", "resource": {"action": "create", "setOwnerReference": True, "manifest": MANIFEST,
+                                          "successCondition": "status.replicaStatuses.Launcher.succeeded > 0",
+                                          "failureCondition": "status.replicaStatuses.Worker.failed > 0"}}
+
+
+def resource_pod(phase: str = "Running", template: dict[str, Any] = RESOURCE, env: list[dict[str, str]] | None = None,
+                 **annotations: str) -> dict[str, Any]:
+    out = pod(phase, template, **annotations)
+    out["spec"]["containers"] = [{"name": "main", "command": ["argoexec", "resource", "create"], "env": env or []}]
+    return out
+
+
+def test_a_running_resource_pod_creates_its_manifest_in_its_namespace_and_waits() -> None:
+    action = resource_action(resource_pod())
+    assert action is not None and action.action == "create" and action.created is None
+    assert action.collection == "/apis/kubeflow.org/v2beta1/namespaces/ml/mpijobs"
+    assert action.manifest["metadata"]["ownerReferences"][0]["uid"] == "w1"  # the controller's, passed on
+    assert isinstance(action.conditions, Conditions) and action.conditions.waits
+    assert action.interval == 5.0  # Argo's RESOURCE_STATE_CHECK_INTERVAL default
+
+
+def test_only_running_resource_pods_without_a_verdict_act() -> None:
+    assert resource_action(resource_pod(phase="Pending")) is None
+    assert resource_action(resource_pod(phase="Succeeded")) is None
+    assert resource_action(resource_pod(**{SIM_EXIT_CODE: "0"})) is None  # the verdict is given
+    assert resource_action(pod(phase="Running")) is None  # an ordinary pod
+    created = "/apis/kubeflow.org/v2beta1/namespaces/ml/mpijobs/x"
+    resumed = resource_action(resource_pod(**{RESOURCE_ANNOTATION: created}))
+    assert resumed is not None and resumed.created == created
+
+
+def test_the_check_interval_and_a_condition_argo_cannot_parse() -> None:
+    env = [{"name": CHECK_INTERVAL_ENV, "value": "1m30s"}]
+    action = resource_action(resource_pod(env=env))
+    assert action is not None and action.interval == 90.0
+    broken = {"name": "t", "resource": {**RESOURCE["resource"], "successCondition": "status.x[0] > 0"}}
+    action = resource_action(resource_pod(template=broken))
+    assert action is not None and isinstance(action.conditions, ConditionError)
+    assert str(action.conditions).startswith("success condition 'status.x[0] > 0' failed to parse")
+
+
+@pytest.mark.parametrize(("api_version", "kind", "namespace", "path"), [
+    ("kubeflow.org/v2beta1", "MPIJob", "ml", "/apis/kubeflow.org/v2beta1/namespaces/ml/mpijobs"),
+    ("v1", "ConfigMap", "ml", "/api/v1/namespaces/ml/configmaps"),
+    ("batch/v1", "Job", "ml", "/apis/batch/v1/namespaces/ml/jobs"),
+    ("networking.k8s.io/v1", "Ingress", "ml", "/apis/networking.k8s.io/v1/namespaces/ml/ingresses"),
+    ("v1", "Namespace", None, "/api/v1/namespaces"),
+    ("x/v1", "Policy", "a", "/apis/x/v1/namespaces/a/policies"),
+    ("x/v1", "Gateway", "a", "/apis/x/v1/namespaces/a/gateways"),
+    ("x/v1", "Batch", "a", "/apis/x/v1/namespaces/a/batches"),
+])
+def test_api_paths_as_argo_infers_them(api_version: str, kind: str, namespace: str | None, path: str) -> None:
+    assert collection_path(api_version, kind, namespace) == path
+
+
+def test_the_verdict_is_the_simulated_kubelets_exit_code_message_and_no_delay() -> None:
+    assert verdict_annotations(Verdict(True, "")) == {SIM_EXIT_CODE: "0", SIM_DURATION: "0s", SIM_MESSAGE: ""}
+    failed = verdict_annotations(Verdict(False, "failure condition '{a gt [0]}' evaluated true"))
+    assert failed[SIM_EXIT_CODE] == "1" and failed[SIM_MESSAGE] == "failure condition '{a gt [0]}' evaluated true"

@@ -246,7 +246,7 @@ def _step(job: TrainingJob, catalog: Catalog, step: Step, placement: Placement, 
         index = next(i for i, s in enumerate(job.spec.steps) if s.name == step.name)
         templates.append(mpijob_template(job, index, catalog,
                                          lambda p: _pod_template(job, step, p, refs, producers, queue),
-                                         [_volume(v) for v in job.spec.volumes]))
+                                         [_volume(v) for v in job.spec.volumes], queue))
     return task
 
 

@@ -20,6 +20,8 @@ WORKFLOW_NAME_LABEL: Final = f"{DOMAIN}/workflow"
 # Read by the local cluster's simulated kubelet (kwok stages) to hold a pod Running or fail it.
 SIM_DURATION: Final = f"sim.{DOMAIN}/duration"
 SIM_EXIT_CODE: Final = f"sim.{DOMAIN}/exit-code"
+# With an exit code: the termination message of the pod's containers (what a failing program printed to it).
+SIM_MESSAGE: Final = f"sim.{DOMAIN}/message"
 # Read by the local cluster's simulated executor (wf.sim_executor): the step's output parameters, as JSON.
 SIM_OUTPUTS: Final = f"sim.{DOMAIN}/outputs"
 

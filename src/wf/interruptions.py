@@ -4,9 +4,9 @@ which both the Argo retry expressions and the Python classifier behind `wf get` 
 Argo's retry expression sees only `lastRetry.status`, `.message`, `.exitCode` and `.duration` of the attempt
 (workflow/controller/operator.go, v4.0.7): not the pod's `DisruptionTarget` condition, its reason or its node. So
 every way a node loss reaches a pod is recognised by the message Argo derives from the pod (inferFailedReason) or
-by the phase Argo gives it. The signs are literal text without regular-expression syntax, so the same strings are
-a Go RE2 alternation in the expression and substring tests in Python. An application sign wins over an
-interruption sign: the program's failures are never retried on the interruption budget.
+by the phase Argo gives it. The signs are literal text without regular-expression syntax but for dots (escaped as
+`[.]`), so the same strings are a Go RE2 alternation in the expression and substring tests in Python. An
+application sign wins over an interruption sign: the program's failures are never retried on the interruption budget.
 """
 
 from __future__ import annotations
@@ -19,6 +19,11 @@ from wf.constants import DOMAIN
 # Argo phase of an attempt whose pod vanished or failed outside its main container ("pod deleted",
 # "Pod failed before main container starts ...", a wait/init container's error).
 ERROR_PHASE: Final = "Error"
+
+
+# The MPIJob status counter a multi-node step's failure condition reads for its workers (wf.mpijob): Argo's
+# message names the condition that matched.
+MPI_WORKER_FAILED: Final = "replicaStatuses.Worker.failed"
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,9 @@ INTERRUPTION_SIGNS: Final = (
                           "seen by Argo as Failed before the pod disappeared"),
     Sign("exit code 137", "SIGKILL after the deletion grace period ran out; an OOM kill, 'OOMKilled (exit code 137)', "
                           "is excluded below and stays the program's"),
+    Sign(MPI_WORKER_FAILED, "Argo's resource wait on a multi-node step's MPIJob, naming wf.mpijob's failure condition "
+                            "that matched: a worker pod failed, which is its node going away (a program that fails "
+                            "ends the launcher's mpirun, and the launcher's condition is named instead)"),
 )
 
 APPLICATION_SIGNS: Final = (
@@ -70,7 +78,7 @@ def is_interruption(phase: str | None, message: str | None) -> bool:
 
 
 def _alternation(signs: tuple[Sign, ...]) -> str:
-    return "|".join(sign.text for sign in signs)
+    return "|".join(sign.text.replace(".", "[.]") for sign in signs)  # a dot is the one character escaped
 
 
 # The pod template's retryStrategy: retry only interruptions, on their own budget.

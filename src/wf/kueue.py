@@ -30,6 +30,10 @@ QUEUE_LABEL = f"{API_GROUP}/queue-name"
 PRIORITY_LABEL = f"{API_GROUP}/priority-class"
 KINDS = ("ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass")
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+# Kueue's integrations wf's work uses: a step's pod, and a multi-node step's MPIJob, admitted as one workload
+# (a podset each for launcher and workers) so a partial gang never holds quota.
+POD_FRAMEWORK = "pod"
+MPIJOB_FRAMEWORK = "kubeflow.org/mpijob"
 # Requests wf's pods make that are not quota: scratch disk, the hugepages a Gaudi step carries with its cards,
 # and EFA interfaces. Kueue refuses a workload that requests a resource its ClusterQueue does not cover.
 EXCLUDED_RESOURCE_PREFIXES = ("ephemeral-storage", "hugepages-", "vpc.amazonaws.com/efa")
@@ -95,7 +99,8 @@ def resource_flavor(cls: ComputeClass, capacity: str) -> dict[str, Any]:
 
 
 def _flavor_resources(catalog: Catalog, cls: ComputeClass, quota: FlavorQuota | None) -> list[dict[str, Any]]:
-    by_name: dict[str, dict[str, Any]] = {name: {"name": name, "nominalQuota": 0} for name in covered_resources(catalog)}
+    by_name: dict[str, dict[str, Any]] = {name: {"name": name, "nominalQuota": 0}
+                                          for name in covered_resources(catalog)}
     if quota is not None:
         for resource in RESOURCES:
             if resource == "accelerators" and cls.accelerator is None:
@@ -160,8 +165,8 @@ def objects(catalog: Catalog) -> list[dict[str, Any]]:
 
 
 def configuration(catalog: Catalog) -> dict[str, Any]:
-    """The parts of Kueue's Configuration wf's pods rely on: plain-pod integration limited to the teams'
-    namespaces (Argo's controller and system pods are never gated), fair sharing across the cohort, and
+    """The parts of Kueue's Configuration wf's pods rely on: plain-pod and MPIJob integrations limited to the
+    teams' namespaces (Argo's controller and system pods are never gated), fair sharing across the cohort, and
     the resources that are not quota left out of admission."""
     queues = queues_of(catalog)
     namespaces = sorted({ns for team in queues.teams for ns in team.namespaces})
@@ -171,7 +176,7 @@ def configuration(catalog: Catalog) -> dict[str, Any]:
         "manageJobsWithoutQueueName": False,
         "managedJobsNamespaceSelector": {"matchExpressions": [
             {"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": namespaces}]},
-        "integrations": {"frameworks": ["pod"]},
+        "integrations": {"frameworks": [POD_FRAMEWORK, MPIJOB_FRAMEWORK]},
         "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]},
         "resources": {"excludeResourcePrefixes": list(EXCLUDED_RESOURCE_PREFIXES)},
     }
@@ -201,7 +206,8 @@ def assign_queue(catalog: Catalog, team_name: str | None, namespace: str | None,
     if queues is None:
         if team_name or priority:
             field = "team" if team_name else "priority"
-            return None, [Problem.at(("spec", field), f"the catalog {catalog.source} has no teams (no `queues:` section)")]
+            return None, [Problem.at(("spec", field),
+                                     f"the catalog {catalog.source} has no teams (no `queues:` section)")]
         return None, []
     if team_name:
         try:
@@ -210,14 +216,16 @@ def assign_queue(catalog: Catalog, team_name: str | None, namespace: str | None,
             known = ", ".join(t.name for t in queues.teams)
             return None, [Problem.at(("spec", "team"), f"unknown team {team_name!r}; the catalog's teams: {known}")]
         if namespace and namespace not in team.namespaces:
-            return None, [Problem.at(("metadata", "namespace"), f"team {team.name} runs in {', '.join(team.namespaces)}, "
-                                                      f"not in namespace {namespace}")]
+            return None, [Problem.at(("metadata", "namespace"),
+                                     f"team {team.name} runs in {', '.join(team.namespaces)}, "
+                                     f"not in namespace {namespace}")]
         namespace = namespace or team.namespaces[0]
     else:
         found = queues.team_of_namespace(namespace) if namespace else None
         if found is None:
             if priority:
-                return None, [Problem.at(("spec", "priority"), "a priority needs a team: set spec.team or a team's namespace")]
+                return None, [Problem.at(("spec", "priority"),
+                                         "a priority needs a team: set spec.team or a team's namespace")]
             return None, []
         team = found
     assert namespace is not None

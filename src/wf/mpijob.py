@@ -23,14 +23,26 @@ from typing import Any
 import yaml
 
 from wf.catalog import Catalog, ComputeClass
-from wf.constants import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, WORKFLOW_NAME_LABEL, ZONE_LABEL
+from wf.constants import (
+    CAPACITY_LABEL,
+    CLASS_LABEL,
+    JOB_LABEL,
+    SIM_DURATION,
+    SIM_EXIT_CODE,
+    SIM_MESSAGE,
+    STEP_LABEL,
+    WORKFLOW_NAME_LABEL,
+    ZONE_LABEL,
+)
 from wf.errors import PathKey, Problem
-from wf.interruptions import SPOT_FALLBACK_ANNOTATION
+from wf.interruptions import MPI_WORKER_FAILED, SPOT_FALLBACK_ANNOTATION
+from wf.kueue import QueueAssignment
 from wf.nodegroups import node_groups_of
 from wf.placement import Placement, place_step
 from wf.spec import Step, TrainingJob
 
-API_VERSION = "kubeflow.org/v2beta1"
+GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
+API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "MPIJob"
 # Set by the mpi-operator on every pod it creates (pkg/apis/kubeflow/v2beta1/constants.go).
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
@@ -40,10 +52,12 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 CONTAINER = "main"
 
 LAUNCHER_SUCCEEDED = "status.replicaStatuses.Launcher.succeeded > 0"
-WORKER_FAILED = "status.replicaStatuses.Worker.failed > 0"
+WORKER_FAILED = f"status.{MPI_WORKER_FAILED} > 0"
 LAUNCHER_FAILED = "status.replicaStatuses.Launcher.failed > 0"
-# Words of the failure message that say a worker, not the launcher, ended the attempt.
-WORKER_LOST_MESSAGE = "replicaStatuses.Worker.failed"
+# Words of the failure message that say a worker, not the launcher, ended the attempt: an interruption sign.
+WORKER_LOST_MESSAGE = MPI_WORKER_FAILED
+# The simulated program's run (local cluster) is the launcher's; the resource pod ends when the MPIJob does.
+_PROGRAM_SIMULATION = (SIM_DURATION, SIM_EXIT_CODE, SIM_MESSAGE)
 SUCCESS_CONDITION = LAUNCHER_SUCCEEDED
 FAILURE_CONDITION = f"{WORKER_FAILED}, {LAUNCHER_FAILED}"
 _NAME_PREFIX_MAX = 45  # + generateName's 5 characters + "-worker-NN" stays a DNS label (63)
@@ -77,8 +91,8 @@ def step_problems(job: TrainingJob, index: int, catalog: Catalog, placement: Pla
         return []  # placement named what is wrong with the class or the capacity
     cls = catalog.compute_class(placement.compute_class)
     if cls.accelerator is None:
-        return [Problem.at((*at, "nodes"), f"compute class {cls.name!r} has no accelerators: nodes (a multi-node MPI step) "
-                                 "takes whole accelerator nodes")]
+        return [Problem.at((*at, "nodes"), f"compute class {cls.name!r} has no accelerators: nodes "
+                                           "(a multi-node MPI step) takes whole accelerator nodes")]
     out: list[Problem] = []
     if step.accelerators not in (0, cls.accelerator.count):
         out.append(Problem.at((*at, "accelerators"),
@@ -86,10 +100,11 @@ def step_problems(job: TrainingJob, index: int, catalog: Catalog, placement: Pla
     groups = [g for g in node_groups_of(cls, catalog) if g.capacity == placement.capacity]
     largest = max((g.max_size for g in groups), default=0)
     if groups and step.nodes > largest:
-        out.append(Problem.at((*at, "nodes"), f"{step.nodes} nodes do not fit in one zone of compute class {cls.name!r}: "
-                                    f"its node groups hold at most {largest} nodes (maxSize)"))
+        out.append(Problem.at((*at, "nodes"), f"{step.nodes} nodes do not fit in one zone of compute class "
+                                              f"{cls.name!r}: its node groups hold at most {largest} nodes (maxSize)"))
     if launcher_class(catalog, cls) is None:
-        out.append(Problem.at((*at, "nodes"), f"the catalog has no CPU class on {cls.resolved_arch} for the MPI launcher"))
+        out.append(Problem.at((*at, "nodes"),
+                              f"the catalog has no CPU class on {cls.resolved_arch} for the MPI launcher"))
     return out
 
 
@@ -120,12 +135,17 @@ def _with_step(job: TrainingJob, index: int, step: Step) -> TrainingJob:
 
 
 def mpijob_template(job: TrainingJob, index: int, catalog: Catalog, render_pod: Callable[[Placement], dict[str, Any]],
-                    volumes: list[dict[str, Any]]) -> dict[str, Any]:
+                    volumes: list[dict[str, Any]], queue: QueueAssignment | None = None) -> dict[str, Any]:
     """The Argo resource template that runs steps[index] as an MPIJob.
 
     `render_pod` is the compiler's pod template of the step: each replica takes its container (image, env,
     mounts, capabilities), tolerations, labels and retry strategy from it, for its own placement.
+
+    Queued (`queue`): the queue's labels go on the MPIJob, none on its pods, so Kueue's MPIJob integration
+    admits launcher and workers as one workload (a podset each), never part of the gang; Argo's own resource
+    pod stays a small workload of its own in the team's queue.
     """
+    queue_labels = queue.pod_labels() if queue else {}
     step = job.spec.steps[index]
     assert step.nodes is not None
     worker, launcher, zone = place_replicas(job, index, catalog)
@@ -140,7 +160,8 @@ def mpijob_template(job: TrainingJob, index: int, catalog: Catalog, render_pod: 
             main["command"] = argv  # workers run the operator's default, sshd, which mpirun reaches
         # A replica's capacity is its placement's: Spot fallback (an expression over the pod template's own
         # retries) does not reach pods another controller creates.
-        labels = {**pod["metadata"]["labels"], CAPACITY_LABEL: placement.capacity, WORKFLOW_NAME_LABEL: "{{workflow.name}}"}
+        labels = {**{k: v for k, v in pod["metadata"]["labels"].items() if k not in queue_labels},
+                  CAPACITY_LABEL: placement.capacity, WORKFLOW_NAME_LABEL: "{{workflow.name}}"}
         meta = {**{k: v for k, v in pod["metadata"].items() if k != "annotations"}, "labels": labels}
         if annotations := {k: v for k, v in (pod["metadata"].get("annotations") or {}).items()
                            if k != SPOT_FALLBACK_ANNOTATION}:
@@ -166,11 +187,12 @@ def mpijob_template(job: TrainingJob, index: int, catalog: Catalog, render_pod: 
             "matchLabelKeys": [JOB_NAME_LABEL],
         }]},
     }
-    mpijob = {
+    mpijob: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {"generateName": f"{job.name}-{step.name}"[:_NAME_PREFIX_MAX].rstrip("-") + "-",
-                     "labels": {JOB_LABEL: job.name, STEP_LABEL: step.name, WORKFLOW_NAME_LABEL: "{{workflow.name}}"}},
+                     "labels": {JOB_LABEL: job.name, STEP_LABEL: step.name, WORKFLOW_NAME_LABEL: "{{workflow.name}}",
+                                **queue_labels}},
         "spec": {
             "slotsPerWorker": step.processes_per_node or cls.accelerator.count,
             # No in-place restarts: a failed launcher or a lost worker ends the attempt, and Argo retries the
@@ -184,10 +206,14 @@ def mpijob_template(job: TrainingJob, index: int, catalog: Catalog, render_pod: 
         },
     }
     pod = render_pod(worker)
+    metadata: dict[str, Any] = {"labels": {k: v for k, v in pod["metadata"]["labels"].items()
+                                           if k not in (CLASS_LABEL, CAPACITY_LABEL)}}
+    if annotations := {k: v for k, v in (pod["metadata"].get("annotations") or {}).items()
+                       if k not in _PROGRAM_SIMULATION}:
+        metadata["annotations"] = annotations
     template: dict[str, Any] = {
         "name": step.name,
-        "metadata": {k: v for k, v in pod["metadata"].items() if k != "labels"} | {"labels": {
-            k: v for k, v in pod["metadata"]["labels"].items() if k not in (CLASS_LABEL, CAPACITY_LABEL)}},
+        "metadata": metadata,
         # Argo's executor pod that creates and watches the MPIJob: on the launcher's class, never on a node
         # some accelerator pod is waiting for.
         "nodeSelector": launcher.node_selector,

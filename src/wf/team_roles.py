@@ -1,9 +1,9 @@
 """Each team's permissions in its namespaces: a Role and a RoleBinding per namespace, nothing cluster-wide.
 
-Members submit, watch, stop (patch), retry (update, and delete the failed steps' pods) and delete their
-workflows; they read pods, logs, events and their queue's Kueue workloads, which `wf get` explains waiting
-with. The binding names the group wf-team:<team> (map identity-provider groups or EKS access entries to it)
-plus the groups the catalog lists.
+Members submit, watch, stop (patch, and delete the multi-node steps' MPIJobs), retry (update, and delete the
+failed steps' pods) and delete their workflows; they read pods, logs, events and their queue's Kueue workloads,
+which `wf get` explains waiting with. The binding names the group wf-team:<team> (map identity-provider groups
+or EKS access entries to it) plus the groups the catalog lists.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from wf.catalog import Catalog
 from wf.constants import ARGO_GROUP, WORKFLOWS
 from wf.kueue import API_GROUP as KUEUE_GROUP
 from wf.kueue import queues_of
+from wf.mpijob import GROUP as MPI_GROUP
+from wf.mpijob import PLURAL as MPI_PLURAL
 from wf.teams import Team
 
 RBAC_API = "rbac.authorization.k8s.io/v1"
@@ -27,6 +29,9 @@ RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["pods/log", "events"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [KUEUE_GROUP], "resources": ["workloads", "localqueues"], "verbs": ["get", "list", "watch"]},
+    # Multi-node steps: `wf stop` deletes the workflow's MPIJobs (Argo stops only its own pods).
+    {"apiGroups": [MPI_GROUP], "resources": [MPI_PLURAL],
+     "verbs": ["get", "list", "watch", "delete", "deletecollection"]},
 ]
 
 

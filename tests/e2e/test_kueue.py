@@ -2,7 +2,8 @@
 
 Its own cluster (the session cluster runs without queues): 2 Gaudi nodes (16 cards) shared by four teams of 4
 cards each. alpha and beta neither borrow nor lend, so their quotas are hard; gamma may borrow delta's idle
-quota, which delta takes back. Pods run under kwok for `sim.wf.dev/duration`.
+quota, which delta takes back. omega runs multi-node steps on both nodes. Pods run under kwok for
+`sim.wf.dev/duration`.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from wf.catalog import Catalog, load_catalog
 from wf.cluster.kueue import MUTATING, VALIDATING
 from wf.cluster.runtime import LocalCluster
 from wf.compile import compile_job
-from wf.constants import SIM_DURATION
+from wf.constants import SIM_DURATION, WORKFLOW_NAME_LABEL
 from wf.controller.queue import Workload, parse_workload
+from wf.kueue import QUEUE_LABEL
 from wf.spec import TrainingJob
 
 from .conftest import ClusterHandle, become_subreaper, build_with_progress, stop_cluster
@@ -48,13 +50,17 @@ CATALOG = {
         {"name": "beta", "namespaces": ["beta"], "quotas": [{"compute": "gaudi", "accelerators": 4, **HARD}]},
         {"name": "gamma", "namespaces": ["gamma"], "quotas": [{"compute": "gaudi", "accelerators": 4}]},
         {"name": "delta", "namespaces": ["delta"], "quotas": [{"compute": "gaudi", "accelerators": 4}]},
+        # Multi-node steps: both Gaudi nodes, never lent, and CPU for the MPI launcher and Argo's resource pod.
+        {"name": "omega", "namespaces": ["omega"], "quotas": [{"compute": "gaudi", "accelerators": 16, **HARD},
+                                                               {"compute": "cpu", "cpu": 8, "memory": "32Gi"}]},
     ]},
 }
 TEAMS = ("alpha", "beta", "gamma", "delta")
 
 
 @pytest.fixture(scope="module")
-def queued_cluster(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Iterator[tuple[ClusterHandle, Catalog]]:
+def queued_cluster(tmp_path_factory: pytest.TempPathFactory,
+                   pytestconfig: pytest.Config) -> Iterator[tuple[ClusterHandle, Catalog]]:
     become_subreaper()
     build_with_progress(pytestconfig)
     root = tmp_path_factory.mktemp("wf-kueue")
@@ -99,7 +105,8 @@ class Cluster:
     def submit(self, job: TrainingJob) -> tuple[str, str]:
         manifest = compile_job(job, self.catalog)
         namespace = manifest["metadata"]["namespace"]
-        created = self.custom.create_namespaced_custom_object("argoproj.io", "v1alpha1", namespace, "workflows", manifest)
+        created = self.custom.create_namespaced_custom_object("argoproj.io", "v1alpha1", namespace, "workflows",
+                                                              manifest)
         return namespace, created["metadata"]["name"]
 
     def workflow(self, namespace: str, name: str) -> dict[str, Any]:
@@ -123,7 +130,8 @@ class Cluster:
 
     def cards_in_use(self) -> dict[str, Decimal]:
         """Cards each team holds right now: admitted, unfinished workloads."""
-        return {team: sum((w.usage.get(GAUDI, Decimal(0)) for w in self.workloads(team) if w.reserved and not w.finished),
+        return {team: sum((w.usage.get(GAUDI, Decimal(0)) for w in self.workloads(team)
+                           if w.reserved and not w.finished),
                           Decimal(0)) for team in TEAMS}
 
     def admitted_at(self, namespace: str, name: str) -> float | None:
@@ -263,6 +271,63 @@ def test_a_workflow_deleted_while_queued_leaves_no_workload(kq: Cluster) -> None
     kq.wait_all([blocker], timeout=120)
 
 
+def test_a_multi_node_step_is_admitted_as_one_workload_and_runs(kq: Cluster) -> None:
+    """Kueue's MPIJob integration: the MPIJob is created suspended, admitted with launcher and workers as the
+    podsets of one workload, resumed, and the mpi-operator runs it; no pod of it queues on its own."""
+    from wf.mpijob import JOB_NAME_LABEL
+
+    job = TrainingJob.model_validate({
+        "apiVersion": "wf/v1", "kind": "TrainingJob", "metadata": {"name": f"omega-{uuid.uuid4().hex[:5]}"},
+        "spec": {"image": "x", "compute": "gaudi", "team": "omega", "steps": [{
+            "name": "train", "nodes": 2, "command": ["mpirun", "python", "train.py"], "timeout": "10m",
+            "annotations": {SIM_DURATION: "15s"}}]}})
+    namespace, name = run = kq.submit(job)
+
+    def mpijob() -> dict[str, Any] | None:
+        items = kq.custom.list_namespaced_custom_object("kubeflow.org", "v2beta1", namespace, "mpijobs",
+                                                        label_selector=f"{WORKFLOW_NAME_LABEL}={name}")["items"]
+        return items[0] if items else None
+
+    deadline = time.monotonic() + 90
+    while (created := mpijob()) is None:
+        assert time.monotonic() < deadline, "the MPIJob was never created"
+        time.sleep(0.5)
+    job_name = created["metadata"]["name"]
+
+    def workloads() -> list[dict[str, Any]]:
+        items = kq.custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", namespace, "workloads")["items"]
+        return [w for w in items if any(r["kind"] == "MPIJob" and r["name"] == job_name
+                                        for r in w["metadata"].get("ownerReferences") or [])]
+
+    deadline = time.monotonic() + 90
+    while not ((found := workloads()) and (found[0].get("status") or {}).get("admission")):
+        assert time.monotonic() < deadline, f"the MPIJob's workload was never admitted: {found}"
+        time.sleep(0.5)
+    (workload,) = found
+    podsets = {p["name"].lower(): p["count"] for p in workload["spec"]["podSets"]}
+    assert podsets == {"launcher": 1, "worker": 2}, podsets
+    assert parse_workload(workload).usage[GAUDI] == 16  # both whole nodes, in one admission
+    deadline = time.monotonic() + 90
+    while len(pods := kq.core.list_namespaced_pod(namespace, label_selector=f"{JOB_NAME_LABEL}={job_name}").items) < 3:
+        assert time.monotonic() < deadline, f"launcher and workers never all created: {len(pods)}"
+        time.sleep(0.5)
+    for pod in pods:  # the gang's pods are the MPIJob's workload, not plain-pod workloads of their own
+        assert QUEUE_LABEL not in (pod.metadata.labels or {}), pod.metadata.labels
+        assert not [w for w in kq.workloads(namespace) if w.pod == pod.metadata.name]
+    kq.wait_all([run], timeout=180)
+    finished = kq.custom.get_namespaced_custom_object("kubeflow.org", "v2beta1", namespace, "mpijobs", job_name)
+    assert {c["type"]: c["status"] for c in finished["status"]["conditions"]}["Succeeded"] == "True"
+    assert finished["spec"]["runPolicy"].get("suspend") is False  # resumed by Kueue on admission
+    # Kueue's webhook creates every queued MPIJob suspended: the same manifest, created again (dry run).
+    again = {k: v for k, v in finished.items() if k != "status"}
+    again["metadata"] = {"generateName": f"{job_name}-", "labels": finished["metadata"]["labels"]}
+    again["spec"] = {**finished["spec"], "runPolicy": {k: v for k, v in finished["spec"]["runPolicy"].items()
+                                                       if k != "suspend"}}
+    dry = kq.custom.create_namespaced_custom_object("kubeflow.org", "v2beta1", namespace, "mpijobs", again,
+                                                    dry_run="All")
+    assert dry["spec"]["runPolicy"]["suspend"] is True
+
+
 def _wf(kq: Cluster, *args: str) -> str:
     import subprocess
     import sys
@@ -294,8 +359,11 @@ def test_team_role_allows_its_work_and_nothing_elsewhere(queued_cluster: tuple[C
         name = made["metadata"]["name"]
         custom.patch_namespaced_custom_object("argoproj.io", "v1alpha1", "alpha", "workflows", name,
                                               {"spec": {"shutdown": "Stop"}})  # wf stop
+        custom.delete_collection_namespaced_custom_object("kubeflow.org", "v2beta1", "alpha", "mpijobs",
+                                                          label_selector=f"{WORKFLOW_NAME_LABEL}={name}")
         current = custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", "alpha", "workflows", name)
-        custom.replace_namespaced_custom_object("argoproj.io", "v1alpha1", "alpha", "workflows", name, current)  # wf retry
+        # wf retry
+        custom.replace_namespaced_custom_object("argoproj.io", "v1alpha1", "alpha", "workflows", name, current)
         core.list_namespaced_pod("alpha")
         core.list_namespaced_event("alpha")
         custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "alpha", "workloads")
@@ -303,13 +371,15 @@ def test_team_role_allows_its_work_and_nothing_elsewhere(queued_cluster: tuple[C
 
         forbidden = [
             lambda: custom.create_namespaced_custom_object("argoproj.io", "v1alpha1", "beta", "workflows",
-                                                           {**manifest, "metadata": {**manifest["metadata"], "namespace": "beta"}}),
+                                                           {**manifest, "metadata": {**manifest["metadata"],
+                                                                                     "namespace": "beta"}}),
             lambda: custom.list_namespaced_custom_object("argoproj.io", "v1alpha1", "beta", "workflows"),
             lambda: core.list_namespaced_secret("alpha"),
             lambda: core.create_namespaced_pod("alpha", {"metadata": {"name": "direct"},
                                                          "spec": {"containers": [{"name": "c", "image": "x"}]}}),
             lambda: custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues"),
-            lambda: custom.delete_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "alpha", "localqueues", "default"),
+            lambda: custom.delete_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "alpha", "localqueues",
+                                                           "default"),
             lambda: core.list_namespaced_pod("beta"),
         ]
         for attempt in forbidden:

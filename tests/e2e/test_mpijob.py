@@ -1,19 +1,16 @@
-"""Multi-node steps on the local cluster: the compiled MPIJob, run by the real mpi-operator (v0.6.0, built from
-Go modules and started by `wf cluster up`), scheduled by the real kube-scheduler on simulated DL1 and CPU nodes,
-and judged by Argo v4's own resource wait (workflow/executor WaitResource, built from the same module as the
-workflow-controller into a small command, tests/e2e/argo_wait) with the compiled success and failure conditions.
+"""Multi-node steps on the local cluster, end to end: a job spec with `nodes: 2` is compiled and submitted through
+wf; Argo's workflow-controller runs the resource template; the simulated executor (wf/sim_executor.py) creates the
+MPIJob with the Workflow's owner reference and judges it with the compiled success and failure conditions, as
+`argoexec resource` does; the real mpi-operator (v0.6.0) creates launcher and workers, which the real
+kube-scheduler places on simulated DL1 and CPU nodes.
 
-What kwok cannot do is run Argo's executor, which in a real cluster creates the MPIJob from the resource
-template: the tests create the compiled manifest themselves, with the variables Argo substitutes filled in.
+That the conditions mean what Argo means by them is tests/test_resource_conditions.py (the evaluator against
+Argo v4's and apimachinery's semantics); here they meet the status the real operator writes.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,30 +20,21 @@ import yaml
 
 from wf.catalog import Catalog
 from wf.cluster.nodes import node_manifest
-from wf.compile import compile_job
 from wf.constants import CLASS_LABEL, SIM_DURATION, SIM_EXIT_CODE, WORKFLOW_NAME_LABEL, ZONE_LABEL
+from wf.controller.client import connect
+from wf.interruptions import is_interruption
 from wf.mpijob import JOB_NAME_LABEL, JOB_ROLE_LABEL, WORKER_LOST_MESSAGE
 from wf.nodegroups import node_groups
-from wf.spec import load_job
 
 from .conftest import ClusterHandle
+from .test_controller_e2e import wf_cli
+from .test_retries import _node_tree, _pod_nodes, _wait_final
 
 pytestmark = pytest.mark.cluster
 
-ARGO_WAIT = Path(__file__).with_name("argo_wait")
 GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
 EXTRA_GAUDI_NODES = 3  # with the cluster's one: two for a job, a third to replace a lost one, one spare
-
-
-@pytest.fixture(scope="module")
-def argo_wait(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Argo's resource wait as a command, built from argo-workflows v4.0.7 (the cluster's controller version)."""
-    out = tmp_path_factory.mktemp("argo-wait") / "argo-wait"
-    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
-    result = subprocess.run(["go", "build", "-o", str(out), "."], cwd=ARGO_WAIT, env=env, capture_output=True,
-                            text=True, check=False, timeout=1800)
-    assert result.returncode == 0, result.stderr
-    return out
+COMMAND = ["mpirun", "-n", "16", "python3", "run_pretraining.py", "--do_train"]
 
 
 @pytest.fixture(scope="module")
@@ -55,27 +43,29 @@ def catalog(local_cluster: ClusterHandle) -> Catalog:
 
 
 @pytest.fixture(scope="module")
-def gaudi_nodes(local_cluster: ClusterHandle, catalog: Catalog) -> Iterator[list[str]]:
+def kube(local_cluster: ClusterHandle) -> Any:
+    return connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
+
+
+@pytest.fixture(scope="module")
+def gaudi_nodes(local_cluster: ClusterHandle, catalog: Catalog, kube: Any) -> Iterator[list[str]]:
     """More simulated DL1 nodes in the class's zone, removed afterwards (other tests expect one per group)."""
     from kubernetes import client as kclient
 
     group = next(g for g in node_groups(catalog) if g.compute_class == "gaudi")
-    api = local_cluster.api_client()
-    core = kclient.CoreV1Api(api)
     added = [node_manifest(group, i) for i in range(1, 1 + EXTRA_GAUDI_NODES)]
     try:
         for node in added:
-            core.create_node(node)
-        _until(lambda: all(_ready(core.read_node(n["metadata"]["name"])) for n in added), 60, "DL1 nodes ready")
+            kube.core.create_node(node)
+        _until(lambda: all(_ready(kube.core.read_node(n["metadata"]["name"])) for n in added), 60, "DL1 nodes ready")
         yield [f"{group.name}-{i}" for i in range(1 + EXTRA_GAUDI_NODES)]
     finally:
         for node in added:
             try:
-                core.delete_node(node["metadata"]["name"])
+                kube.core.delete_node(node["metadata"]["name"])
             except kclient.ApiException as exc:
                 if exc.status != 404:
                     raise
-        api.close()
 
 
 def _ready(node: Any) -> bool:
@@ -91,207 +81,156 @@ def _until(check: Any, timeout: float, what: str) -> Any:
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
-def _compiled(tmp_path: Path, catalog: Catalog, name: str, annotations: dict[str, str]) -> dict[str, Any]:
-    """The resource template of a 2-node BERT-Large-like step, as `wf compile` emits it."""
-    doc = {
-        "apiVersion": "wf/v1", "kind": "TrainingJob", "metadata": {"name": name, "namespace": "wf"},
-        "spec": {"image": "habana/pytorch:1.21.0", "compute": "gaudi", "steps": [{
-            "name": "pretrain", "nodes": 2, "annotations": annotations,
-            "command": ["mpirun", "-n", "16", "python3", "run_pretraining.py", "--do_train"],
-        }]},
-    }
+def _submit(kube: Any, tmp_path: Path, name: str, annotations: dict[str, str]) -> str:
+    """Submit a 2-node BERT-Large-like job through wf; the workflow's name."""
+    import wf
+
     path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    workflow = compile_job(load_job(path), catalog, submission="e2e")
-    return next(t for t in workflow["spec"]["templates"] if "resource" in t)
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "wf/v1", "kind": "TrainingJob", "metadata": {"name": name, "namespace": "wf"},
+        "spec": {"image": "habana/pytorch:1.21.0", "compute": "gaudi", "retries": 0, "steps": [{
+            "name": "pretrain", "nodes": 2, "annotations": annotations, "command": COMMAND}]},
+    }))
+    (submitted,) = wf.submit(str(path), kube=kube)
+    return str(submitted.name)
 
 
-class Attempt:
-    """One attempt of the step: the MPIJob Argo's executor would create, and Argo's wait on it."""
-
-    def __init__(self, cluster: ClusterHandle, template: dict[str, Any], argo_wait: Path, tmp_path: Path,
-                 workflow: str) -> None:
-        from kubernetes import client as kclient
-
-        self.api = cluster.api_client()
-        self.custom = kclient.CustomObjectsApi(self.api)
-        self.core = kclient.CoreV1Api(self.api)
-        self.namespace = cluster.namespace
-        manifest = yaml.safe_load(template["resource"]["manifest"].replace("{{workflow.name}}", workflow))
-        created = self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, manifest)
-        self.name = created["metadata"]["name"]
-        template_file = tmp_path / f"{self.name}.json"
-        template_file.write_text(json.dumps(template))
-        self_link = f"/apis/{GROUP}/{VERSION}/namespaces/{self.namespace}/{PLURAL}/{self.name}"
-        self.wait = subprocess.Popen(
-            [str(argo_wait), str(cluster.kubeconfig), str(template_file), self.namespace, self.name, self_link],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    def pods(self, role: str) -> list[Any]:
-        selector = f"{JOB_NAME_LABEL}={self.name},{JOB_ROLE_LABEL}={role}"
-        return self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
-
-    def running_workers(self, count: int) -> list[Any] | None:
-        workers = [p for p in self.pods("worker") if p.status.phase == "Running"]
-        return workers if len(workers) == count else None
-
-    def outcome(self, timeout: float = 180) -> tuple[int, str]:
-        try:
-            out, err = self.wait.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.wait.kill()
-            out, err = self.wait.communicate()
-            raise AssertionError(f"Argo's wait on {self.name} did not end in {timeout:.0f}s:\n{err[-3000:]}") from None
-        print(f"\nArgo's wait on {self.name}: exit {self.wait.returncode}: {out.strip()}")
-        return self.wait.returncode, out.strip()
-
-    def close(self) -> None:
-        if self.wait.poll() is None:
-            self.wait.kill()
-            self.wait.communicate()
-        self.api.close()
+def _mpijobs(kube: Any, namespace: str, workflow: str) -> list[dict[str, Any]]:
+    items = kube.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
+                                                      label_selector=f"{WORKFLOW_NAME_LABEL}={workflow}")["items"]
+    return sorted(items, key=lambda j: j["metadata"]["creationTimestamp"])
 
 
-def _node(core: Any, name: str) -> Any:
-    return core.read_node(name)
+def _replicas(kube: Any, namespace: str, mpijob: str, role: str, phase: str | None = None) -> list[Any]:
+    pods = kube.core.list_namespaced_pod(namespace, label_selector=f"{JOB_NAME_LABEL}={mpijob},{JOB_ROLE_LABEL}={role}")
+    return [p for p in pods.items if phase is None or (p.status.phase == phase and not p.metadata.deletion_timestamp)]
 
 
-def test_two_dl1_workers_and_a_cpu_launcher_succeed(local_cluster: ClusterHandle, catalog: Catalog,
-                                                     gaudi_nodes: list[str], argo_wait: Path, tmp_path: Path) -> None:
-    template = _compiled(tmp_path, catalog, "bert-2n", {SIM_DURATION: "8s"})
-    attempt = Attempt(local_cluster, template, argo_wait, tmp_path, f"bert-2n-{uuid.uuid4().hex[:5]}")
+def _delete(local_cluster: ClusterHandle, workflow: str) -> None:
+    assert wf_cli(local_cluster, "delete", workflow).returncode == 0
+
+
+def test_a_submitted_two_node_step_runs_on_two_dl1_nodes_with_a_cpu_launcher(
+        local_cluster: ClusterHandle, kube: Any, gaudi_nodes: list[str], tmp_path: Path) -> None:
+    ns = local_cluster.namespace
+    name = _submit(kube, tmp_path, "bert-2n", {SIM_DURATION: "8s"})
+    (mpijob,) = _until(lambda: _mpijobs(kube, ns, name), 60, "the sim executor to create the MPIJob")
+    job = mpijob["metadata"]["name"]
+    workers = _until(lambda: (w := _replicas(kube, ns, job, "worker", "Running")) and len(w) == 2 and w, 90,
+                     "2 running workers")
+    launcher = _until(lambda: [p for p in _replicas(kube, ns, job, "launcher") if p.spec.node_name], 90,
+                      "the launcher scheduled")[0]
+    workflow = _wait_final(kube, name, timeout=180)
+    tree = _node_tree(workflow)
+    print(f"\n{name}:\n{tree}")
+    assert workflow["status"]["phase"] == "Succeeded", tree
+
+    # Created as Argo's executor creates it: owned by the Workflow, so deleting the workflow removes it.
+    (owner,) = mpijob["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
+        "Workflow", name, workflow["metadata"]["uid"], True)
+    worker_nodes = [kube.core.read_node(w.spec.node_name) for w in workers]
+    launcher_node = kube.core.read_node(launcher.spec.node_name)
+    assert len({n.metadata.name for n in worker_nodes}) == 2, "workers share a node"
+    assert {n.metadata.labels[CLASS_LABEL] for n in worker_nodes} == {"gaudi"}
+    assert {n.metadata.labels[ZONE_LABEL] for n in worker_nodes} == {"us-east-1a"}
+    assert launcher_node.metadata.labels[CLASS_LABEL] == "cpu"
+    # Each worker holds the whole node: all 8 cards, the hugepage pool and the 4 EFA interfaces.
+    limits = workers[0].spec.containers[0].resources.limits
+    assert limits["habana.ai/gaudi"] == "8" and limits["vpc.amazonaws.com/efa"] == "4", limits
+    assert limits["hugepages-2Mi"] == worker_nodes[0].status.allocatable["hugepages-2Mi"]
+    assert launcher.metadata.labels[WORKFLOW_NAME_LABEL] == name
+    status = kube.custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, job)["status"]
+    assert status["replicaStatuses"]["Launcher"]["succeeded"] == 1
+    assert any(c["type"] == "Succeeded" and c["status"] == "True" for c in status["conditions"])
+
+    _delete(local_cluster, name)
+    _until(lambda: not _mpijobs(kube, ns, name), 60, "the MPIJob garbage-collected with its workflow")
+
+
+def test_a_launcher_exiting_non_zero_fails_the_workflow_as_the_applications_failure(
+        local_cluster: ClusterHandle, kube: Any, gaudi_nodes: list[str], tmp_path: Path) -> None:
+    name = _submit(kube, tmp_path, "bert-exit", {SIM_DURATION: "3s", SIM_EXIT_CODE: "3"})
+    workflow = _wait_final(kube, name, timeout=180)
+    tree = _node_tree(workflow)
+    print(f"\n{name}:\n{tree}")
+    assert workflow["status"]["phase"] == "Failed", tree
+    (attempt,) = _pod_nodes(workflow)  # no interruption retry
+    # Argo's message: the main container's exit and argoexec's error, naming the requirement that matched.
+    assert attempt["message"] == ("main: Error (exit code 1): failure condition "
+                                  "'{status.replicaStatuses.Launcher.failed gt [0]}' evaluated true"), tree
+    assert not is_interruption(attempt["phase"], attempt["message"])
+    _delete(local_cluster, name)
+
+
+def test_a_lost_worker_is_an_interruption_and_the_retried_step_succeeds(
+        local_cluster: ClusterHandle, catalog: Catalog, kube: Any, gaudi_nodes: list[str], tmp_path: Path) -> None:
+    import wf
+
+    ns = local_cluster.namespace
+    name = _submit(kube, tmp_path, "bert-lost", {SIM_DURATION: "30s"})
+    (first,) = _until(lambda: _mpijobs(kube, ns, name), 60, "the first MPIJob")
+    workers = _until(lambda: (w := _replicas(kube, ns, first["metadata"]["name"], "worker", "Running"))
+                     and len(w) == 2 and w, 90, "2 running workers")
+    lost = workers[0]
+    lost_node = lost.spec.node_name
     try:
-        workers = _until(lambda: attempt.running_workers(2), 90, "2 running workers")
-        launcher = _until(lambda: attempt.pods("launcher"), 60, "the launcher pod")[0]
-        worker_nodes = [_node(attempt.core, w.spec.node_name) for w in workers]
-        launcher_node = _node(attempt.core, _until(lambda: attempt.pods("launcher")[0].spec.node_name, 60,
-                                                   "the launcher scheduled"))
-        code, message = attempt.outcome()
-        assert code == 0 and message == "succeeded", message
-        assert len({n.metadata.name for n in worker_nodes}) == 2, "workers share a node"
-        assert {n.metadata.labels[CLASS_LABEL] for n in worker_nodes} == {"gaudi"}
-        assert {n.metadata.labels[ZONE_LABEL] for n in worker_nodes} == {"us-east-1a"}
-        assert launcher_node.metadata.labels[CLASS_LABEL] == "cpu"
-        # Each worker holds the whole node: all 8 cards, the hugepage pool and the 4 EFA interfaces.
-        limits = workers[0].spec.containers[0].resources.limits
-        assert limits["habana.ai/gaudi"] == "8" and limits["vpc.amazonaws.com/efa"] == "4", limits
-        assert limits["hugepages-2Mi"] == worker_nodes[0].status.allocatable["hugepages-2Mi"]
-        assert launcher.metadata.labels[WORKFLOW_NAME_LABEL].startswith("bert-2n-")
-        status = attempt.custom.get_namespaced_custom_object(GROUP, VERSION, attempt.namespace, PLURAL, attempt.name)
-        assert any(c["type"] == "Succeeded" and c["status"] == "True" for c in status["status"]["conditions"])
-    finally:
-        attempt.close()
-
-
-def test_a_lost_worker_ends_the_attempt_as_an_interruption_and_the_retry_succeeds(
-        local_cluster: ClusterHandle, catalog: Catalog, gaudi_nodes: list[str], argo_wait: Path,
-        tmp_path: Path) -> None:
-    from kubernetes import client as kclient
-
-    template = _compiled(tmp_path, catalog, "bert-lost", {SIM_DURATION: "10m"})
-    workflow = f"bert-lost-{uuid.uuid4().hex[:5]}"
-    first = Attempt(local_cluster, template, argo_wait, tmp_path, workflow)
-    lost_node = ""
-    try:
-        workers = _until(lambda: first.running_workers(2), 90, "2 running workers")
-        lost = workers[0]
-        lost_node = lost.spec.node_name
         # What the kubelet reports on a Spot reclaim (graceful node shutdown); then the node is gone.
-        first.core.patch_namespaced_pod_status(lost.metadata.name, first.namespace, {"status": {
+        kube.core.patch_namespaced_pod_status(lost.metadata.name, ns, {"status": {
             "phase": "Failed", "reason": "Terminated",
             "message": "Pod was terminated in response to imminent node shutdown."}})
-        first.core.delete_node(lost_node)
-        code, message = first.outcome()
-        assert code == 1 and WORKER_LOST_MESSAGE in message, message
-        # mpirun fails once a peer is gone; its MPIJob then ends and frees the other workers' nodes for the retry.
-        launcher = first.pods("launcher")[0]
-        first.core.patch_namespaced_pod_status(launcher.metadata.name, first.namespace, {"status": {
-            "phase": "Failed", "containerStatuses": [{
-                "name": "main", "image": launcher.spec.containers[0].image, "ready": False, "restartCount": 0,
-                "imageID": "", "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}})
-        _until(lambda: not [p for p in first.pods("worker") if p.status.phase in ("Running", "Pending")
-                            and not p.metadata.deletion_timestamp], 90, "the failed attempt's workers removed")
+        kube.core.delete_node(lost_node)
+        # The interruption retry runs the template again: a new MPIJob, on DL1 nodes that are still there.
+        second = _until(lambda: (jobs := _mpijobs(kube, ns, name)) and len(jobs) == 2 and jobs[1], 120,
+                        "the retry's MPIJob")
+        retry_workers = _until(lambda: (w := _replicas(kube, ns, second["metadata"]["name"], "worker", "Running"))
+                               and len(w) == 2 and w, 90, "2 running workers of the retry")
+        retry_nodes = {w.spec.node_name for w in retry_workers}
+        assert len(retry_nodes) == 2 and lost_node not in retry_nodes
+        workflow = _wait_final(kube, name, timeout=240)
+        tree = _node_tree(workflow)
+        print(f"\n{name}:\n{tree}")
+        assert workflow["status"]["phase"] == "Succeeded", tree
+        interrupted, retried = sorted(_pod_nodes(workflow), key=lambda n: n["startedAt"])
+        assert WORKER_LOST_MESSAGE in interrupted["message"], tree
+        assert is_interruption(interrupted["phase"], interrupted["message"])
+        assert retried["phase"] == "Succeeded", tree
+        assert len(_mpijobs(kube, ns, name)) == 2
+        (view,) = wf.watch([name], namespace=ns, kube=kube, with_cost=False).outcome.views.values()
+        (step,) = view.steps
+        assert (step.interruptions, step.retries) == (1, 0), step
+        assert [a.outcome for a in step.attempts] == ["interrupted", "succeeded"], step
     finally:
-        first.close()
-    # Argo's interruption retry runs the template again: a new MPIJob on the remaining DL1 nodes.
-    template = _compiled(tmp_path, catalog, "bert-lost", {SIM_DURATION: "5s"})
-    retry = Attempt(local_cluster, template, argo_wait, tmp_path, workflow)
-    try:
-        workers = _until(lambda: retry.running_workers(2), 90, "2 running workers of the retry")
-        assert lost_node not in {w.spec.node_name for w in workers}
-        assert len({w.spec.node_name for w in workers}) == 2
-        code, message = retry.outcome()
-        assert code == 0 and message == "succeeded", message
-    finally:
-        retry.close()
         group = next(g for g in node_groups(catalog) if g.compute_class == "gaudi")
-        core = kclient.CoreV1Api(local_cluster.api_client())
-        index = int(lost_node.rsplit("-", 1)[1]) if lost_node else None
-        if index is not None:  # put the node back for the other tests
-            core.create_node(node_manifest(group, index))
-        core.api_client.close()
-
-
-def test_a_launcher_exiting_non_zero_is_the_applications_failure(
-        local_cluster: ClusterHandle, catalog: Catalog, gaudi_nodes: list[str], argo_wait: Path,
-        tmp_path: Path) -> None:
-    template = _compiled(tmp_path, catalog, "bert-exit", {SIM_DURATION: "3s", SIM_EXIT_CODE: "3"})
-    attempt = Attempt(local_cluster, template, argo_wait, tmp_path, f"bert-exit-{uuid.uuid4().hex[:5]}")
-    try:
-        code, message = attempt.outcome()
-        assert code == 1 and "replicaStatuses.Launcher.failed" in message, message
-        assert WORKER_LOST_MESSAGE not in message
-    finally:
-        attempt.close()
+        try:
+            kube.core.read_node(lost_node)
+        except Exception:  # put the node back for the other tests
+            kube.core.create_node(node_manifest(group, int(lost_node.rsplit("-", 1)[1])))
+    _delete(local_cluster, name)
 
 
 def test_wf_logs_reads_the_mpijob_pods_and_wf_stop_removes_them(
-        local_cluster: ClusterHandle, catalog: Catalog, gaudi_nodes: list[str], tmp_path: Path) -> None:
-    from kubernetes import client as kclient
+        local_cluster: ClusterHandle, kube: Any, gaudi_nodes: list[str], tmp_path: Path) -> None:
+    ns = local_cluster.namespace
+    name = _submit(kube, tmp_path, "bert-stop", {SIM_DURATION: "5m"})
+    (mpijob,) = _until(lambda: _mpijobs(kube, ns, name), 60, "the MPIJob")
+    selector = f"{JOB_NAME_LABEL}={mpijob['metadata']['name']}"
+    _until(lambda: len([p for p in kube.core.list_namespaced_pod(ns, label_selector=selector).items
+                        if p.status.phase == "Running"]) == 3, 90, "launcher and 2 workers running")
 
-    import wf
-    from wf.controller.client import connect
+    logs = wf_cli(local_cluster, "logs", name, "--step", "pretrain")
+    assert logs.returncode == 0, logs.stderr
+    lines = logs.stdout.splitlines()
+    assert lines and all(line.startswith("[pretrain] ") for line in lines), logs.stdout
+    assert "no log from pod" not in logs.stdout
+    launcher = kube.core.list_namespaced_pod(ns, label_selector=f"{selector},{JOB_ROLE_LABEL}=launcher").items[0]
+    per_pod = len(kube.core.read_namespaced_pod_log(launcher.metadata.name, ns, container="main").splitlines())
+    assert per_pod and len(lines) == 4 * per_pod  # Argo's own pod, the launcher and the 2 workers
 
-    from .test_controller_e2e import wf_cli
-
-    kube = connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
-    path = tmp_path / "bert-stop.yaml"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "wf/v1", "kind": "TrainingJob", "metadata": {"name": "bert-stop", "namespace": "wf"},
-        "spec": {"image": "habana/pytorch:1.21.0", "compute": "gaudi", "steps": [{
-            "name": "pretrain", "nodes": 2, "annotations": {SIM_DURATION: "5m"},
-            "command": ["mpirun", "-n", "16", "python3", "run_pretraining.py"]}]},
-    }))
-    (submitted,) = wf.submit(str(path), kube=kube)
-    workflow = wf.get(submitted.name, kube=kube)
-    template = next(t for t in workflow["spec"]["templates"] if "resource" in t)
-    manifest = yaml.safe_load(template["resource"]["manifest"].replace("{{workflow.name}}", submitted.name))
-    # What Argo's executor adds for setOwnerReference: true.
-    manifest["metadata"]["ownerReferences"] = [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
-                                                "name": submitted.name, "uid": workflow["metadata"]["uid"]}]
-    with local_cluster.api_client() as api:
-        custom, core = kclient.CustomObjectsApi(api), kclient.CoreV1Api(api)
-        created = custom.create_namespaced_custom_object(GROUP, VERSION, local_cluster.namespace, PLURAL, manifest)
-        selector = f"{JOB_NAME_LABEL}={created['metadata']['name']}"
-        _until(lambda: len([p for p in core.list_namespaced_pod(local_cluster.namespace, label_selector=selector).items
-                            if p.status.phase == "Running"]) == 3, 90, "launcher and 2 workers running")
-
-        logs = wf_cli(local_cluster, "logs", submitted.name, "--step", "pretrain")
-        assert logs.returncode == 0, logs.stderr
-        lines = logs.stdout.splitlines()
-        assert lines and all(line.startswith("[pretrain] ") for line in lines), logs.stdout
-        assert "no log from pod" not in logs.stdout
-        launcher = core.list_namespaced_pod(local_cluster.namespace,
-                                            label_selector=f"{selector},{JOB_ROLE_LABEL}=launcher").items[0]
-        per_pod = len(core.read_namespaced_pod_log(launcher.metadata.name, local_cluster.namespace,
-                                                   container="main").splitlines())
-        assert per_pod and len(lines) == 4 * per_pod  # Argo's own pod, the launcher and the 2 workers
-
-        stopped = wf_cli(local_cluster, "stop", submitted.name)
-        assert stopped.returncode == 0, stopped.stderr
-        gone = f"{WORKFLOW_NAME_LABEL}={submitted.name}"
-        _until(lambda: not custom.list_namespaced_custom_object(
-            GROUP, VERSION, local_cluster.namespace, PLURAL, label_selector=gone)["items"], 60, "the MPIJob removed")
-        _until(lambda: not core.list_namespaced_pod(local_cluster.namespace, label_selector=gone).items, 90,
-               "the launcher and workers removed")
-    assert wf_cli(local_cluster, "delete", submitted.name).returncode == 0
+    stopped = wf_cli(local_cluster, "stop", name)
+    assert stopped.returncode == 0, stopped.stderr
+    _until(lambda: not _mpijobs(kube, ns, name), 60, "the MPIJob removed")
+    gone = f"{WORKFLOW_NAME_LABEL}={name}"
+    _until(lambda: not kube.core.list_namespaced_pod(ns, label_selector=gone).items, 90,
+           "the launcher and workers removed")
+    _delete(local_cluster, name)

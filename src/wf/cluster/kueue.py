@@ -1,12 +1,13 @@
 """Kueue on the local cluster: its CRDs, a process on loopback, and the admission webhooks that gate pods.
 
 Kueue admits plain pods through a mutating webhook (which adds the `kueue.x-k8s.io/admission` scheduling
-gate) and validating ones. In a real cluster the API server reaches them through a Service with a
-certificate Kueue manages itself; here the API server calls https://127.0.0.1:<port> directly, so we
-generate a CA and a serving certificate for 127.0.0.1, point the webhook configurations at that URL with the
-CA as caBundle, and turn Kueue's own certificate management off. Only the webhooks wf's pods need are
-registered (pods, limited to the teams' namespaces; workloads), so a stopped Kueue can never block pods
-anywhere else.
+gate) and validating ones, and a multi-node step's MPIJob through its MPIJob webhooks (which create it
+suspended; Kueue resumes it once launcher and workers are admitted together). In a real cluster the API
+server reaches them through a Service with a certificate Kueue manages itself; here the API server calls
+https://127.0.0.1:<port> directly, so we generate a CA and a serving certificate for 127.0.0.1, point the
+webhook configurations at that URL with the CA as caBundle, and turn Kueue's own certificate management off.
+Only the webhooks wf's work needs are registered (pods and MPIJobs, limited to the teams' namespaces;
+workloads), so a stopped Kueue can never block pods anywhere else.
 
 Layout under the cluster's work directory:
   kueue/config.yaml   Kueue's Configuration (wf.kueue.configuration plus the loopback addresses)
@@ -39,10 +40,15 @@ NAMESPACE = "kueue-system"
 MUTATING = "wf-kueue-mutating"
 GATE = "kueue.x-k8s.io/admission"  # the scheduling gate Kueue's pod webhook adds until admission
 VALIDATING = "wf-kueue-validating"
-# (name, path, kind, resources, operations, pods only): the webhooks of Kueue's own manifests that wf needs.
+# (name, path, kind, resources, operations, teams' namespaces only): the webhooks of Kueue's own manifests that
+# wf needs (kubebuilder markers of pkg/controller/jobs/pod and jobs/mpijob, v0.17.0).
 _WEBHOOKS = (
     ("mpod.kb.io", "/mutate--v1-pod", MUTATING, ("", "v1", "pods"), ("CREATE",), True),
     ("vpod.kb.io", "/validate--v1-pod", VALIDATING, ("", "v1", "pods"), ("CREATE", "UPDATE"), True),
+    ("mmpijob.kb.io", "/mutate-kubeflow-org-v2beta1-mpijob", MUTATING, ("kubeflow.org", "v2beta1", "mpijobs"),
+     ("CREATE",), True),
+    ("vmpijob.kb.io", "/validate-kubeflow-org-v2beta1-mpijob", VALIDATING, ("kubeflow.org", "v2beta1", "mpijobs"),
+     ("CREATE", "UPDATE"), True),
     ("mworkload.kb.io", "/mutate-kueue-x-k8s-io-v1beta2-workload", MUTATING,
      ("kueue.x-k8s.io", "v1beta2", "workloads"), ("CREATE",), False),
     ("vworkload.kb.io", "/validate-kueue-x-k8s-io-v1beta2-workload", VALIDATING,
@@ -188,7 +194,7 @@ def webhook_configurations(catalog: Catalog, port: int, ca_bundle: bytes) -> lis
 
     namespaces = sorted({ns for team in kueue.queues_of(catalog).teams for ns in team.namespaces})
     by_kind: dict[str, list[dict[str, Any]]] = {MUTATING: [], VALIDATING: []}
-    for name, path, kind, (group, version, *resources), operations, pods in _WEBHOOKS:
+    for name, path, kind, (group, version, *resources), operations, teams_only in _WEBHOOKS:
         hook: dict[str, Any] = {
             "name": name,
             "admissionReviewVersions": ["v1"],
@@ -200,7 +206,7 @@ def webhook_configurations(catalog: Catalog, port: int, ca_bundle: bytes) -> lis
             "rules": [{"apiGroups": [group], "apiVersions": [version], "operations": list(operations),
                        "resources": list(resources)}],
         }
-        if pods:
+        if teams_only:
             hook["namespaceSelector"] = {"matchExpressions": [
                 {"key": kueue.NAMESPACE_NAME_LABEL, "operator": "In", "values": namespaces}]}
         by_kind[kind].append(hook)
