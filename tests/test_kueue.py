@@ -254,6 +254,22 @@ def test_lint_reports_a_step_no_quota_can_ever_admit(write: Callable[..., Path],
            "(quota 2 + borrowing up to 1)" in problem.message
 
 
+def test_lint_sums_a_multi_node_steps_workers_as_kueue_admits_them(write: Callable[..., Path], tmp_path: Path) -> None:
+    from wf.lint import lint_paths
+
+    team_catalog(write)  # mapping: 8 cards of its own, at most 16 more borrowed from perception
+    job = write("job.yaml", yaml.safe_dump({
+        "apiVersion": "wf/v1", "kind": "TrainingJob", "metadata": {"name": "wide", "namespace": "mapping"},
+        "spec": {"image": "x", "compute": "gaudi", "steps": [
+            {"name": "three", "command": ["mpirun", "python", "train.py"], "nodes": 3},
+            {"name": "four", "command": ["mpirun", "python", "train.py"], "nodes": 4}]}}))
+    result = lint_paths([job], tmp_path / "catalog.yaml")
+    # One workload: 3 workers (24 cards) can be admitted, 4 (32 cards) never, though each pod alone fits.
+    [problem] = [p for p in result.errors if "habana.ai/gaudi" in p.message]
+    assert "template 'four' asks for 32 habana.ai/gaudi on gaudi spot, but team mapping can be admitted at most 24" \
+        in problem.message
+
+
 def test_borrowing_is_bounded_by_what_the_cohort_lends(write: Callable[..., Path]) -> None:
     from wf.kueue_lint import admission_ceiling
 
