@@ -82,6 +82,19 @@ def test_cost_per_step_with_spot_estimate_and_unknown_nodes() -> None:
     assert any("Spot advisor" in a for a in cost.assumptions) and any("not priced" in a for a in cost.assumptions)
 
 
+def test_a_multi_node_steps_resource_pod_is_not_charged_as_a_whole_node() -> None:
+    doc = nested_run()
+    train = next(t for t in doc["spec"]["templates"] if t["name"] == "train")
+    for key in ("container", "nodeSelector", "tolerations"):
+        train.pop(key, None)
+    train["resource"] = {"action": "create", "manifest": "kind: MPIJob"}  # Argo's pod only waits for the MPIJob
+    nodes = {"cpu-1": NodeFacts("r5.4xlarge", "on-demand"), "gaudi-2": NodeFacts("dl1.24xlarge", "spot")}
+    cost = job_cost(workflow_view(doc), doc, nodes, datetime.now(UTC))
+    prep, train_cost = cost.steps
+    assert prep.node_hours > 0 and train_cost.node_hours == 0 and train_cost.unpriced_attempts == 0
+    assert any("multi-node steps are not priced" in a for a in cost.assumptions)
+
+
 def test_retry_plan_keeps_success_drops_failures_and_resets_the_path() -> None:
     doc = nested_run(final="Failed")
     doc["metadata"]["labels"]["workflows.argoproj.io/completed"] = "true"

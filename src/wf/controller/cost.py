@@ -104,14 +104,19 @@ def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, Node
 
     templates = {t.get("name", ""): t for t in (workflow.get("spec") or {}).get("templates") or []}
     steps: list[StepCost] = []
-    any_spot = any_unpriced = False
+    any_spot = any_unpriced = any_multi_node = False
     for row in view.steps:
         hours = on_demand = estimate = lost_hours = lost_usd = 0.0
         on_spot, types, unpriced = False, [], 0
         for attempt in row.attempts:
             if attempt.started is None:
                 continue
-            requests = template_requests(templates.get(attempt.template) or {})
+            template = templates.get(attempt.template) or {}
+            if "resource" in template:
+                # Argo's resource pod only waits; the MPIJob's launcher and workers run outside Argo's view.
+                any_multi_node = True
+                continue
+            requests = template_requests(template)
             h, od, est, spot, name = _attempt_cost(attempt, requests, nodes.get(attempt.host or ""), now)
             if name is None:
                 unpriced += 1
@@ -135,4 +140,6 @@ def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, Node
                            "real Spot prices vary by zone and hour")
     if any_unpriced:
         assumptions.append("attempts whose node is gone or of an unknown type are not priced")
+    if any_multi_node:
+        assumptions.append("multi-node steps are not priced: their MPIJob's launcher and workers are not Argo's pods")
     return JobCost(tuple(steps), tuple(assumptions))

@@ -66,7 +66,8 @@ def snapshot(workflow: dict[str, Any]) -> Snapshot:
         workflow={
             "metadata": {"name": metadata.get("name", ""), "namespace": metadata.get("namespace", ""),
                          "annotations": annotations},
-            "spec": {"templates": [_slim_template(t) for t in templates if any(k in t for k in _POD_TEMPLATE_KINDS)]},
+            "spec": {"templates": [_slim_template(t) for t in templates if any(k in t for k in _POD_TEMPLATE_KINDS)]
+                     + [{"name": t.get("name", ""), "resource": {}} for t in templates if "resource" in t]},
         },
     )
 
