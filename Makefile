@@ -15,10 +15,11 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # Set up, start the local cluster (built from Go modules on first use, cached in ~/.cache/wf),
-# submit the example jobs and watch them to the end, then show where each step ran.
+# submit the example jobs and watch them to the end, then show where each step ran. Two nodes per node group:
+# the multi-node example trains on two DL1 nodes at once.
 run: install
 	wf lint examples/ workflows/ eksctl/
-	wf cluster up --queues --team-namespace ml-training --team-namespace ml-serving
+	wf cluster up --queues --nodes-per-group 2 --team-namespace ml-training --team-namespace ml-serving
 	wf submit examples/ --watch
 	wf list --all-namespaces
 

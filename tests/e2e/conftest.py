@@ -154,7 +154,8 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest
     become_subreaper()
     build_with_progress(pytestconfig)
     root = tmp_path_factory.mktemp("wf-cluster")
-    handle = start_cluster(root, f"e2e{os.getpid()}", namespaces=example_namespaces())
+    # Two nodes per group: the multi-node example's MPIJob holds two DL1 nodes at once.
+    handle = start_cluster(root, f"e2e{os.getpid()}", nodes_per_group=2, namespaces=example_namespaces())
     try:
         yield handle
     finally:

@@ -33,7 +33,7 @@ from .test_retries import _node_tree, _pod_nodes, _wait_final
 pytestmark = pytest.mark.cluster
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
-EXTRA_GAUDI_NODES = 3  # with the cluster's one: two for a job, a third to replace a lost one, one spare
+GAUDI_NODES = 4  # two for a job, a third to replace a lost one, one spare
 COMMAND = ["mpirun", "-n", "16", "python3", "run_pretraining.py", "--do_train"]
 
 
@@ -49,16 +49,17 @@ def kube(local_cluster: ClusterHandle) -> Any:
 
 @pytest.fixture(scope="module")
 def gaudi_nodes(local_cluster: ClusterHandle, catalog: Catalog, kube: Any) -> Iterator[list[str]]:
-    """More simulated DL1 nodes in the class's zone, removed afterwards (other tests expect one per group)."""
+    """More simulated DL1 nodes in the class's zone, removed afterwards (other tests expect the fixture's count)."""
     from kubernetes import client as kclient
 
     group = next(g for g in node_groups(catalog) if g.compute_class == "gaudi")
-    added = [node_manifest(group, i) for i in range(1, 1 + EXTRA_GAUDI_NODES)]
+    have = local_cluster.state.nodes_per_group
+    added = [node_manifest(group, i) for i in range(have, GAUDI_NODES)]
     try:
         for node in added:
             kube.core.create_node(node)
         _until(lambda: all(_ready(kube.core.read_node(n["metadata"]["name"])) for n in added), 60, "DL1 nodes ready")
-        yield [f"{group.name}-{i}" for i in range(1 + EXTRA_GAUDI_NODES)]
+        yield [f"{group.name}-{i}" for i in range(GAUDI_NODES)]
     finally:
         for node in added:
             try:
