@@ -40,6 +40,7 @@ from typing import Any
 
 import yaml
 
+from wf import kueue
 from wf.catalog import load_catalog
 from wf.cluster.nodes import node_manifests
 from wf.cluster.runtime import LocalCluster
@@ -50,6 +51,7 @@ GROUP, VERSION, PLURAL = ARGO_GROUP, ARGO_VERSION, WORKFLOWS
 BENCH_LABEL = "bench.wf.dev/run"
 NAMESPACE = "wf"
 SPOT_CPU = "wf.dev/compute-class=cpu,wf.dev/capacity=spot"
+GAUDI = "gaudi"  # the class whose share across teams --queues reports (its flavors are gaudi-<capacity>)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # The child: the real `wf` CLI, with its clients' request counters and its own peak memory and CPU written
@@ -176,12 +178,13 @@ class GaudiShare:
     def run(self) -> None:
         while not self.stop.wait(self.interval):
             try:
-                queues = self.custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues")["items"]
+                queues = self.custom.list_cluster_custom_object(
+                    kueue.API_GROUP, kueue.API_VERSION.split("/")[1], "clusterqueues")["items"]
             except Exception:  # the API server is busy: the next sample counts
                 continue
             for cq in queues:
                 cards = sum(int(r.get("total", 0)) for f in (cq.get("status") or {}).get("flavorsUsage") or []
-                            if f.get("name", "").startswith("gaudi") for r in f.get("resources") or []
+                            if f.get("name", "").startswith(f"{GAUDI}-") for r in f.get("resources") or []
                             if r.get("name") == "habana.ai/gaudi")
                 team = cq["metadata"]["name"]
                 self.card_seconds[team] += cards * self.interval
