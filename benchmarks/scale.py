@@ -121,7 +121,7 @@ def job_spec(index: int, opts: Options, run: str) -> dict[str, Any]:
         "annotations": {SIM_DURATION: f"{opts.train_seconds}s"},
     }
     if gaudi:
-        train.update(compute="gaudi", accelerators=8, resources={"cpu": 16, "memory": "128Gi"})
+        train.update(compute=GAUDI, accelerators=8, resources={"cpu": 16, "memory": "128Gi"})
     else:
         train.update(compute="graviton", resources={"cpu": 16, "memory": "32Gi"})
     return {
@@ -437,7 +437,7 @@ def run(opts: Options) -> dict[str, Any]:
         if opts.queues:
             total = sum(share.card_seconds.values()) or 1
             quota = load_catalog(catalog_path).queues.teams[0].quotas  # type: ignore[union-attr]
-            nominal = next(q.accelerators for q in quota if q.compute == "gaudi")
+            nominal = next(q.accelerators for q in quota if q.compute == GAUDI)
             result["gaudi_share"] = {team: {"card_hours": round(share.card_seconds[team] / 3600, 2),
                                             "share": round(share.card_seconds[team] / total, 3),
                                             "quota_share": round(1 / opts.teams, 3), "nominal_cards": nominal,
