@@ -30,7 +30,7 @@ from wf.constants import ARGO_VERSION as VERSION
 from wf.constants import WORKFLOWS
 from wf.controller.client import Kube, connect
 from wf.controller.steps import TERMINAL_PHASES, parse_time
-from wf.controller.stream import KubeWorkflowTransport, NamespaceStream
+from wf.controller.stream import KubeTransport, NamespaceStream
 from wf.controller.submit import BATCH_LABEL, load_jobs, submit_jobs
 from wf.controller.view import PlainDisplay
 from wf.controller.watch import watch_workflows
@@ -61,7 +61,7 @@ def reference(
         if name in names and name not in seen and (obj.get("status") or {}).get("phase") in TERMINAL_PHASES:
             seen[name] = time.time()
 
-    stream = NamespaceStream(KubeWorkflowTransport(kube, namespace, label_selector=selector), sink)
+    stream = NamespaceStream(KubeTransport.workflows(kube, namespace, label_selector=selector), sink)
     threading.Thread(target=lambda: (stop.wait(), stream.stop()), daemon=True).start()
     stream.run()
 
@@ -112,7 +112,7 @@ def main() -> None:
     submitted = submit_jobs(submitter, jobs, catalog, rate=50, burst=50)
     submit_seconds = time.time() - t0
     names = [s.name for s in submitted]
-    selector = f"{BATCH_LABEL}={submitted[0].manifest['metadata']['labels'][BATCH_LABEL]}"
+    selector = f"{BATCH_LABEL}={submitted[0].batch}"
 
     stop = threading.Event()
     ref_seen: dict[str, float] = {}

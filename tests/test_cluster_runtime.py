@@ -100,9 +100,9 @@ def test_kwokctl_config_carries_the_scale_tuning(tmp_path: Path) -> None:
     cluster.workdir.mkdir(parents=True)
     docs = cluster.supervisor.kwokctl_config()
     patches = {p["name"]: {a["key"]: a["value"] for a in p["extraArgs"]} for p in docs[0]["componentsPatches"]}
+    assert patches["kwok-controller"] == {**TUNING["kwok-controller"], "node-ip": "127.0.0.1"}
     for component, flags in TUNING.items():
-        assert patches[component] == flags
-    assert patches["kwok-controller"] == {"node-ip": "127.0.0.1"}
+        assert flags.items() <= patches[component].items()
     kwok = next(d for d in docs if d["kind"] == "KwokConfiguration")
     assert kwok["options"] == KWOK_OPTIONS and all(v > 4 for k, v in KWOK_OPTIONS.items() if "PlayStage" in k)
 
@@ -173,4 +173,5 @@ def test_eks_tuning_patches_cover_the_local_controller_knobs() -> None:
     [configmap] = [d for d in yaml.safe_load_all((eks / "workflow-controller-configmap-patch.yaml").read_text()) if d]
     rate = yaml.safe_load(configmap["data"]["resourceRateLimit"])
     assert rate["limit"] > 0 and rate["burst"] >= rate["limit"]
-    assert yaml.safe_load(configmap["data"]["nodeEvents"]) == {"enabled": False}
+    [installed] = [d for d in yaml.safe_load_all((manifests_dir() / "workflow-controller-configmap.yaml").read_text()) if d]
+    assert yaml.safe_load(installed["data"]["nodeEvents"]) == {"enabled": False}  # on every cluster, EKS too

@@ -124,3 +124,20 @@ def test_a_list_is_delivered_page_by_page_and_resumes_from_its_version() -> None
     with pytest.raises(AssertionError, match="watched more often"):
         stream.run()
     assert seen == ["a", "b"] and transport.watched_from[0] == "7"
+
+
+def test_a_stream_across_namespaces_keeps_objects_of_the_same_name_apart() -> None:
+    """The simulated executor watches pods in every namespace: a relist must replay the deletion of the one
+    that went, with its namespace and uid, and not of its namesake."""
+    transport = FakeTransport(
+        lists=[([workflow("a", "Running", rv="10", namespace="team-0"),
+                 workflow("a", "Running", rv="10", namespace="team-1")], "10"),
+               ([workflow("a", "Running", rv="90", namespace="team-1")], "90")],
+        watches=[[{"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}]],
+    )
+    deleted: list[dict[str, Any]] = []
+    stream = NamespaceStream(transport, lambda kind, obj: kind == "DELETED" and deleted.append(obj["metadata"]),
+                             sleep=lambda _: None)
+    with pytest.raises(AssertionError, match="watched more often"):
+        stream.run()
+    assert deleted == [{"namespace": "team-0", "name": "a", "uid": "uid-a"}]

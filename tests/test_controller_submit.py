@@ -155,3 +155,8 @@ def test_submit_compiles_everything_before_creating_anything(tmp_path: Path) -> 
     assert len(custom.store) == 2 and labels[0]["wf.dev/batch"] == labels[1]["wf.dev/batch"]
     assert labels[0]["wf.dev/submission"] != labels[1]["wf.dev/submission"]
     assert [s.namespace for s in done] == [s.manifest["metadata"]["namespace"] for s in done]
+    # The manifest kept is the one sent, named as the server named it; a watch keeps only the light copy.
+    assert all(s.manifest["metadata"]["name"] == s.name and "spec" in s.manifest for s in done)
+    light = done[0].light()
+    assert (light.name, light.namespace, light.batch) == (done[0].name, done[0].namespace, labels[0]["wf.dev/batch"])
+    assert "spec" not in light.manifest

@@ -158,13 +158,13 @@ def test_watch_survives_the_api_server_restarting(local_cluster: ClusterHandle, 
 
 def test_a_stale_resource_version_is_relisted(local_cluster: ClusterHandle, tmp_path: Path) -> None:
     import wf
-    from wf.controller.stream import KubeWorkflowTransport, NamespaceStream
+    from wf.controller.stream import KubeTransport, NamespaceStream
 
     path = job_file(tmp_path, "gone", [step("one")])
     kube = connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
     (submitted,) = wf.submit(str(path), kube=kube)
     seen: list[str] = []
-    stream = NamespaceStream(KubeWorkflowTransport(kube, "wf", field_selector=f"metadata.name={submitted.name}"),
+    stream = NamespaceStream(KubeTransport.workflows(kube, "wf", field_selector=f"metadata.name={submitted.name}"),
                              sink=lambda kind, obj: seen.append((obj.get("status") or {}).get("phase", "")))
     stream.resource_version = "1"  # far older than the API server's watch window: 410 Gone
     stream._connected = True

@@ -175,7 +175,8 @@ class LocalCluster:
         wait_api_ready(self.kubeconfig, timeout, say, while_waiting=lambda: self.supervisor.repair(say))
         say("installing Argo CRDs, RBAC, catalog and simulated nodes")
         install(self.kubeconfig, catalog, nodes_per_group, namespaces)
-        port = self.supervisor.ensure_controller(previous.controller_health_port if previous else None, say)
+        port = self.supervisor.ensure_controller(previous.controller_health_port if previous else None, nodes_per_group,
+                                                 say)
         self.supervisor.ensure_sim_executor(say)
         if autoscaler:
             say("installing Karpenter's CRDs and wf's NodePools; starting Karpenter's kwok provider")

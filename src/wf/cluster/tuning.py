@@ -26,6 +26,10 @@ TUNING: dict[str, dict[str, str]] = {
         "kube-api-qps": "200",
         "kube-api-burst": "400",
     },
+    "kwok-controller": {
+        # Default INFO logs a line per simulated pod change: 5 MB a minute at scale, formatted by a busy core.
+        "v": "WARN",
+    },
 }
 
 # kwok-controller's KwokConfiguration (the simulated kubelets). Defaults: 4 workers each, 1 pod syncer.
@@ -57,3 +61,16 @@ CONTROLLER_ARGS = (
     # Default 4: completed pods are labelled and deleted by these workers.
     "--pod-cleanup-workers", "8",
 )
+
+# Up to this many nodes per group the local cluster is test-sized (make run: 2; a rehearsal of the day: 20).
+SMALL_CLUSTER_NODES_PER_GROUP = 20
+
+
+def requeue_time(nodes_per_group: int) -> str:
+    """Argo's DEFAULT_REQUEUE_TIME: the least time between two reconciliations of one workflow. Each one that
+    changes something rewrites the whole Workflow (100 KB for 32 steps) through the API server to every watcher.
+    A test-sized cluster runs a few workflows: 1 s (Argo's own dev setting) keeps each step's hand-over quick.
+    At the platform's size 250 workflows would be rewritten up to 250 times a second; 5 s lets one write carry
+    several pod changes, at the price of up to 5 s per DAG level (Argo's default is 10 s; its source suggests
+    up to 30 s under high load)."""
+    return "1s" if nodes_per_group <= SMALL_CLUSTER_NODES_PER_GROUP else "5s"

@@ -79,7 +79,7 @@ def _targets(workflows: Any, default_namespace: str) -> tuple[list[tuple[str, st
     for item in items:
         if isinstance(item, Submitted):
             targets.append((item.namespace, item.name))
-            batches.add(item.manifest["metadata"].get("labels", {}).get(BATCH_LABEL))
+            batches.add(item.batch)
         else:
             targets.append((default_namespace, str(item)))
     selector = f"{BATCH_LABEL}={batches.pop()}" if len(batches) == 1 and None not in batches and \

@@ -98,9 +98,11 @@ def submit_command(
     for item in submitted:
         verb = "validated by the API server (dry run)" if dry_run else "created"
         out.print(f"{item.kind} {item.namespace}/{item.name} {verb} from {item.source}", markup=False, highlight=False)
-    workflows = [s for s in submitted if s.kind == "Workflow"]
+    workflows = [s.light() for s in submitted if s.kind == "Workflow"]
+    scheduled = len(submitted) - len(workflows)
+    del submitted
     if watch and not dry_run:
-        if len(workflows) < len(submitted):
+        if scheduled:
             err.print("note: scheduled jobs (CronWorkflow) are not watched; each run is a Workflow of its own",
                       markup=False, highlight=False)
         if workflows:

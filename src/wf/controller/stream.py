@@ -9,6 +9,7 @@ without a cluster.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import threading
@@ -56,17 +57,23 @@ class Backoff:
         self.attempt = 0
 
 
-class KubeWorkflowTransport:
-    """Workflows of one namespace through the API server, filtered by label and field selectors."""
+class KubeTransport:
+    """One collection through the API server (a list call such as `core.list_pod_for_all_namespaces`),
+    filtered by label and field selectors. Bodies are read as JSON, not as the client's models: a watch of
+    thousands of pods would spend most of its CPU building and dropping model objects."""
 
-    def __init__(self, kube: Kube, namespace: str, label_selector: str = "", field_selector: str = "") -> None:
-        self.kube = kube
-        self.namespace = namespace
+    def __init__(self, list_call: Callable[..., Any], label_selector: str = "", field_selector: str = "") -> None:
+        self.list_call = list_call
         self.selectors = {
             k: v for k, v in (("label_selector", label_selector), ("field_selector", field_selector)) if v
         }
         self._response: Any = None
         self._lock = threading.Lock()
+
+    @classmethod
+    def workflows(cls, kube: Kube, namespace: str, label_selector: str = "", field_selector: str = "") -> KubeTransport:
+        return cls(functools.partial(kube.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, WORKFLOWS),
+                   label_selector, field_selector)
 
     def pages(self) -> Iterator[tuple[list[dict[str, Any]], str]]:
         """The list, a page at a time with its resourceVersion (the same for every page of one list)."""
@@ -75,7 +82,7 @@ class KubeWorkflowTransport:
             kwargs: dict[str, Any] = {"limit": LIST_PAGE, **self.selectors}
             if token:
                 kwargs["_continue"] = token
-            page = self.kube.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace, WORKFLOWS, **kwargs)
+            page = json.loads(self.list_call(_preload_content=False, **kwargs).data)
             token = (page.get("metadata") or {}).get("continue")
             items, version = page.get("items") or [], str(page["metadata"]["resourceVersion"])
             del page  # one page in memory at a time: the caller drops its items before asking for the next
@@ -89,8 +96,7 @@ class KubeWorkflowTransport:
         from kubernetes.watch.watch import iter_resp_lines
 
         try:
-            response = self.kube.custom.list_namespaced_custom_object(
-                GROUP, VERSION, self.namespace, WORKFLOWS,
+            response = self.list_call(
                 watch=True, resource_version=resource_version, allow_watch_bookmarks=True,
                 timeout_seconds=WATCH_SECONDS, _preload_content=False, _request_timeout=(10, READ_TIMEOUT),
                 **self.selectors,
@@ -124,6 +130,10 @@ class KubeWorkflowTransport:
                     sock.shutdown(socket.SHUT_RDWR)
 
 
+def _key(metadata: dict[str, Any]) -> tuple[str, str]:
+    return metadata.get("namespace", ""), metadata.get("name", "")
+
+
 Sink = Callable[[str, dict[str, Any]], None]  # (event type, object): ADDED, MODIFIED, DELETED
 
 
@@ -151,7 +161,8 @@ class NamespaceStream:
     stats: StreamStats = field(default_factory=StreamStats)
     stop_event: threading.Event = field(default_factory=threading.Event)
     resource_version: str | None = None
-    _known: dict[str, str] = field(default_factory=dict)  # name -> uid, to replay deletions missed in a gap
+    # (namespace, name) -> uid, to replay deletions missed in a gap (one stream may span every namespace)
+    _known: dict[tuple[str, str], str] = field(default_factory=dict)
     _connected: bool = False
     _outage_since: float | None = None
 
@@ -175,16 +186,16 @@ class NamespaceStream:
     def _relist(self) -> None:
         """Deliver every listed object as it arrives (a page is dropped before the next is read), then the
         deletions the list reveals; the resourceVersion is taken only once the whole list has been read."""
-        listed: dict[str, str] = {}
+        listed: dict[tuple[str, str], str] = {}
         version = None
         for items, page_version in self.transport.pages():
             for item in items:
-                listed[item["metadata"]["name"]] = item["metadata"].get("uid", "")
+                listed[_key(item["metadata"])] = item["metadata"].get("uid", "")
                 self.sink("ADDED", item)
             del items
             version = page_version
-        for name in self._known.keys() - listed.keys():
-            self.sink("DELETED", {"metadata": {"name": name}})
+        for (namespace, name) in self._known.keys() - listed.keys():
+            self.sink("DELETED", {"metadata": {"namespace": namespace, "name": name, "uid": self._known[namespace, name]}})
         self._known = listed
         self.resource_version = version
         self.stats.lists += 1
@@ -206,11 +217,10 @@ class NamespaceStream:
             self.stats.bookmarks += 1
             return
         self.stats.events += 1
-        name = metadata.get("name", "")
         if kind == "DELETED":
-            self._known.pop(name, None)
+            self._known.pop(_key(metadata), None)
         else:
-            self._known[name] = metadata.get("uid", "")
+            self._known[_key(metadata)] = metadata.get("uid", "")
         self.sink(str(kind), obj)
 
     def run(self) -> None:

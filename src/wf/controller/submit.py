@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,16 @@ class Submitted:
     submission: str
     source: str
     dry_run: bool
-    manifest: dict[str, Any]
+    manifest: dict[str, Any]  # as sent, named as the server named it (a dry run: as the server returned it)
+
+    @property
+    def batch(self) -> str | None:
+        return (self.manifest.get("metadata") or {}).get("labels", {}).get(BATCH_LABEL)
+
+    def light(self) -> Submitted:
+        """The same submission holding only what a watch reads (name, namespace, batch): a watch of 250
+        workflows should not keep 250 compiled manifests alive for hours."""
+        return replace(self, manifest={"metadata": {"name": self.name, "labels": {BATCH_LABEL: self.batch}}})
 
 
 class TokenBucket:
@@ -197,6 +206,10 @@ def submit_jobs(kube: Kube, jobs: list[Any], catalog: Any, *, namespace: str | N
     for source, manifest, ns, submission in prepared:
         bucket.acquire()
         created = create(kube, manifest, dry_run=dry_run)
-        out.append(Submitted(manifest["kind"], created["metadata"].get("name", ""), ns, submission, str(source),
-                             dry_run, created))
+        name = created["metadata"].get("name", "")
+        if not dry_run:
+            # The server's copy (defaults, managedFields) doubles a big submission's memory and tells the caller
+            # nothing the manifest does not, once it carries the generated name.
+            manifest["metadata"]["name"], created = name, manifest
+        out.append(Submitted(manifest["kind"], name, ns, submission, str(source), dry_run, created))
     return out

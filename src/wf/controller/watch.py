@@ -24,7 +24,7 @@ from wf.controller.events import Inbox, Key, Snapshot, WatchState, snapshot
 from wf.controller.queue import QueueReader
 from wf.controller.steps import StepRow, WorkflowView, pod_name
 from wf.controller.stream import (
-    KubeWorkflowTransport,
+    KubeTransport,
     NamespaceStream,
     StreamStats,
     Transport,
@@ -295,7 +295,7 @@ def watch_workflows(
     outcome = WatchOutcome()
     inbox = Inbox()
     insight = Insight(kube, catalog_loader or (lambda: resolve_catalog(kube)))
-    make_transport = transport_factory or (lambda ns, ls, fs: KubeWorkflowTransport(kube, ns, ls, fs))
+    make_transport = transport_factory or (lambda ns, ls, fs: KubeTransport.workflows(kube, ns, ls, fs))
     streams = _start_streams(namespaces, state, inbox, make_transport)
     outcome.stats = {ns: stream.stats for ns, stream in streams.items()}
     shown = display or _Silent()
