@@ -173,5 +173,5 @@ def test_eks_tuning_patches_cover_the_local_controller_knobs() -> None:
     [configmap] = [d for d in yaml.safe_load_all((eks / "workflow-controller-configmap-patch.yaml").read_text()) if d]
     rate = yaml.safe_load(configmap["data"]["resourceRateLimit"])
     assert rate["limit"] > 0 and rate["burst"] >= rate["limit"]
-    [installed] = [d for d in yaml.safe_load_all((manifests_dir() / "workflow-controller-configmap.yaml").read_text()) if d]
+    installed = yaml.safe_load((manifests_dir() / "workflow-controller-configmap.yaml").read_text())
     assert yaml.safe_load(installed["data"]["nodeEvents"]) == {"enabled": False}  # on every cluster, EKS too

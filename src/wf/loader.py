@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +35,20 @@ _NESTING_SCAN_ABOVE = 2000
 
 @dataclass
 class Document:
-    """One YAML document: its plain data and the node graph for line lookups."""
+    """One YAML document: its plain data, and its text for line lookups."""
 
     file: str
-    index: int
+    index: int  # among the stream's documents, empty ones included
     data: Any
-    node: Node
+    text: str  # the whole stream's, shared by its documents
     # Keys given twice, as (line, key), when loaded leniently; the later value wins, as in Argo's own CLI.
     duplicates: list[tuple[int, Any]] = field(default_factory=list)
+
+    @cached_property
+    def node(self) -> Node:
+        """The node graph, composed again on the first line lookup: kept from the load, the graphs of 250 job
+        specs held 100 MB through a whole `wf submit --watch`, for lookups only an error makes."""
+        return next(node for i, node in enumerate(yaml.compose_all(self.text, Loader=_Loader)) if i == self.index)
 
     def line_of(self, path: Sequence[PathKey]) -> int:
         """1-based line of the value at `path`, or of its deepest existing parent."""
@@ -195,7 +202,7 @@ def parse_documents(text: str, file: str, strict: bool = True) -> list[Document]
                 continue  # nothing between two `---` (or after a trailing one) is no document
             builder = _Builder(file, strict)
             data = builder.build(node)
-            docs.append(Document(file, index, data, node, builder.duplicates))
+            docs.append(Document(file, index, data, text, builder.duplicates))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None

@@ -194,8 +194,9 @@ class NamespaceStream:
                 self.sink("ADDED", item)
             del items
             version = page_version
-        for (namespace, name) in self._known.keys() - listed.keys():
-            self.sink("DELETED", {"metadata": {"namespace": namespace, "name": name, "uid": self._known[namespace, name]}})
+        for (namespace, name), uid in self._known.items():
+            if (namespace, name) not in listed:
+                self.sink("DELETED", {"metadata": {"namespace": namespace, "name": name, "uid": uid}})
         self._known = listed
         self.resource_version = version
         self.stats.lists += 1
