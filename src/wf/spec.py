@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 
@@ -398,7 +398,7 @@ def job_from_document(doc: Document) -> TrainingJob:
     """A validated job that remembers its document, so later checks (placement) report its lines."""
     job = parse_model(TrainingJob, doc)
     job._source = doc.file
-    job._document = doc
+    job._document = replace(doc, data=None)  # for line lookups only: the model holds the values
     return job
 
 
