@@ -20,7 +20,7 @@ from wf.cluster.install import (
 )
 from wf.cluster.runtime import LocalCluster
 from wf.cluster.supervise import STAGES_FILE, serving_port
-from wf.cluster.tuning import KWOK_OPTIONS, TUNING
+from wf.cluster.tuning import KWOK_OPTIONS, KWOKCTL_OPTIONS, TUNING
 from wf.constants import SIM_DURATION, SIM_EXIT_CODE
 from wf.errors import InputError
 
@@ -103,6 +103,9 @@ def test_kwokctl_config_carries_the_scale_tuning(tmp_path: Path) -> None:
     assert patches["kwok-controller"] == {**TUNING["kwok-controller"], "node-ip": "127.0.0.1"}
     for component, flags in TUNING.items():
         assert flags.items() <= patches[component].items()
+    assert KWOKCTL_OPTIONS.items() <= docs[0]["options"].items()
+    assert KWOKCTL_OPTIONS["kubeControllerManagerNodeMonitorGracePeriodMilliseconds"] >= \
+        KWOKCTL_OPTIONS["nodeLeaseDurationSeconds"] * 1000  # no node goes NotReady between two renewals
     kwok = next(d for d in docs if d["kind"] == "KwokConfiguration")
     assert kwok["options"] == KWOK_OPTIONS and all(v > 4 for k, v in KWOK_OPTIONS.items() if "PlayStage" in k)
 

@@ -24,7 +24,7 @@ import yaml
 
 from wf.cluster import build, processes
 from wf.cluster.install import CONTROLLER_NAMESPACE
-from wf.cluster.tuning import CONTROLLER_ARGS, KWOK_OPTIONS, TUNING, requeue_time
+from wf.cluster.tuning import CONTROLLER_ARGS, KWOK_OPTIONS, KWOKCTL_OPTIONS, TUNING, requeue_time
 from wf.errors import ClusterError
 
 Say = Callable[[str], None]
@@ -155,6 +155,7 @@ class Supervisor:
             # test sessions) pick the same ports; ports the OS hands out at random do not collide.
             **{option: processes.free_port() for option in _PORT_OPTIONS},
             "kubeVersion": f"v{build.KUBERNETES_VERSION}",
+            **KWOKCTL_OPTIONS,
             "etcdVersion": build.ETCD_VERSION,
         }
         flags = {name: dict(values) for name, values in TUNING.items()}
