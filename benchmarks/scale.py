@@ -110,7 +110,9 @@ class Options:
 
 def job_spec(index: int, opts: Options, run: str) -> dict[str, Any]:
     team = f"team-{index % opts.teams}"
-    gaudi = index % 2 == 0
+    # Alternate by round, not by index: with an even team count the index's parity would give Gaudi to
+    # half of the teams only, and the share report would compare those teams with the idle ones.
+    gaudi = (index // opts.teams) % 2 == 0
     shards = [
         {"name": f"shard-{k}", "needs": ["prepare"], "command": ["python", "shard.py", str(k)], "capacity": "spot",
          "resources": {"cpu": opts.shard_cpu, "memory": "8Gi"}, "annotations": {SIM_DURATION: f"{opts.shard_seconds}s"}}
