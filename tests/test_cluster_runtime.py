@@ -178,3 +178,10 @@ def test_eks_tuning_patches_cover_the_local_controller_knobs() -> None:
     assert rate["limit"] > 0 and rate["burst"] >= rate["limit"]
     installed = yaml.safe_load((manifests_dir() / "workflow-controller-configmap.yaml").read_text())
     assert yaml.safe_load(installed["data"]["nodeEvents"]) == {"enabled": False}  # on every cluster, EKS too
+
+
+def test_argo_requeues_quickly_on_test_sized_clusters_and_less_often_at_the_platforms_size() -> None:
+    from wf.cluster.tuning import SMALL_CLUSTER_NODES_PER_GROUP, requeue_time
+
+    assert requeue_time(2) == requeue_time(SMALL_CLUSTER_NODES_PER_GROUP) == "1s"  # make run, e2e, rehearsals
+    assert requeue_time(246) == "5s"  # the scale benchmark's 3,198 nodes
