@@ -181,7 +181,7 @@ class GaudiShare:
         while not self.stop.wait(self.interval):
             try:
                 queues = self.custom.list_cluster_custom_object(
-                    kueue.API_GROUP, kueue.API_VERSION.split("/")[1], "clusterqueues")["items"]
+                    kueue.API_GROUP, kueue.VERSION, "clusterqueues")["items"]
             except Exception:  # the API server is busy: the next sample counts
                 continue
             for cq in queues:

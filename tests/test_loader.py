@@ -52,6 +52,15 @@ def test_line_of_follows_mapping_keys_and_list_indexes() -> None:
     assert doc.line_of(("spec", "steps", 1, "resources", "cpu")) == 8
 
 
+def test_documents_of_a_stream_find_their_own_lines_from_one_composition() -> None:
+    """Line lookups compose the text again, once per stream: skipped empty documents keep their place."""
+    first, second = parse_documents("a: 1\n---\n---\nb:\n  c: 2\n", "two.yaml")
+    assert "nodes" not in vars(first.stream)  # nothing composed until a line is asked for
+    assert first.line_of(("a",)) == 1
+    assert second.line_of(("b", "c")) == 5
+    assert first.stream is second.stream and len(first.stream.nodes) == 3
+
+
 def test_line_of_a_missing_field_is_its_deepest_existing_parent() -> None:
     doc = one(NESTED)
     # A missing required field is reported where its mapping starts.

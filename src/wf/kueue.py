@@ -24,7 +24,8 @@ from wf.teams import RESOURCES, FlavorQuota, Queues, Team, flavor_quotas
 from wf.units import format_cpu, format_mib
 
 API_GROUP = "kueue.x-k8s.io"
-API_VERSION = f"{API_GROUP}/v1beta2"
+VERSION = "v1beta2"
+API_VERSION = f"{API_GROUP}/{VERSION}"
 CONFIG_API_VERSION = "config.kueue.x-k8s.io/v1beta2"
 QUEUE_LABEL = f"{API_GROUP}/queue-name"
 PRIORITY_LABEL = f"{API_GROUP}/priority-class"

@@ -33,22 +33,35 @@ _NESTING_SCAN_ABOVE = 2000
 
 
 
+class Stream:
+    """A YAML stream's text, composed again into node graphs on the first line lookup and then shared by all
+    its documents. Kept from the load, the graphs of 250 job specs held 100 MB through a whole
+    `wf submit --watch`, for lookups only an error makes."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @cached_property
+    def nodes(self) -> list[Node | None]:
+        return list(yaml.compose_all(self.text, Loader=_Loader))
+
+
 @dataclass
 class Document:
-    """One YAML document: its plain data, and its text for line lookups."""
+    """One YAML document: its plain data, and its stream for line lookups."""
 
     file: str
     index: int  # among the stream's documents, empty ones included
     data: Any
-    text: str  # the whole stream's, shared by its documents
+    stream: Stream
     # Keys given twice, as (line, key), when loaded leniently; the later value wins, as in Argo's own CLI.
     duplicates: list[tuple[int, Any]] = field(default_factory=list)
 
-    @cached_property
+    @property
     def node(self) -> Node:
-        """The node graph, composed again on the first line lookup: kept from the load, the graphs of 250 job
-        specs held 100 MB through a whole `wf submit --watch`, for lookups only an error makes."""
-        return next(node for i, node in enumerate(yaml.compose_all(self.text, Loader=_Loader)) if i == self.index)
+        node = self.stream.nodes[self.index]
+        assert node is not None, "empty documents are never Documents"
+        return node
 
     def line_of(self, path: Sequence[PathKey]) -> int:
         """1-based line of the value at `path`, or of its deepest existing parent."""
@@ -195,6 +208,7 @@ def _check_nesting(text: str, file: str) -> None:
 def parse_documents(text: str, file: str, strict: bool = True) -> list[Document]:
     """All documents of a YAML stream; empty documents are skipped. Lenient mode records duplicate keys."""
     docs: list[Document] = []
+    stream = Stream(text)
     try:
         _check_nesting(text, file)
         for index, node in enumerate(yaml.compose_all(text, Loader=_Loader)):
@@ -202,7 +216,7 @@ def parse_documents(text: str, file: str, strict: bool = True) -> list[Document]
                 continue  # nothing between two `---` (or after a trailing one) is no document
             builder = _Builder(file, strict)
             data = builder.build(node)
-            docs.append(Document(file, index, data, text, builder.duplicates))
+            docs.append(Document(file, index, data, stream, builder.duplicates))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None

@@ -350,6 +350,7 @@ def serve(kubeconfig: Path) -> None:
     changing several times each, the client's model objects cost this process a core and a gigabyte."""
     from kubernetes.client import CoreV1Api, CustomObjectsApi
     from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
 
     from wf.controller.client import connect
     from wf.controller.stream import KubeTransport, NamespaceStream
@@ -386,7 +387,7 @@ def serve(kubeconfig: Path) -> None:
                                  sink=handle, on_trouble=lambda message: log.warning("watching pods: %s", message))
         try:
             stream.run()
-        except Exception as exc:  # noqa: BLE001 - the executor outlives any API server trouble
+        except (ApiException, HTTPError, OSError) as exc:  # the stream gave up on the API server: start over
             log.warning("watching pods: %s; listing again", exc)
             time.sleep(1)
 

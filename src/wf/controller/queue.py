@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from wf.constants import CAPACITY_LABEL, CLASS_LABEL
-from wf.kueue import API_GROUP, QUEUE_LABEL, flavor_name, resource_name, show_amount
+from wf.kueue import API_GROUP, QUEUE_LABEL, VERSION, flavor_name, resource_name, show_amount
 from wf.teams import RESOURCES, Team, flavor_quotas
 from wf.units import parse_quantity
 
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from wf.controller.client import Kube
 
 WORKLOADS = "workloads"
-VERSION = "v1beta2"
 _SHORT = re.compile(r"insufficient unused quota for ([A-Za-z0-9./_-]+) in flavor")
 _READ_EVERY_SECONDS = 2.0
 
