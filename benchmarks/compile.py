@@ -47,9 +47,9 @@ def job_document(steps: int) -> dict[str, Any]:
 
 def wf_compile(document: dict[str, Any]) -> str:
     from wf import argo
-    from wf.catalog import load_catalog
-    from wf.compile import compile_job
-    from wf.spec import TrainingJob
+    from wf.model.catalog import load_catalog
+    from wf.compile.workflow import compile_job
+    from wf.spec.job import TrainingJob
 
     manifest = compile_job(TrainingJob.model_validate(document), load_catalog())
     problems = argo.validate(manifest)
@@ -62,9 +62,9 @@ def hera_compile(document: dict[str, Any]) -> str:
     from hera.workflows import DAG, Container, Workflow
     from hera.workflows.models import ResourceRequirements, RetryStrategy, Toleration
 
-    from wf.catalog import load_catalog
-    from wf.interruptions import INTERRUPTION_EXPRESSION
-    from wf.nodegroups import node_group
+    from wf.model.catalog import load_catalog
+    from wf.compile.interruptions import INTERRUPTION_EXPRESSION
+    from wf.model.nodegroups import node_group
 
     catalog = load_catalog()
     classes = {c.name: c for c in catalog.compute_classes}

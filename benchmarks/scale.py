@@ -40,12 +40,12 @@ from typing import Any
 
 import yaml
 
-from wf import kueue
-from wf.catalog import load_catalog
+from wf.render import kueue
+from wf.model.catalog import load_catalog
 from wf.cluster.nodes import node_manifests
 from wf.cluster.runtime import LocalCluster
-from wf.constants import ARGO_GROUP, ARGO_VERSION, SIM_DURATION, WORKFLOWS
-from wf.nodegroups import node_group
+from wf.core.constants import ARGO_GROUP, ARGO_VERSION, SIM_DURATION, WORKFLOWS
+from wf.model.nodegroups import node_group
 
 GROUP, VERSION, PLURAL = ARGO_GROUP, ARGO_VERSION, WORKFLOWS
 BENCH_LABEL = "bench.wf.dev/run"
@@ -76,7 +76,7 @@ def report():
     json.dump({'peak_rss_kib': hwm, 'cpu_seconds': usage.ru_utime + usage.ru_stime, 'requests': by_method},
               open(sys.argv[1], 'w'))
 atexit.register(report)
-from wf.cli import main
+from wf.cli.app import main
 main(sys.argv[2:])
 """
 

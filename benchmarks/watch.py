@@ -25,9 +25,9 @@ from typing import Any
 
 import yaml
 
-from wf.constants import ARGO_GROUP as GROUP
-from wf.constants import ARGO_VERSION as VERSION
-from wf.constants import WORKFLOWS
+from wf.core.constants import ARGO_GROUP as GROUP
+from wf.core.constants import ARGO_VERSION as VERSION
+from wf.core.constants import WORKFLOWS
 from wf.controller.client import Kube, connect
 from wf.controller.steps import TERMINAL_PHASES, parse_time
 from wf.controller.stream import KubeTransport, NamespaceStream

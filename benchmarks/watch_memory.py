@@ -200,7 +200,7 @@ class Cluster:
 
 
 def handler(cluster: Cluster) -> type[BaseHTTPRequestHandler]:
-    from wf.constants import CAPACITY_LABEL, CLASS_LABEL, INSTANCE_TYPE_LABEL
+    from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, INSTANCE_TYPE_LABEL
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # a watch is chunked, an event per chunk, as the API server sends it

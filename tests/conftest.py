@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from upstream import ARGO_SCHEMAS, require, strictify, with_int_or_string
-from wf.catalog import Catalog, load_catalog
-from wf.spec import TrainingJob
+from wf.model.catalog import Catalog, load_catalog
+from wf.spec.job import TrainingJob
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -36,7 +36,7 @@ def catalog() -> Catalog:
 @pytest.fixture(scope="session")
 def mixed_catalog(catalog: Catalog) -> Catalog:
     """The repository's catalog with its cpu class listing two sizes (r5.4xlarge and r5.8xlarge), the case
-    cluster-autoscaler handles badly and wf judges against every type (wf.nodegroups)."""
+    cluster-autoscaler handles badly and wf judges against every type (wf.model.nodegroups)."""
     classes = [c.model_copy(update={"instance_types": ["r5.4xlarge", "r5.8xlarge"]}) if c.name == "cpu" else c
                for c in catalog.compute_classes]
     return catalog.model_copy(update={"compute_classes": classes})

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
-from wf.catalog import CATALOG_ENV, DEFAULT_CATALOG, Catalog, Taint, catalog_path, load_catalog
-from wf.constants import CAPACITY_LABEL, CLASS_LABEL
-from wf.errors import InputError
-from wf.lint import lint_paths
-from wf.nodegroups import mixed_sizes, node_groups
+from wf.model.catalog import CATALOG_ENV, DEFAULT_CATALOG, Catalog, Taint, catalog_path, load_catalog
+from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
+from wf.core.errors import InputError
+from wf.lint.documents import lint_paths
+from wf.model.nodegroups import mixed_sizes, node_groups
 
 BASE: dict[str, Any] = {
     "apiVersion": "wf/v1",

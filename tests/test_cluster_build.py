@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from wf.cluster import build
-from wf.errors import ClusterError
+from wf.core.errors import ClusterError
 
 UPSTREAM_GO_MOD = """module k8s.io/kubernetes
 

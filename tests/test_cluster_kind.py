@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import yaml
 
-from wf.catalog import load_catalog
+from wf.model.catalog import load_catalog
 from wf.cluster.kind import kind_config
-from wf.constants import CAPACITY_LABEL, CLASS_LABEL
-from wf.nodegroups import node_groups
+from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
+from wf.model.nodegroups import node_groups
 
 
 def test_one_labelled_tainted_worker_per_group_and_index() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from upstream import SHARED, require
 from wf.cluster import build, mpi
-from wf.errors import ClusterError
+from wf.core.errors import ClusterError
 
 SHARED_CRD = SHARED / "schemas" / "mpi-operator" / "v0.6.0" / "manifests" / "base" / "kubeflow.org_mpijobs.yaml"
 

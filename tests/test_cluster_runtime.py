@@ -1,5 +1,5 @@
 """Unit tests of the local cluster's runtime pieces that need no cluster: process checks, the kwokctl
-config we generate, the stages' contract with wf.constants, the manifests' least-privilege RBAC."""
+config we generate, the stages' contract with wf.core.constants, the manifests' least-privilege RBAC."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from wf.cluster.install import (
 from wf.cluster.runtime import LocalCluster
 from wf.cluster.supervise import STAGES_FILE, serving_port
 from wf.cluster.tuning import KWOK_OPTIONS, KWOKCTL_OPTIONS, TUNING
-from wf.constants import SIM_DURATION, SIM_EXIT_CODE
-from wf.errors import InputError
+from wf.core.constants import SIM_DURATION, SIM_EXIT_CODE
+from wf.core.errors import InputError
 
 
 def test_free_port_is_on_loopback_and_bindable() -> None:

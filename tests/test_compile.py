@@ -18,14 +18,14 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-import wf.compile
+import wf.compile.workflow
 from wf import argo
-from wf.catalog import Catalog, load_catalog
-from wf.compile import ATTEMPTS_SUFFIX, ENTRYPOINT, POD_GC, TTL, compile_job
-from wf.constants import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
-from wf.errors import InputError
-from wf.interruptions import SPOT_FALLBACK_ANNOTATION, capacity_expression
-from wf.spec import TrainingJob, load_job
+from wf.model.catalog import Catalog, load_catalog
+from wf.compile.workflow import ATTEMPTS_SUFFIX, ENTRYPOINT, POD_GC, TTL, compile_job
+from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
+from wf.core.errors import InputError
+from wf.compile.interruptions import SPOT_FALLBACK_ANNOTATION, capacity_expression
+from wf.spec.job import TrainingJob, load_job
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -48,7 +48,7 @@ def test_every_example_has_a_golden() -> None:
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_golden(example: Path, catalog: Catalog) -> None:
-    from wf.commands.core import Output, dump
+    from wf.cli.offline import Output, dump
 
     manifest = compiled(example, catalog)
     golden = GOLDEN / f"compiled-{example.stem}.yaml"
@@ -144,14 +144,14 @@ def test_templates_are_steps_plus_wrappers_plus_entry(catalog: Catalog, make_job
 def test_compile_is_linear_in_the_steps(catalog: Catalog, make_job: Any, monkeypatch: pytest.MonkeyPatch,
                                         size: int) -> None:
     calls = 0
-    original = wf.compile.place_step
+    original = wf.compile.workflow.place_step
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         nonlocal calls
         calls += 1
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(wf.compile, "place_step", counting)
+    monkeypatch.setattr(wf.compile.workflow, "place_step", counting)
     # A chain plus fan-in: step i needs i-1 and i//2 (the benchmark's shape).
     steps = [{"name": f"s{i}", "command": ["x"], "needs": sorted({f"s{j}" for j in (i - 1, i // 2) if 0 <= j < i})}
              for i in range(size)]

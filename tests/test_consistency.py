@@ -9,10 +9,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wf import eksctl, karpenter
-from wf.catalog import Catalog, Taint, load_catalog
-from wf.consistency import accidental_tolerations, admits, check_cluster_config, placement_of, untolerated
-from wf.nodegroups import node_groups
+from wf.render import eksctl
+
+from wf.render import karpenter
+from wf.model.catalog import Catalog, Taint, load_catalog
+from wf.lint.consistency import accidental_tolerations, admits, check_cluster_config, placement_of, untolerated
+from wf.model.nodegroups import node_groups
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = ROOT / "eksctl" / "catalog.yaml"

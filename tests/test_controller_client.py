@@ -6,7 +6,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import MaxRetryError, NewConnectionError
 
 from wf.controller.client import Kube, cluster_error, is_transient
-from wf.errors import ClusterError, InputError
+from wf.core.errors import ClusterError, InputError
 
 KUBE = Kube(api_client=None, namespace="wf", context="wf-local", server="https://127.0.0.1:6443")
 

@@ -15,8 +15,8 @@ import boto3
 import pytest
 from botocore.credentials import ReadOnlyCredentials
 
-from wf.controller import eks
-from wf.errors import ClusterError
+from wf.aws import eks
+from wf.core.errors import ClusterError
 
 CREDS = ReadOnlyCredentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", None)
 FROZEN = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)

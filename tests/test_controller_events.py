@@ -13,7 +13,7 @@ from wf.controller.cost import NodeFacts, job_cost
 from wf.controller.events import Inbox, WatchState, snapshot
 from wf.controller.steps import workflow_view
 from wf.controller.summary import summarize
-from wf.errors import InputError
+from wf.core.errors import InputError
 
 RUN = Path(__file__).parent / "controller_data" / "bert-large-pretrain-run.json"
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from wf.controller.kubeconfig import kubeconfig_paths, resolve_target
-from wf.errors import ClusterError, InputError
+from wf.core.errors import ClusterError, InputError
 
 
 def write(path: Path, doc: dict) -> Path:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from controller_fakes import workflow
-from wf.catalog import Catalog, load_catalog
+from wf.model.catalog import Catalog, load_catalog
 from wf.controller.pending import explain
 
 CATALOG = load_catalog(Path(__file__).resolve().parents[1] / "eksctl" / "catalog.yaml")

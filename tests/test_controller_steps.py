@@ -10,7 +10,7 @@ from controller_fakes import nested_run, pod_node, workflow
 from wf.controller.cost import NodeFacts, job_cost
 from wf.controller.ops import retry_plan
 from wf.controller.steps import pod_name, workflow_view
-from wf.errors import InputError
+from wf.core.errors import InputError
 
 
 def test_nested_retries_make_one_row_with_interruptions_counted_apart() -> None:
@@ -62,7 +62,7 @@ def test_pod_name_matches_argo_v2_naming() -> None:
 
 
 def test_cost_per_step_with_spot_estimate_and_unknown_nodes() -> None:
-    from wf.instances import instance_type
+    from wf.model.instances import instance_type
 
     doc = nested_run()
     nodes = {"cpu-1": NodeFacts("r5.4xlarge", "on-demand"), "gaudi-2": NodeFacts("dl1.24xlarge", "spot")}
@@ -183,7 +183,7 @@ def test_without_a_fallback_every_attempt_keeps_the_templates_capacity() -> None
 
 
 def test_each_attempt_is_priced_at_its_own_capacity_and_interruptions_apart() -> None:
-    from wf.instances import instance_type
+    from wf.model.instances import instance_type
 
     doc = fallback_run()
     r5 = instance_type("r5.4xlarge")

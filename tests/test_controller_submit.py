@@ -11,7 +11,7 @@ from urllib3.exceptions import ReadTimeoutError
 
 from wf.controller.client import Kube
 from wf.controller.submit import TokenBucket, create, job_files, parse_parameters, set_parameters
-from wf.errors import ClusterError, InputError
+from wf.core.errors import ClusterError, InputError
 
 
 class FakeCustom:
@@ -138,7 +138,7 @@ def test_folders_expand_to_the_yaml_files_directly_in_them(tmp_path: Path) -> No
 
 
 def test_submit_compiles_everything_before_creating_anything(tmp_path: Path) -> None:
-    from wf.catalog import load_catalog
+    from wf.model.catalog import load_catalog
     from wf.controller.submit import load_jobs, submit_jobs
 
     root = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ from controller_fakes import FakeTransport, nested_run, workflow
 from wf.controller.client import Kube
 from wf.controller.view import PlainDisplay
 from wf.controller.watch import watch_workflows
-from wf.errors import ClusterError, InputError
+from wf.core.errors import ClusterError, InputError
 
 KUBE = Kube(api_client=None, namespace="wf", context="test", server="https://127.0.0.1:6443")
 

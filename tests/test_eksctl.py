@@ -13,10 +13,11 @@ import yaml
 from jsonschema import Draft7Validator
 
 from upstream import EKSCTL_SCHEMA, require
-from wf import eksctl, eksctl_drift
-from wf.catalog import Catalog, load_catalog
-from wf.errors import InputError
-from wf.nodegroups import node_groups
+from wf.render import eksctl
+from wf.lint import drift
+from wf.model.catalog import Catalog, load_catalog
+from wf.core.errors import InputError
+from wf.model.nodegroups import node_groups
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = ROOT / "eksctl" / "catalog.yaml"
@@ -91,7 +92,7 @@ def test_golden_default(default):
 
 def test_output_is_deterministic(default):
     # A fresh interpreter: dict order or hash seeds must not leak into the bytes.
-    code = "from wf.catalog import load_catalog; from wf import eksctl; " \
+    code = "from wf.model.catalog import load_catalog; from wf.render import eksctl; " \
            f"print(eksctl.render(load_catalog({str(CATALOG)!r})), end='')"
     env = {**os.environ, "PYTHONHASHSEED": "123", "PYTHONPATH": str(ROOT / "src")}
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
@@ -99,7 +100,7 @@ def test_output_is_deterministic(default):
 
 
 def test_committed_cluster_yaml_matches_catalog(default):
-    assert eksctl_drift.cluster_config_drift(default, COMMITTED) == []
+    assert drift.cluster_config_drift(default, COMMITTED) == []
 
 
 def test_header_names_catalog_and_forbids_edits(default):
@@ -211,7 +212,7 @@ def test_drift_names_first_differing_group_and_field(tmp_path, default):
     text = eksctl.render(default)
     edited = text.replace("k8s.amazonaws.com/accelerator: gaudi", "k8s.amazonaws.com/accelerator: gpu", 1)
     path = write(tmp_path, edited)
-    problems = eksctl_drift.cluster_config_drift(default, path)
+    problems = drift.cluster_config_drift(default, path)
     first = problems[0]
     assert "node group gaudi-spot-us-east-1a" in first.message
     assert first.field == "managedNodeGroups[6].labels.k8s.amazonaws.com/accelerator"
@@ -222,7 +223,7 @@ def test_drift_names_first_differing_group_and_field(tmp_path, default):
 def test_drift_reports_changed_catalog(tmp_path, default):
     path = write(tmp_path, eksctl.render(default))
     changed = Catalog.from_yaml_text(CATALOG.read_text().replace("maxSize: 16", "maxSize: 32"), str(CATALOG))
-    problems = eksctl_drift.cluster_config_drift(changed, path)
+    problems = drift.cluster_config_drift(changed, path)
     assert [p.field for p in problems] == ["managedNodeGroups[6].maxSize"]
     assert "node group gaudi-spot-us-east-1a: maxSize is 16; the catalog generates 32" in problems[0].message
 
@@ -231,7 +232,7 @@ def test_drift_reports_missing_and_extra_groups(tmp_path, default):
     config = eksctl.cluster_config(default)
     config["managedNodeGroups"][0]["name"] = "renamed"
     path = write(tmp_path, eksctl.GENERATED_MARK + "\n" + yaml.safe_dump(config, sort_keys=False))
-    messages = [p.message for p in eksctl_drift.cluster_config_drift(default, path)]
+    messages = [p.message for p in drift.cluster_config_drift(default, path)]
     assert any("node group cpu-spot-us-east-1a is missing" in m for m in messages)
     assert any("node group renamed is not generated from the catalog" in m for m in messages)
 
@@ -239,14 +240,14 @@ def test_drift_reports_missing_and_extra_groups(tmp_path, default):
 def test_drift_in_comments_only(tmp_path, default):
     text = eksctl.render(default).replace("# gpu / spot / us-east-1a", "# hand-edited comment")
     path = write(tmp_path, text)
-    problems = eksctl_drift.cluster_config_drift(default, path)
+    problems = drift.cluster_config_drift(default, path)
     assert len(problems) == 1 and "comments or layout" in problems[0].message
     assert problems[0].line == text.splitlines().index("  # hand-edited comment") + 1
 
 
 def test_header_path_does_not_count_as_drift(tmp_path, default):
     path = write(tmp_path, eksctl.render(default, catalog_label="/elsewhere/catalog.yaml"))
-    assert eksctl_drift.cluster_config_drift(default, path) == []
+    assert drift.cluster_config_drift(default, path) == []
 
 
 HAND = """
@@ -273,7 +274,7 @@ nodeGroups:
 
 def test_hand_written_config_drift_field_by_field(tmp_path, default):
     path = write(tmp_path, HAND)
-    problems = eksctl_drift.cluster_config_drift(default, path)
+    problems = drift.cluster_config_drift(default, path)
     by_field = {(p.field, p.message.split(":")[0]) for p in problems}
     fields = [p.field for p in problems if p.message.startswith("node group gaudi-a")]
     assert fields == [
@@ -294,14 +295,14 @@ def test_hand_written_config_drift_field_by_field(tmp_path, default):
 def test_hand_written_unknown_class(tmp_path, default):
     path = write(tmp_path, HAND.replace("wf.dev/compute-class: gaudi, wf.dev/capacity: spot, "
                                         "k8s.amazonaws.com/accelerator: habana", "wf.dev/compute-class: tpu"))
-    problems = eksctl_drift.cluster_config_drift(default, path)
+    problems = drift.cluster_config_drift(default, path)
     assert any("compute class 'tpu' is not in the catalog" in p.message for p in problems)
 
 
 def test_not_a_cluster_config(tmp_path, default):
     path = write(tmp_path, "apiVersion: v1\nkind: ConfigMap\n")
     with pytest.raises(InputError, match="expected one eksctl ClusterConfig"):
-        eksctl_drift.cluster_config_drift(default, path)
+        drift.cluster_config_drift(default, path)
 
 
 # --- CLI ----------------------------------------------------------------------------------------------------
@@ -310,7 +311,7 @@ def test_not_a_cluster_config(tmp_path, default):
 def run_wf(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     env.pop("WF_CATALOG", None)
-    return subprocess.run([sys.executable, "-c", "from wf.cli import main; main()", *args],
+    return subprocess.run([sys.executable, "-c", "from wf.cli.app import main; main()", *args],
                           capture_output=True, text=True, cwd=cwd, env=env)
 
 
@@ -318,7 +319,7 @@ def test_cli_generate_to_file(tmp_path, default):
     out = tmp_path / "cluster.yaml"
     result = run_wf("eksctl", "generate", "--catalog", str(CATALOG), "--file", str(out))
     assert result.returncode == 0, result.stderr
-    assert eksctl_drift.cluster_config_drift(default, out) == []
+    assert drift.cluster_config_drift(default, out) == []
 
 
 def test_cli_generate_stdout_matches_committed():
@@ -335,10 +336,10 @@ def test_cli_bad_catalog_exits_2(tmp_path):
 
 
 def test_drift_accepts_a_loaded_document(tmp_path, default):
-    from wf.loader import load_documents
+    from wf.core.loader import load_documents
 
     text = eksctl.render(default).replace("maxSize: 40", "maxSize: 41", 1)
     doc = load_documents(write(tmp_path, text))[0]
-    problems = eksctl_drift.cluster_config_drift(default, doc)
+    problems = drift.cluster_config_drift(default, doc)
     assert problems[0].field == "managedNodeGroups[" + str(
         [g.name for g in node_groups(default)].index("gpu-spot-us-east-1a")) + "].maxSize"

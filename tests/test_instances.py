@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 
 from wf.controller.cost import node_share
-from wf.instances import (
+from wf.model.instances import (
     AS_OF,
     SOURCE,
     InstanceType,
@@ -17,7 +17,7 @@ from wf.instances import (
     parse_metadata,
     parse_table,
 )
-from wf.nodegroups import instance_allocatable
+from wf.model.nodegroups import instance_allocatable
 
 REQUIRED_FAMILIES = (
     "m5", "c5", "c6i", "c7g", "r5", "r6i", "g4dn", "g5", "g5g", "g6", "p3", "p4d", "p5", "dl1", "trn1", "inf2",
@@ -197,7 +197,7 @@ def test_refresh_from_ec2_matches_the_shipped_table(aws_env: None) -> None:
 
     from moto import mock_aws
 
-    from wf.instances_refresh import refresh_instance_table
+    from wf.aws.instances_refresh import refresh_instance_table
 
     with mock_aws():
         result = refresh_instance_table(with_prices=False, today=dt.date(2030, 1, 2))
@@ -217,7 +217,7 @@ def test_refresh_reads_prices_from_the_pricing_api(aws_env: None) -> None:
     from botocore.stub import ANY, Stubber
     from moto import mock_aws
 
-    from wf.instances_refresh import refresh_instance_table
+    from wf.aws.instances_refresh import refresh_instance_table
 
     class Session:
         """boto3 session whose pricing client is stubbed (moto has no Pricing API); EC2 goes to moto."""
@@ -243,8 +243,8 @@ def test_refresh_reads_prices_from_the_pricing_api(aws_env: None) -> None:
 def test_refresh_unknown_type_is_bad_input(aws_env: None) -> None:
     from moto import mock_aws
 
-    from wf.errors import InputError
-    from wf.instances_refresh import refresh_instance_table
+    from wf.core.errors import InputError
+    from wf.aws.instances_refresh import refresh_instance_table
 
     with mock_aws(), pytest.raises(InputError, match="r5.4xlarg"):
         refresh_instance_table(["r5.4xlarg"], with_prices=False)
@@ -253,8 +253,8 @@ def test_refresh_unknown_type_is_bad_input(aws_env: None) -> None:
 def test_refresh_without_credentials_is_a_cluster_error(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     import boto3
 
-    from wf.errors import ClusterError
-    from wf.instances_refresh import refresh_instance_table
+    from wf.core.errors import ClusterError
+    from wf.aws.instances_refresh import refresh_instance_table
 
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(key, raising=False)
@@ -269,7 +269,7 @@ def test_refresh_without_credentials_is_a_cluster_error(monkeypatch: pytest.Monk
 def test_written_table_loads_back(aws_env: None, tmp_path) -> None:
     from moto import mock_aws
 
-    from wf.instances_refresh import refresh_instance_table, write_table
+    from wf.aws.instances_refresh import refresh_instance_table, write_table
 
     with mock_aws():
         result = refresh_instance_table(["g4dn.2xlarge"], with_prices=False)

@@ -9,10 +9,10 @@ import pytest
 
 from test_catalog import catalog_problems, only
 from test_placement import evaluate
-from wf.catalog import Catalog
-from wf.compile import compile_job
-from wf.constants import CAPACITY_LABEL
-from wf.interruptions import (
+from wf.model.catalog import Catalog
+from wf.compile.workflow import compile_job
+from wf.core.constants import CAPACITY_LABEL
+from wf.compile.interruptions import (
     APPLICATION_EXPRESSION,
     APPLICATION_SIGNS,
     INTERRUPTION_EXPRESSION,
@@ -21,7 +21,7 @@ from wf.interruptions import (
     capacity_expression,
     is_interruption,
 )
-from wf.placement import place_step
+from wf.compile.placement import place_step
 
 # How each way of losing a node reaches Argo v4.0.7 (phase and message of the attempt's node), from
 # workflow/controller/operator.go: inferFailedReason and the missing-pod check.

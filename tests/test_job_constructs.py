@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from wf import argo
-from wf.artifacts import REPOSITORY_REF, repository_configmap
-from wf.catalog import Catalog
-from wf.compile import compile_job
-from wf.errors import InputError
-from wf.spec import Step, TrainingJob, load_job
+from wf.compile.artifacts import REPOSITORY_REF, repository_configmap
+from wf.model.catalog import Catalog
+from wf.compile.workflow import compile_job
+from wf.core.errors import InputError
+from wf.spec.job import Step, TrainingJob, load_job
 
 
 def job(steps: list[dict[str, Any]], **spec: Any) -> TrainingJob:
@@ -283,7 +283,7 @@ def test_schema_covers_the_constructs() -> None:
 
 
 def test_lint_reports_reference_errors_with_lines(write: Any) -> None:
-    from wf.lint import lint_paths
+    from wf.lint.documents import lint_paths
 
     path = write("job.yaml", """
         apiVersion: wf/v1

@@ -13,11 +13,11 @@ import yaml
 
 from test_catalog import BASE, catalog_problems, only
 from upstream import KUEUE_CRDS, require, strictify
-from wf import kueue
-from wf.catalog import Catalog, load_catalog
-from wf.cli import main
-from wf.nodegroups import class_node_labels, node_group
-from wf.teams import flavor_quotas
+from wf.render import kueue
+from wf.model.catalog import Catalog, load_catalog
+from wf.cli.app import main
+from wf.model.nodegroups import class_node_labels, node_group
+from wf.model.teams import flavor_quotas
 
 QUEUES: dict[str, Any] = {
     "cohort": "lab",
@@ -190,7 +190,7 @@ def pod_templates(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def test_a_team_job_lands_in_its_queue_with_its_priority(write: Callable[..., Path],
                                                          make_job: Callable[..., Any]) -> None:
-    from wf.compile import compile_job
+    from wf.compile.workflow import compile_job
 
     manifest = compile_job(team_job(make_job, [GAUDI_STEP], team="perception", priority="high"), team_catalog(write))
     assert manifest["metadata"]["namespace"] == "perception"
@@ -200,7 +200,7 @@ def test_a_team_job_lands_in_its_queue_with_its_priority(write: Callable[..., Pa
 
 def test_the_namespace_names_the_team_and_the_default_priority_applies(write: Callable[..., Path],
                                                                        make_job: Callable[..., Any]) -> None:
-    from wf.compile import compile_job
+    from wf.compile.workflow import compile_job
 
     manifest = compile_job(team_job(make_job, [GAUDI_STEP], namespace="mapping-dev"), team_catalog(write))
     assert manifest["metadata"]["namespace"] == "mapping-dev"
@@ -209,7 +209,7 @@ def test_the_namespace_names_the_team_and_the_default_priority_applies(write: Ca
 
 def test_queued_step_timeout_counts_from_the_pod_start(write: Callable[..., Path],
                                                        make_job: Callable[..., Any]) -> None:
-    from wf.compile import compile_job
+    from wf.compile.workflow import compile_job
 
     cat = team_catalog(write)
     queued = pod_templates(compile_job(team_job(make_job, [GAUDI_STEP], team="perception"), cat))["train"]
@@ -229,8 +229,8 @@ def test_queued_step_timeout_counts_from_the_pod_start(write: Callable[..., Path
 def test_bad_team_or_priority_is_a_compile_error(write: Callable[..., Path], make_job: Callable[..., Any],
                                                  namespace: str | None, spec: dict[str, Any], field: str,
                                                  message: str) -> None:
-    from wf.compile import compile_job
-    from wf.errors import InputError
+    from wf.compile.workflow import compile_job
+    from wf.core.errors import InputError
 
     with pytest.raises(InputError) as exc:
         compile_job(team_job(make_job, [GAUDI_STEP], namespace=namespace, **spec), team_catalog(write))
@@ -239,7 +239,7 @@ def test_bad_team_or_priority_is_a_compile_error(write: Callable[..., Path], mak
 
 
 def test_lint_reports_a_step_no_quota_can_ever_admit(write: Callable[..., Path], tmp_path: Path) -> None:
-    from wf.lint import lint_paths
+    from wf.lint.documents import lint_paths
 
     teams = copy.deepcopy(QUEUES["teams"])
     teams[1]["quotas"] = [{"compute": "gaudi", "accelerators": 2, "borrowingLimit": {"accelerators": 1}}]
@@ -255,7 +255,7 @@ def test_lint_reports_a_step_no_quota_can_ever_admit(write: Callable[..., Path],
 
 
 def test_lint_sums_a_multi_node_steps_workers_as_kueue_admits_them(write: Callable[..., Path], tmp_path: Path) -> None:
-    from wf.lint import lint_paths
+    from wf.lint.documents import lint_paths
 
     team_catalog(write)  # mapping: 8 cards of its own, at most 16 more borrowed from perception
     job = write("job.yaml", yaml.safe_dump({
@@ -271,7 +271,7 @@ def test_lint_sums_a_multi_node_steps_workers_as_kueue_admits_them(write: Callab
 
 
 def test_borrowing_is_bounded_by_what_the_cohort_lends(write: Callable[..., Path]) -> None:
-    from wf.kueue_lint import admission_ceiling
+    from wf.lint.queues import admission_ceiling
 
     cat = team_catalog(write)
     assert cat.queues is not None
@@ -287,7 +287,7 @@ def generated(write: Callable[..., Path], tmp_path: Path) -> tuple[Path, list[di
 
 
 def lint_objects(write: Callable[..., Path], catalog: Path, objs: list[dict[str, Any]]) -> list[str]:
-    from wf.lint import lint_paths
+    from wf.lint.documents import lint_paths
 
     path = write("kueue/queues.yaml", yaml.safe_dump_all(objs, sort_keys=False))
     return [f"{p.field}: {p.message}" for p in lint_paths([path], catalog).errors]
@@ -323,7 +323,7 @@ def test_equal_quantities_are_not_drift(write: Callable[..., Path], tmp_path: Pa
 
 
 def test_committed_kueue_yaml_matches_the_catalog(catalog: Catalog) -> None:
-    from wf.lint import lint_paths
+    from wf.lint.documents import lint_paths
 
     committed = Path(__file__).resolve().parents[1] / "eksctl" / "kueue.yaml"
     result = lint_paths([committed], Path(catalog.source))

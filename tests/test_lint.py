@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from upstream import CORPUS, require
-from wf.lint import lint_paths
+from wf.lint.documents import lint_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = ROOT / "eksctl" / "catalog.yaml"
@@ -176,7 +176,7 @@ def test_unreadable_and_foreign_files_never_crash(write: Any) -> None:
 
 
 def test_missing_paths_are_input_errors(tmp_path: Path) -> None:
-    from wf.errors import InputError
+    from wf.core.errors import InputError
 
     with pytest.raises(InputError, match="no such file"):
         lint_paths([tmp_path / "nope"], CATALOG)

@@ -15,8 +15,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wf.errors import InputError, format_path
-from wf.loader import ALIAS_EXPANSION_ALLOWANCE, Document, load_documents, load_mapping, parse_documents
+from wf.core.errors import InputError, format_path
+from wf.core.loader import ALIAS_EXPANSION_ALLOWANCE, Document, load_documents, load_mapping, parse_documents
 
 
 def one(text: str, strict: bool = True) -> Document:
@@ -353,7 +353,7 @@ def test_line_of_a_leaf_points_at_its_key(data: dict[str, Any]) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=300))
 def test_random_bytes_raise_nothing_but_input_errors(raw: bytes) -> None:
-    from wf.loader import decode
+    from wf.core.loader import decode
 
     try:
         parse_documents(decode(raw, "r.yaml"), "r.yaml")
@@ -376,7 +376,7 @@ def test_random_yaml_like_text_raises_nothing_but_input_errors(text: str) -> Non
 
 
 def test_a_validator_finding_is_located_in_its_document() -> None:
-    from wf.errors import Problem
+    from wf.core.errors import Problem
 
     doc = one("spec:\n  steps:\n    - name: a\n      image: x\n")
     found = Problem.at(("spec", "steps", 0, "image"), "bad image")

@@ -13,12 +13,12 @@ import pytest
 import yaml
 
 from upstream import SHARED, require
-from wf.catalog import Catalog
-from wf.compile import compile_job
-from wf.constants import CLASS_LABEL, STEP_LABEL, WORKFLOW_NAME_LABEL, ZONE_LABEL
-from wf.errors import InputError
-from wf.kueue import LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL
-from wf.mpijob import (
+from wf.model.catalog import Catalog
+from wf.compile.workflow import compile_job
+from wf.core.constants import CLASS_LABEL, STEP_LABEL, WORKFLOW_NAME_LABEL, ZONE_LABEL
+from wf.core.errors import InputError
+from wf.render.kueue import LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL
+from wf.compile.mpijob import (
     API_VERSION,
     CONTAINER,
     FAILURE_CONDITION,
@@ -28,7 +28,7 @@ from wf.mpijob import (
     SUCCESS_CONDITION,
     WORKER_LOST_MESSAGE,
 )
-from wf.spec import TrainingJob
+from wf.spec.job import TrainingJob
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_CRD = SHARED / "schemas" / "mpi-operator" / "v0.6.0" / "manifests" / "base" / "kubeflow.org_mpijobs.yaml"

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from wf.catalog import Catalog
-from wf.compile import ATTEMPTS_SUFFIX, compile_job
-from wf.constants import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL, INSTANCE_TYPE_LABEL
-from wf.interruptions import APPLICATION_EXPRESSION, INTERRUPTION_EXPRESSION
-from wf.placement import INTERRUPTION_RETRIES, place_step
+from wf.model.catalog import Catalog
+from wf.compile.workflow import ATTEMPTS_SUFFIX, compile_job
+from wf.core.constants import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL, INSTANCE_TYPE_LABEL
+from wf.compile.interruptions import APPLICATION_EXPRESSION, INTERRUPTION_EXPRESSION
+from wf.compile.placement import INTERRUPTION_RETRIES, place_step
 
 
 def place(catalog: Catalog, make_job: Any, step: dict[str, Any], **spec: Any) -> Any:
@@ -331,7 +331,7 @@ def test_a_request_only_the_larger_type_of_a_mixed_class_offers_is_refused(mixed
                                                                           make_job: Any) -> None:
     catalog = mixed_catalog
     # cpu lists r5.4xlarge (15890m, 118312Mi allocatable) and r5.8xlarge: cluster-autoscaler may model or launch
-    # the smaller one, so a request must fit it (wf.nodegroups).
+    # the smaller one, so a request must fit it (wf.model.nodegroups).
     assert placed(catalog, make_job, {"resources": {"cpu": "15890m", "memory": "118312Mi"}})
     path, message = problem(catalog, make_job, {"resources": {"cpu": 20}})
     assert path == "spec.steps.0.resources.cpu"

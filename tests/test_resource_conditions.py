@@ -1,4 +1,4 @@
-"""Argo's resource-template conditions, judged as argoexec judges them (wf.resource_conditions).
+"""Argo's resource-template conditions, judged as argoexec judges them (wf.cluster.resource_conditions).
 
 The expectations are Argo v4.0.7's and apimachinery v0.33's (the versions Argo v4.0.7 builds with), read from
 workflow/executor/resource.go (matchConditions, gjsonLabels), k8s.io/apimachinery/pkg/labels/selector.go
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from wf.mpijob import FAILURE_CONDITION, SUCCESS_CONDITION
-from wf.resource_conditions import ConditionError, Conditions, Requirement, Verdict, parse
+from wf.compile.mpijob import FAILURE_CONDITION, SUCCESS_CONDITION
+from wf.cluster.resource_conditions import ConditionError, Conditions, Requirement, Verdict, parse
 
 
 def judge(success: str, failure: str, document: Any) -> Verdict | None:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from wf.constants import SIM_DURATION, SIM_EXIT_CODE, SIM_MESSAGE
-from wf.resource_conditions import ConditionError, Conditions, Verdict
-from wf.sim_executor import (
+from wf.core.constants import SIM_DURATION, SIM_EXIT_CODE, SIM_MESSAGE
+from wf.cluster.resource_conditions import ConditionError, Conditions, Verdict
+from wf.cluster.executor import (
     CHECK_INTERVAL_ENV,
     COMPLETED_LABEL,
     OUTPUTS_ANNOTATION,

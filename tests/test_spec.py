@@ -12,9 +12,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wf.errors import InputError
-from wf.spec import SecretRef, Step, TrainingJob, find_cycle, load_job
-from wf.units import parse_duration, parse_quantity
+from wf.core.errors import InputError
+from wf.spec.job import SecretRef, Step, TrainingJob, find_cycle, load_job
+from wf.core.units import parse_duration, parse_quantity
 
 
 def problems(write: Any, data: dict[str, Any]) -> list[tuple[int | None, str | None, str]]:

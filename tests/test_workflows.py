@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wf.catalog import load_catalog
-from wf.compile import compile_job
-from wf.spec import load_job
+from wf.model.catalog import load_catalog
+from wf.compile.workflow import compile_job
+from wf.spec.job import load_job
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted((ROOT / "workflows" / "src").glob("*.yaml"))

@@ -1,3 +1,3 @@
-from wf.cli import main
+from wf.cli.app import main
 
 main()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from wf.constants import CAPACITY_LABEL, CLASS_LABEL
+from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
 
 from .conftest import ClusterHandle, become_subreaper, start_cluster, stop_cluster
 

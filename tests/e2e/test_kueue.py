@@ -21,14 +21,14 @@ from typing import Any
 import pytest
 import yaml
 
-from wf.catalog import Catalog, load_catalog
+from wf.model.catalog import Catalog, load_catalog
 from wf.cluster.kueue import MUTATING, VALIDATING
 from wf.cluster.runtime import LocalCluster
-from wf.compile import compile_job
-from wf.constants import SIM_DURATION, WORKFLOW_NAME_LABEL
+from wf.compile.workflow import compile_job
+from wf.core.constants import SIM_DURATION, WORKFLOW_NAME_LABEL
 from wf.controller.queue import Workload, parse_workload
-from wf.kueue import QUEUE_LABEL
-from wf.spec import TrainingJob
+from wf.render.kueue import QUEUE_LABEL
+from wf.spec.job import TrainingJob
 
 from .conftest import ClusterHandle, become_subreaper, build_with_progress, stop_cluster
 
@@ -274,7 +274,7 @@ def test_a_workflow_deleted_while_queued_leaves_no_workload(kq: Cluster) -> None
 def test_a_multi_node_step_is_admitted_as_one_workload_and_runs(kq: Cluster) -> None:
     """Kueue's MPIJob integration: the MPIJob is created suspended, admitted with launcher and workers as the
     podsets of one workload, resumed, and the mpi-operator runs it; no pod of it queues on its own."""
-    from wf.mpijob import JOB_NAME_LABEL
+    from wf.compile.mpijob import JOB_NAME_LABEL
 
     job = TrainingJob.model_validate({
         "apiVersion": "wf/v1", "kind": "TrainingJob", "metadata": {"name": f"omega-{uuid.uuid4().hex[:5]}"},

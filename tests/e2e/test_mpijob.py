@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 import yaml
 
-from wf.catalog import Catalog
+from wf.model.catalog import Catalog
 from wf.cluster.nodes import node_manifest
-from wf.constants import CLASS_LABEL, SIM_DURATION, SIM_EXIT_CODE, WORKFLOW_NAME_LABEL, ZONE_LABEL
+from wf.core.constants import CLASS_LABEL, SIM_DURATION, SIM_EXIT_CODE, WORKFLOW_NAME_LABEL, ZONE_LABEL
 from wf.controller.client import connect
-from wf.interruptions import is_interruption
-from wf.mpijob import JOB_NAME_LABEL, JOB_ROLE_LABEL, WORKER_LOST_MESSAGE
-from wf.nodegroups import node_groups
+from wf.compile.interruptions import is_interruption
+from wf.compile.mpijob import JOB_NAME_LABEL, JOB_ROLE_LABEL, WORKER_LOST_MESSAGE
+from wf.model.nodegroups import node_groups
 
 from .conftest import ClusterHandle
 from .test_controller_e2e import wf_cli

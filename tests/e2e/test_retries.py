@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from wf.compile import ATTEMPTS_SUFFIX
-from wf.constants import CAPACITY_LABEL, SIM_DURATION, SIM_EXIT_CODE
+from wf.compile.workflow import ATTEMPTS_SUFFIX
+from wf.core.constants import CAPACITY_LABEL, SIM_DURATION, SIM_EXIT_CODE
 from wf.controller.client import connect
 from wf.controller.steps import parse_time
 

@@ -1,4 +1,4 @@
-"""`wf lint`'s static schedulability verdict (wf.schedulability) against the real kube-scheduler.
+"""`wf lint`'s static schedulability verdict (wf.compile.schedulability) against the real kube-scheduler.
 
 Generated pods (seeded) with nodeSelectors, required node affinity, tolerations and requests around the
 node groups' allocatable are created as bare pods; each either binds or is reported Unschedulable, and that
@@ -28,9 +28,9 @@ from typing import Any
 
 import pytest
 
-from wf.catalog import load_catalog
+from wf.model.catalog import load_catalog
 from wf.cluster.nodes import HOSTNAME_LABEL, node_manifest
-from wf.constants import (
+from wf.core.constants import (
     ARCH_LABEL,
     CAPACITY_LABEL,
     CLASS_LABEL,
@@ -39,9 +39,9 @@ from wf.constants import (
     INSTANCE_TYPE_LABEL,
     ZONE_LABEL,
 )
-from wf.nodegroups import NodeGroup, node_groups
-from wf.schedulability import PodConstraints, explain, judge, pod_constraints
-from wf.units import parse_quantity
+from wf.model.nodegroups import NodeGroup, node_groups
+from wf.compile.schedulability import PodConstraints, explain, judge, pod_constraints
+from wf.core.units import parse_quantity
 
 from .conftest import ClusterHandle
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from wf.constants import ARGO_API_VERSION, ARGO_GROUP, ARGO_VERSION, CLASS_LABEL
+from wf.core.constants import ARGO_API_VERSION, ARGO_GROUP, ARGO_VERSION, CLASS_LABEL
 
 from .conftest import ClusterHandle
 
@@ -120,9 +120,9 @@ def wf_lint_server(handle: ClusterHandle, *paths: Path) -> subprocess.CompletedP
 
 def test_every_compiled_example_passes_the_full_crds(full_crds: list[str], local_cluster: ClusterHandle,
                                                      tmp_path: Path) -> None:
-    from wf.catalog import load_catalog
-    from wf.compile import compile_job
-    from wf.spec import load_job
+    from wf.model.catalog import load_catalog
+    from wf.compile.workflow import compile_job
+    from wf.spec.job import load_job
 
     jobs = sorted(EXAMPLES.glob("*.yaml"))
     assert jobs

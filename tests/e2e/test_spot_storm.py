@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from wf.constants import CAPACITY_LABEL, CLASS_LABEL, SIM_DURATION, STEP_LABEL
+from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, SIM_DURATION, STEP_LABEL
 from wf.controller.client import connect
 
 from .conftest import (

@@ -14,9 +14,9 @@ from functools import cache
 from pathlib import Path as FilePath
 from typing import Any
 
-from wf.constants import ARGO_API_VERSION as API_VERSION
-from wf.constants import ARGO_KINDS, ARGO_VERSION, DNS1123_SUBDOMAIN, DNS1123_SUBDOMAIN_MAX, QUANTITY
-from wf.errors import FieldPath, Problem
+from wf.core.constants import ARGO_API_VERSION as API_VERSION
+from wf.core.constants import ARGO_KINDS, ARGO_VERSION, DNS1123_SUBDOMAIN, DNS1123_SUBDOMAIN_MAX, QUANTITY
+from wf.core.errors import FieldPath, Problem
 
 # The kinds `wf lint` validates, and the hera model (swagger definition) of each.
 KIND_MODELS = {kind: f"io.argoproj.workflow.{ARGO_VERSION}.{kind}" for kind in ARGO_KINDS}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from wf.errors import Problem
+from wf.core.errors import Problem
 
 ARGO_MAX_WORKFLOW_BYTES = 1024 * 1024
 ETCD_MAX_REQUEST_BYTES = 1536 * 1024

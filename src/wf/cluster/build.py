@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from wf.errors import ClusterError
+from wf.core.errors import ClusterError
 
 KUBERNETES_VERSION = "1.36.3"
 ETCD_VERSION = "3.6.16"

@@ -15,12 +15,12 @@ from typing import Any
 
 import yaml
 
-from wf.artifacts import repository_configmap
-from wf.catalog import Catalog, Taint
+from wf.compile.artifacts import repository_configmap
+from wf.model.catalog import Catalog, Taint
 from wf.cluster import mpi
 from wf.cluster.nodes import SIMULATED_ANNOTATION, node_manifests
-from wf.constants import ARGO_GROUP
-from wf.errors import ClusterError
+from wf.core.constants import ARGO_GROUP
+from wf.core.errors import ClusterError
 
 FIELD_MANAGER = "wf-cluster"
 CATALOG_NAMESPACE = "wf-system"
@@ -152,7 +152,7 @@ def _ensure_node(client: Any, manifest: dict[str, Any]) -> None:
 def _node_matches(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
     """Our labels and taints are there (others may add more) and allocatable is the same quantity
     (the API server may rewrite a quantity in canonical form, e.g. 1024Mi as 1Gi)."""
-    from wf.units import parse_quantity
+    from wf.core.units import parse_quantity
 
     labels = current["metadata"].get("labels") or {}
     taints = {Taint.from_kubernetes(t) for t in (current.get("spec") or {}).get("taints") or []}

@@ -17,10 +17,10 @@ from typing import Any
 
 import yaml
 
-from wf.catalog import Catalog
-from wf.constants import ARCH_LABEL, OS_LABEL
-from wf.errors import ClusterError
-from wf.nodegroups import node_groups
+from wf.model.catalog import Catalog
+from wf.core.constants import ARCH_LABEL, OS_LABEL
+from wf.core.errors import ClusterError
+from wf.model.nodegroups import node_groups
 
 # The 1.36 image kind v0.33.0 publishes (its release notes), pinned by digest as kind asks; nearest to
 # the kwok runtime's 1.36.3.

@@ -10,7 +10,7 @@ Only the webhooks wf's work needs are registered (pods and MPIJobs, limited to t
 workloads), so a stopped Kueue can never block pods anywhere else.
 
 Layout under the cluster's work directory:
-  kueue/config.yaml   Kueue's Configuration (wf.kueue.configuration plus the loopback addresses)
+  kueue/config.yaml   Kueue's Configuration (wf.render.kueue.configuration plus the loopback addresses)
   kueue/certs/        ca.crt, tls.crt, tls.key (webhook and metrics serving), regenerated on each start
   kueue/state.json    the health and webhook ports of the running process
   pids/kueue.pid, logs/kueue.log
@@ -30,10 +30,12 @@ from typing import Any
 
 import yaml
 
-from wf import kueue, team_roles
-from wf.catalog import Catalog
+from wf.render import kueue
+
+from wf.render import team_roles
+from wf.model.catalog import Catalog
 from wf.cluster import build, processes
-from wf.errors import ClusterError
+from wf.core.errors import ClusterError
 
 NAME = "kueue"
 NAMESPACE = "kueue-system"

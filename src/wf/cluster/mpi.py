@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from wf.cluster import build, processes
-from wf.errors import ClusterError
+from wf.core.errors import ClusterError
 
 OPERATOR = "mpi-operator"
 CRD_GROUP = "kubeflow.org"

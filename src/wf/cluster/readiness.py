@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from wf.cluster import processes
-from wf.errors import ClusterError
+from wf.core.errors import ClusterError
 
 Say = Callable[[str], None]
 

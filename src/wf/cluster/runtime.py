@@ -30,10 +30,10 @@ from wf.cluster import kueue as local_kueue
 from wf.cluster.install import CONTROLLER_NAMESPACE, WORKFLOW_NAMESPACE
 from wf.cluster.readiness import wait_api_ready, wait_workloads_ready
 from wf.cluster.supervise import CONTROLLER, SIM_EXECUTOR, ComponentStatus, Say, Supervisor
-from wf.errors import InputError
+from wf.core.errors import InputError
 
 if TYPE_CHECKING:
-    from wf.catalog import Catalog
+    from wf.model.catalog import Catalog
 
 DEFAULT_NAME = "local"
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -212,7 +212,7 @@ class LocalCluster:
 
     def _catalog(self, path: str | Path | None) -> Catalog:
         """The catalog given, else the one this cluster was last brought up with, else the default one."""
-        from wf.catalog import Catalog, load_catalog
+        from wf.model.catalog import Catalog, load_catalog
 
         if path is None and self.catalog_file.is_file():
             return Catalog.from_yaml_text(self.catalog_file.read_text(), str(self.catalog_file))

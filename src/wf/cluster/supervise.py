@@ -25,7 +25,7 @@ import yaml
 from wf.cluster import build, processes
 from wf.cluster.install import CONTROLLER_NAMESPACE
 from wf.cluster.tuning import CONTROLLER_ARGS, KWOK_OPTIONS, KWOKCTL_OPTIONS, TUNING, requeue_time
-from wf.errors import ClusterError
+from wf.core.errors import ClusterError
 
 Say = Callable[[str], None]
 
@@ -241,7 +241,7 @@ class Supervisor:
             return
         say(f"starting {SIM_EXECUTOR}")
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", "HOME")}
-        argv = [sys.executable, "-m", "wf.sim_executor", "--kubeconfig", str(self.kubeconfig)]
+        argv = [sys.executable, "-m", "wf.cluster.executor", "--kubeconfig", str(self.kubeconfig)]
         processes.start(argv, env=env, log_file=self.sim_executor_log, pid_file=self.sim_executor_pid_file,
                         cwd=self.workdir)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wf.controller.kubeconfig import DEFAULT_NAMESPACE, resolve_target
-from wf.errors import ClusterError, InputError
+from wf.core.errors import ClusterError, InputError
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
@@ -116,7 +116,7 @@ def connect(
     from kubernetes import client as k8s
     from kubernetes import config as k8s_config
 
-    from wf.controller import eks
+    from wf.aws import eks
 
     configuration = k8s.Configuration()
     if eks_cluster:

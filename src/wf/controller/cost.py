@@ -15,9 +15,9 @@ from decimal import Decimal
 from typing import Any
 
 from wf.controller.steps import Attempt, WorkflowView
-from wf.instances import ACCELERATOR_RESOURCES
-from wf.nodegroups import instance_allocatable
-from wf.schedulability import template_requests
+from wf.model.instances import ACCELERATOR_RESOURCES
+from wf.model.nodegroups import instance_allocatable
+from wf.compile.schedulability import template_requests
 
 _SHARED = ("cpu", "memory")
 
@@ -70,7 +70,7 @@ class JobCost:
 
 def node_share(requests: dict[str, Decimal], allocatable: dict[str, Decimal]) -> float:
     """The fraction of a node a pod reserves: its dominant resource (cpu, memory, devices) over the node's
-    allocatable (`wf.nodegroups`: net of system reserve and the hugepage pool)."""
+    allocatable (`wf.model.nodegroups`: net of system reserve and the hugepage pool)."""
     shares = [float(wanted / allocatable[resource]) for resource, wanted in requests.items()
               if resource in _SHARED and allocatable.get(resource)]
     shares += [float(requests[resource] / count) for resource, count in allocatable.items()
@@ -81,7 +81,7 @@ def node_share(requests: dict[str, Decimal], allocatable: dict[str, Decimal]) ->
 def _attempt_cost(
     attempt: Attempt, requests: dict[str, Decimal], facts: NodeFacts | None, now: datetime
 ) -> tuple[float, float, float, bool, str | None]:
-    from wf.instances import instance_type
+    from wf.model.instances import instance_type
 
     if facts is None:
         return 0.0, 0.0, 0.0, False, None
@@ -100,7 +100,7 @@ def _attempt_cost(
 
 def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, NodeFacts], now: datetime) -> JobCost:
     """Cost per step of a workflow whose attempts ran on the given nodes (name -> facts)."""
-    from wf.instances import AS_OF
+    from wf.model.instances import AS_OF
 
     templates = {t.get("name", ""): t for t in (workflow.get("spec") or {}).get("templates") or []}
     steps: list[StepCost] = []

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wf.controller.steps import WorkflowView, workflow_view
-from wf.errors import InputError
+from wf.core.errors import InputError
 
 Key = tuple[str, str]  # (namespace, name)
 
@@ -35,7 +35,7 @@ def _slim_container(container: dict[str, Any]) -> dict[str, Any]:
 
 
 def _slim_template(template: dict[str, Any]) -> dict[str, Any]:
-    """A pod template with what placement, requests and reasons read (wf.schedulability.pod_constraints, the
+    """A pod template with what placement, requests and reasons read (wf.compile.schedulability.pod_constraints, the
     team queue's labels for wf.controller.queue): commands, env, images, retry strategies and annotations
     dropped."""
     slim: dict[str, Any] = {

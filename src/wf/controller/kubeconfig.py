@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from wf.errors import ClusterError, InputError
+from wf.core.errors import ClusterError, InputError
 
 DEFAULT_NAMESPACE = "default"
 

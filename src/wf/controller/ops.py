@@ -9,12 +9,12 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from wf.constants import ARGO_GROUP as GROUP
-from wf.constants import ARGO_VERSION as VERSION
-from wf.constants import STEP_LABEL, WORKFLOW_NAME_LABEL, WORKFLOWS
+from wf.core.constants import ARGO_GROUP as GROUP
+from wf.core.constants import ARGO_VERSION as VERSION
+from wf.core.constants import STEP_LABEL, WORKFLOW_NAME_LABEL, WORKFLOWS
 from wf.controller.client import Kube, api_errors
 from wf.controller.steps import FAILED_PHASES, TERMINAL_PHASES, containment, contents, pod_name, workflow_view
-from wf.errors import InputError
+from wf.core.errors import InputError
 
 WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 COMPLETED_LABEL = "workflows.argoproj.io/completed"
@@ -78,7 +78,7 @@ def _delete_mpijobs(kube: Kube, name: str, ns: str) -> None:
     (their MPIJob is owned by the workflow, so only deleting the workflow would remove them)."""
     from kubernetes.client.exceptions import ApiException
 
-    from wf import mpijob
+    from wf.compile import mpijob
 
     group, version = mpijob.API_VERSION.split("/")
     try:

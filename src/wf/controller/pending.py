@@ -12,12 +12,12 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from wf.constants import CAPACITY_LABEL, CLASS_LABEL
-from wf.schedulability import Verdict, judge, pod_constraints
-from wf.schedulability import explain as unschedulable_reason
+from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
+from wf.compile.schedulability import Verdict, judge, pod_constraints
+from wf.compile.schedulability import explain as unschedulable_reason
 
 if TYPE_CHECKING:
-    from wf.catalog import Catalog
+    from wf.model.catalog import Catalog
 
 _INSUFFICIENT = re.compile(r"Insufficient ([A-Za-z0-9./_-]+)")
 
@@ -44,7 +44,7 @@ def explain(
     events: list[tuple[str, str]] | None = None,
 ) -> Explanation:
     """Explain a Pending pod. nodes_per_group: current node count by node group name when readable."""
-    from wf.nodegroups import node_groups
+    from wf.model.nodegroups import node_groups
 
     selector = template.get("nodeSelector") or {}
     cls_name, capacity = selector.get(CLASS_LABEL), selector.get(CAPACITY_LABEL)
@@ -87,7 +87,7 @@ def explain(
         in_use = f"no {'/'.join(types)} node in {', '.join(zones)} has room"
     text = f"waiting for {where}: {in_use}"
     if too_small := sorted({s.instance for v in verdicts if v.fits for s in v.shortfalls}):
-        # wf.nodegroups: cluster-autoscaler may model the scale-up on a type the pod does not fit.
+        # wf.model.nodegroups: cluster-autoscaler may model the scale-up on a type the pod does not fit.
         text += (f" (it does not fit {'/'.join(too_small)}, which cluster-autoscaler may model the node group on, "
                  "so it may never add a node for it)")
     if verdict and verdict[0] == "TriggeredScaleUp":

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from wf.constants import CAPACITY_LABEL, CLASS_LABEL
-from wf.kueue import API_GROUP, QUEUE_LABEL, VERSION, flavor_name, resource_name, show_amount
-from wf.teams import RESOURCES, Team, flavor_quotas
-from wf.units import parse_quantity
+from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
+from wf.render.kueue import API_GROUP, QUEUE_LABEL, VERSION, flavor_name, resource_name, show_amount
+from wf.model.teams import RESOURCES, Team, flavor_quotas
+from wf.core.units import parse_quantity
 
 if TYPE_CHECKING:
-    from wf.catalog import Catalog, ComputeClass
+    from wf.model.catalog import Catalog, ComputeClass
     from wf.controller.client import Kube
 
 WORKLOADS = "workloads"

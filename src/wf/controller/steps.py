@@ -2,7 +2,7 @@
 
 Argo records a step with a retryStrategy as a `Retry` node whose children are the attempts (`Pod` nodes); a
 step without one is a lone `Pod` node. Which attempts were interruptions (the node went away) rather than the
-program's failures is decided by wf.interruptions, the rule the compiled retry strategies use too; those are
+program's failures is decided by wf.compile.interruptions, the rule the compiled retry strategies use too; those are
 counted, timed and priced apart from the application's own retries.
 """
 
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from wf.constants import CAPACITY_LABEL, CLASS_LABEL
-from wf.interruptions import ON_DEMAND, SPOT_FALLBACK_ANNOTATION, is_interruption
+from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
+from wf.compile.interruptions import ON_DEMAND, SPOT_FALLBACK_ANNOTATION, is_interruption
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed", "Error"})
 FAILED_PHASES = frozenset({"Failed", "Error"})

@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from wf.constants import ARGO_GROUP as GROUP
-from wf.constants import ARGO_VERSION as VERSION
-from wf.constants import WORKFLOWS
+from wf.core.constants import ARGO_GROUP as GROUP
+from wf.core.constants import ARGO_VERSION as VERSION
+from wf.core.constants import WORKFLOWS
 from wf.controller.client import Kube, is_transient
 
 LIST_PAGE = 100  # workflows per list request: a relist of big workflows is held a page at a time, not whole

@@ -15,11 +15,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from wf.constants import ARGO_GROUP as GROUP
-from wf.constants import ARGO_PLURALS, DOMAIN, SUBMISSION_LABEL
-from wf.constants import ARGO_VERSION as VERSION
+from wf.core.constants import ARGO_GROUP as GROUP
+from wf.core.constants import ARGO_PLURALS, DOMAIN, SUBMISSION_LABEL
+from wf.core.constants import ARGO_VERSION as VERSION
 from wf.controller.client import Kube, api_errors, is_transient
-from wf.errors import ClusterError, InputError
+from wf.core.errors import ClusterError, InputError
 
 # Groups the workflows of one `wf submit` so `--watch` follows them all with one label-selected stream.
 BATCH_LABEL = f"{DOMAIN}/batch"
@@ -124,7 +124,7 @@ def set_parameters(manifest: dict[str, Any], values: dict[str, str], source: str
 def prepare(job: Any, catalog: Any, kube_namespace: str, namespace_flag: str | None,
             parameters: dict[str, str], batch: str) -> tuple[dict[str, Any], str, str]:
     """Compile one job (a TrainingJob) for submission: (manifest, namespace, submission id). Pure."""
-    from wf.compile import compile_job
+    from wf.compile.workflow import compile_job
 
     path = job.source
     submission = str(uuid.uuid4())
@@ -187,7 +187,7 @@ def create(kube: Kube, manifest: dict[str, Any], *, dry_run: bool = False, attem
 
 def load_jobs(sources: list[Any]) -> list[Any]:
     """TrainingJob objects as given; paths (files or folders) loaded."""
-    from wf.spec import TrainingJob, load_job
+    from wf.spec.job import TrainingJob, load_job
 
     jobs: list[Any] = [s for s in sources if isinstance(s, TrainingJob)]
     paths = [str(s) for s in sources if not isinstance(s, TrainingJob)]

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from wf.constants import CAPACITY_LABEL, CLASS_LABEL, EKS_CAPACITY_LABEL, INSTANCE_TYPE_LABEL
+from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, EKS_CAPACITY_LABEL, INSTANCE_TYPE_LABEL
 from wf.controller.client import Kube, cluster_error
 from wf.controller.cost import JobCost, NodeFacts, job_cost
 from wf.controller.events import Inbox, Key, Snapshot, WatchState, snapshot
@@ -30,7 +30,7 @@ from wf.controller.stream import (
     Transport,
 )
 from wf.controller.view import Display, detailed
-from wf.errors import InputError
+from wf.core.errors import InputError
 
 TICK_SECONDS = 1.0  # redraw durations this often while nothing happens
 EXPLAIN_EVERY_SECONDS = 10.0
@@ -105,7 +105,7 @@ class Insight:
     def _counts(self, compute_class: str) -> dict[str, int] | None:
         from kubernetes.client.exceptions import ApiException
 
-        from wf.constants import EKS_NODEGROUP_LABEL
+        from wf.core.constants import EKS_NODEGROUP_LABEL
 
         cached = self._group_counts.get(compute_class)
         if cached and time.monotonic() - cached[0] < NODE_COUNT_TTL_SECONDS:

@@ -1,0 +1,77 @@
+"""`wf kueue generate`, `wf kueue roles` and `wf queue`: the teams' queues and permissions from the catalog, and
+how each team's queue stands."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from wf.core.errors import InputError
+from wf.cli.options import (
+    CatalogOption,
+    ContextOption,
+    EksOption,
+    FileOption,
+    GeneratedOutput,
+    KubeconfigOption,
+    RegionOption,
+    emit,
+)
+
+
+def kueue_generate(catalog: CatalogOption = None, output: GeneratedOutput = "yaml", file: FileOption = None) -> None:
+    """Kueue ResourceFlavors, a ClusterQueue per team (one cohort), LocalQueues and WorkloadPriorityClasses."""
+    from wf.render import kueue
+    from wf.model.catalog import load_catalog
+
+    emit(kueue.render(load_catalog(catalog)), file)
+
+
+def kueue_roles(catalog: CatalogOption = None, output: GeneratedOutput = "yaml", file: FileOption = None) -> None:
+    """A Role and RoleBinding per team namespace: run, stop, retry and delete workflows; read pods and logs."""
+    from wf.render import team_roles
+    from wf.model.catalog import load_catalog
+
+    emit(team_roles.render(load_catalog(catalog)), file)
+
+
+def queue_command(
+    team: Annotated[str | None, typer.Option("--team", help="One team (default: every team).")] = None,
+    catalog: CatalogOption = None,
+    context: ContextOption = None,
+    kubeconfig: KubeconfigOption = None,
+    eks_cluster: EksOption = None,
+    region: RegionOption = None,
+) -> None:
+    """Each team's usage, quota, borrowing and pending work per compute class (from Kueue's workloads)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from wf.controller.catalog_source import resolve_catalog
+    from wf.controller.client import connect
+    from wf.controller.queue import QueueReader, team_table
+    from wf.controller.view import print_table
+    from wf.render.kueue import queues_of
+
+    kube = connect(kubeconfig=kubeconfig, context=context, namespace=None, eks_cluster=eks_cluster, region=region)
+    resolved = resolve_catalog(kube, str(catalog) if catalog else None)
+    queues = queues_of(resolved)
+    try:
+        teams = [queues.team(team)] if team else queues.teams
+    except KeyError:
+        raise InputError(f"unknown team {team!r}; the catalog's teams: "
+                         f"{', '.join(t.name for t in queues.teams)}") from None
+    table = Table("team", "class", "capacity", "resource", "used", "quota", "borrowed", "pending")
+    for row in team_table(resolved, QueueReader(kube), teams):
+        table.add_row(*row)
+    print_table(Console(), table)
+
+
+def register(app: typer.Typer) -> None:
+    kueue_app = typer.Typer(help="Team queues (Kueue) and team permissions from the catalog's `queues:`.",
+                            no_args_is_help=True)
+    kueue_app.command("generate")(kueue_generate)
+    kueue_app.command("roles")(kueue_roles)
+    app.add_typer(kueue_app, name="kueue")
+    app.command("queue")(queue_command)

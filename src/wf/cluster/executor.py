@@ -1,0 +1,404 @@
+"""The local cluster's stand-in for Argo's executor: the output reporting of the `wait` container, and what
+`argoexec resource` does in the pod of a resource template. Under kwok nothing runs in a pod, so this process
+does both.
+
+Outputs. On a real cluster the wait container of a pod whose template declares outputs reads the files the step
+wrote, uploads artifacts and reports the values to the controller as a WorkflowTaskResult named after the node
+id, labelled with the workflow and `report-outputs-completed` (Argo v4 workflow/executor/taskresult.go); until
+that arrives the controller keeps the node Running (workflow/controller/operator.go). When such a pod has
+Succeeded this process reports:
+
+- a parameter takes its value from the pod's `sim.wf.dev/outputs` annotation (a JSON object, NAME -> value;
+  values that are not strings are written as JSON, so a list becomes the JSON list a fan-out reads), else from
+  the parameter's `valueFrom.default`, else the empty string;
+- an artifact is reported at the key the artifact repository's layout gives it; nothing is uploaded.
+
+Resources. A resource template's pod runs `argoexec resource ACTION` (cmd/argoexec/commands/resource.go): it
+creates the template's manifest (into which the controller already put the Workflow's owner reference when
+`setOwnerReference` is set), then reads the object every RESOURCE_STATE_CHECK_INTERVAL (5s) until the success or
+failure condition holds (wf.cluster.resource_conditions), and exits 0 or 1 with Argo's error as its termination message.
+When a resource pod is Running this process does the same, and ends the pod through the simulated kubelet's
+own mechanism: the exit code, message and a zero duration as `sim.wf.dev/*` annotations, which the kwok stages
+(wf/cluster/kwok-stages.yaml) turn into the terminated containers, and which hold every other stage off a
+resource pod. The created object's name is kept on the pod, so a restarted executor resumes the wait instead of
+creating a second object. Only `create` of a namespaced kind is simulated: what wf compiles.
+
+Run by `wf cluster up` with the cluster's admin kubeconfig: python -m wf.cluster.executor --kubeconfig PATH
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from wf.core.constants import (
+    ARGO_GROUP,
+    ARGO_VERSION,
+    DOMAIN,
+    SIM_DURATION,
+    SIM_EXIT_CODE,
+    SIM_MESSAGE,
+    SIM_OUTPUTS,
+    WORKFLOW_TASK_RESULTS,
+)
+from wf.cluster.resource_conditions import ConditionError, Conditions, Verdict
+
+OUTPUTS_ANNOTATION = SIM_OUTPUTS
+WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
+COMPLETED_LABEL = "workflows.argoproj.io/report-outputs-completed"
+NODE_ID_ANNOTATION = "workflows.argoproj.io/node-id"
+TEMPLATE_ENV = "ARGO_TEMPLATE"
+GROUP, VERSION, PLURAL = ARGO_GROUP, ARGO_VERSION, WORKFLOW_TASK_RESULTS
+# The object a resource pod created ("<API path>"), so a restarted executor waits on it rather than create another.
+RESOURCE_ANNOTATION = f"sim.{DOMAIN}/resource"
+CHECK_INTERVAL_ENV = "RESOURCE_STATE_CHECK_INTERVAL"
+DEFAULT_CHECK_INTERVAL = 5.0  # Argo's default (workflow/executor/resource.go)
+MAIN_CONTAINER = "main"
+
+log = logging.getLogger("wf.cluster.executor")
+
+
+def task_result(pod: dict[str, Any]) -> dict[str, Any] | None:
+    """The WorkflowTaskResult the executor would create for `pod` (API-shaped dict), or None when the pod has
+    not Succeeded or its template declares no outputs."""
+    if (pod.get("status") or {}).get("phase") != "Succeeded":
+        return None
+    meta = pod.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    template = _template(pod)
+    declared = (template or {}).get("outputs") or {}
+    if not declared.get("parameters") and not declared.get("artifacts") or NODE_ID_ANNOTATION not in annotations:
+        return None
+    given = _annotated_values(annotations.get(OUTPUTS_ANNOTATION))
+    outputs: dict[str, Any] = {}
+    if declared.get("parameters"):
+        outputs["parameters"] = [
+            {"name": p["name"], "value": _text(given[p["name"]]) if p["name"] in given
+             else str((p.get("valueFrom") or {}).get("default", ""))}
+            for p in declared["parameters"]]
+    if declared.get("artifacts"):
+        prefix = f"{meta.get('namespace')}/{(meta.get('labels') or {}).get(WORKFLOW_LABEL)}/{meta.get('name')}"
+        outputs["artifacts"] = [
+            {"name": a["name"], "path": a.get("path", ""), "s3": {"key": f"{prefix}/{a['name']}.tgz"}}
+            for a in declared["artifacts"]]
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "WorkflowTaskResult",
+        "metadata": {
+            "name": annotations[NODE_ID_ANNOTATION],
+            "namespace": meta.get("namespace"),
+            "labels": {WORKFLOW_LABEL: (meta.get("labels") or {}).get(WORKFLOW_LABEL, ""), COMPLETED_LABEL: "true"},
+            "ownerReferences": [r for r in meta.get("ownerReferences") or [] if r.get("kind") == "Workflow"],
+        },
+        "outputs": outputs,
+    }
+
+
+def _template(pod: dict[str, Any]) -> dict[str, Any] | None:
+    """The template Argo hands its executor in ARGO_TEMPLATE (on the init and wait containers)."""
+    spec = pod.get("spec") or {}
+    for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        for env in container.get("env") or []:
+            if env.get("name") == TEMPLATE_ENV and env.get("value"):
+                try:
+                    value = json.loads(env["value"])
+                except ValueError:
+                    return None
+                return value if isinstance(value, dict) else None
+    return None
+
+
+def _annotated_values(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        values = json.loads(text)
+    except ValueError:
+        log.warning("%s is not JSON; the outputs take their defaults", OUTPUTS_ANNOTATION)
+        return {}
+    return values if isinstance(values, dict) else {}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+@dataclass(frozen=True)
+class ResourceAction:
+    """What `argoexec resource` would do in a Running resource pod that has no verdict yet."""
+
+    pod: str
+    namespace: str  # the pod's
+    action: str
+    manifest: dict[str, Any]
+    conditions: Conditions | ConditionError
+    interval: float  # seconds between reads of the object
+    created: str | None  # API path of the object an earlier run created
+
+    @property
+    def collection(self) -> str:
+        """The API path the manifest is created at (kubectl's default namespace in the pod is the pod's)."""
+        meta = self.manifest.get("metadata") or {}
+        return collection_path(str(self.manifest.get("apiVersion", "")), str(self.manifest.get("kind", "")),
+                               meta.get("namespace") or self.namespace)
+
+
+def resource_action(pod: dict[str, Any]) -> ResourceAction | None:
+    """The resource action of `pod`, or None when the pod is not a Running resource pod awaiting its verdict."""
+    meta = pod.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    if ((pod.get("status") or {}).get("phase") != "Running" or meta.get("deletionTimestamp")
+            or SIM_EXIT_CODE in annotations):
+        return None
+    resource = (_template(pod) or {}).get("resource")
+    if not isinstance(resource, dict):
+        return None
+    try:
+        conditions: Conditions | ConditionError = Conditions.of(resource)
+    except ConditionError as exc:
+        conditions = exc
+    try:
+        manifest = yaml.safe_load(resource.get("manifest") or "")
+    except yaml.YAMLError:
+        manifest = None  # created as {}, which the API server refuses with its own words
+    return ResourceAction(pod=meta.get("name", ""), namespace=meta.get("namespace", ""),
+                          action=str(resource.get("action", "")),
+                          manifest=manifest if isinstance(manifest, dict) else {},
+                          conditions=conditions, interval=_check_interval(pod),
+                          created=annotations.get(RESOURCE_ANNOTATION))
+
+
+def collection_path(api_version: str, kind: str, namespace: str | None) -> str:
+    """The API path of a kind's objects as Argo's executor infers it (inferObjectSelfLink: gengo's lower-case
+    plural namer, no discovery)."""
+    prefix = "api" if "/" not in api_version else "apis"
+    scope = f"namespaces/{namespace}/" if namespace else ""
+    return f"/{prefix}/{api_version}/{scope}{_plural(kind).lower()}"
+
+
+def _plural(kind: str) -> str:
+    """k8s.io/gengo namer.pluralNamer.Name without exceptions."""
+    if len(kind) < 2:
+        return kind
+    last, before = kind[-1], kind[-2]
+    if last in "sxz" or (last == "h" and before in "cs"):
+        return kind + "es"
+    if last == "y":
+        return kind[:-1] + "ies" if before in "bcdfghjklmnpqrstvwxyz" else kind + "s"
+    if last == "e" and before == "f":
+        return kind[:-2] + "ves"
+    if last == "f":
+        return kind[:-1] + "ves"
+    return kind + "s"
+
+
+def verdict_annotations(verdict: Verdict) -> dict[str, str]:
+    """How the simulated kubelet is told to end a resource pod now, as argoexec would exit."""
+    return {SIM_EXIT_CODE: "0" if verdict.succeeded else "1", SIM_DURATION: "0s", SIM_MESSAGE: verdict.message}
+
+
+_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _check_interval(pod: dict[str, Any]) -> float:
+    """RESOURCE_STATE_CHECK_INTERVAL of the main container (a Go duration), else Argo's default."""
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        if container.get("name") != MAIN_CONTAINER:
+            continue
+        for env in container.get("env") or []:
+            text = str(env.get("value") or "") if env.get("name") == CHECK_INTERVAL_ENV else ""
+            if text and re.fullmatch(f"(?:{_DURATION_PART.pattern})+", text):
+                return sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(text))
+    return DEFAULT_CHECK_INTERVAL
+
+
+class _Refused(Exception):
+    """The API server refused the call for good; the text is the step's message."""
+
+
+class _Transient(Exception):
+    """An API call to repeat later (server unreachable, 5xx, throttled)."""
+
+
+class ResourceExecutor:
+    """Plays `argoexec resource` for each Running resource pod, in a thread per pod until its verdict."""
+
+    def __init__(self, api: Any) -> None:
+        self.api = api
+        self.active: dict[str, threading.Event] = {}  # pod uid -> set when the pod no longer waits
+        self.lock = threading.Lock()
+
+    def observe(self, pod: dict[str, Any], deleted: bool = False) -> None:
+        uid = (pod.get("metadata") or {}).get("uid", "")
+        action = None if deleted else resource_action(pod)
+        with self.lock:
+            if action is None:
+                if (stop := self.active.pop(uid, None)) is not None:
+                    stop.set()
+                return
+            if uid in self.active:
+                return
+            stop = self.active[uid] = threading.Event()
+        threading.Thread(target=self._run, args=(action, stop), name=f"resource {action.pod}", daemon=True).start()
+
+    def _run(self, action: ResourceAction, stop: threading.Event) -> None:
+        try:
+            verdict = self._play(action, stop)
+        except Exception as exc:  # a thread's death would leave the pod Running forever
+            log.exception("resource pod %s/%s", action.namespace, action.pod)
+            verdict = Verdict(False, f"sim executor: {exc}")
+        if verdict is not None and not stop.is_set():
+            self._annotate(action, verdict_annotations(verdict))
+            log.info("resource pod %s/%s: %s", action.namespace, action.pod, verdict.message or "succeeded")
+
+    def _play(self, action: ResourceAction, stop: threading.Event) -> Verdict | None:
+        if action.action != "create":
+            return Verdict(False, f"sim executor: resource action {action.action!r} is not simulated (only create)")
+        if isinstance(action.conditions, ConditionError):
+            return Verdict(False, str(action.conditions))
+        path = action.created
+        while path is None:
+            try:
+                path = self._create(action)
+            except _Transient as exc:
+                log.warning("creating the object of %s/%s: %s; trying again", action.namespace, action.pod, exc)
+                if stop.wait(1.0):
+                    return None
+            except _Refused as exc:
+                return Verdict(False, str(exc))
+        self._annotate(action, {RESOURCE_ANNOTATION: path})
+        if not action.conditions.waits:
+            return Verdict(True, "")
+        while not stop.is_set():
+            try:
+                verdict = action.conditions.judge(self._read(path))
+            except _Transient as exc:
+                log.info("reading %s: %s; reading again", path, exc)
+                verdict = None
+            except _Refused as exc:
+                return Verdict(False, str(exc))
+            if verdict is not None:
+                return verdict
+            stop.wait(action.interval)
+        return None
+
+    def _create(self, action: ResourceAction) -> str:
+        """kubectl create -f: the created object's API path."""
+        created = json.loads(self._call("POST", action.collection, action.manifest, "creating"))
+        return f"{action.collection}/{created['metadata']['name']}"
+
+    def _read(self, path: str) -> str:
+        return self._call("GET", path, None, "reading")
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None, doing: str) -> str:
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            response = self.api.call_api(path, method, body=body, auth_settings=["BearerToken"],
+                                         header_params={"Accept": "application/json",
+                                                        "Content-Type": "application/json"},
+                                         _preload_content=False, _request_timeout=30)
+        except ApiException as exc:
+            if exc.status in (429,) or (exc.status or 0) >= 500:
+                raise _Transient(f"{exc.status} {exc.reason}") from None
+            message = _status_message(exc.body) or exc.reason
+            if method == "GET" and exc.status == 404:
+                raise _Refused("The resource has been deleted while its status was still being checked. "
+                               f"Will not be retried: {message}") from None
+            # kubectl's wording of a refused create, which Argo passes on.
+            raise _Refused(f'no more retries Error from server ({exc.reason}): error when {doing} '
+                           f'"/tmp/manifest.yaml": {message}') from None
+        except (HTTPError, OSError) as exc:
+            raise _Transient(str(exc)) from None
+        data = response[0].data if isinstance(response, tuple) else response.data
+        return str(data.decode() if isinstance(data, bytes) else data)
+
+    def _annotate(self, action: ResourceAction, annotations: dict[str, str]) -> None:
+        from kubernetes.client import CoreV1Api
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            CoreV1Api(self.api).patch_namespaced_pod(action.pod, action.namespace,
+                                                     {"metadata": {"annotations": annotations}})
+        except ApiException as exc:
+            if exc.status != 404:  # the pod is gone (the workflow stopped): nothing to end
+                raise
+
+
+def _status_message(body: Any) -> str:
+    try:
+        return str(json.loads(body).get("message", ""))
+    except (TypeError, ValueError, AttributeError):
+        return ""
+
+
+def serve(kubeconfig: Path) -> None:
+    """Watch workflow pods in every namespace: report the outputs of those that Succeeded, once each, and play
+    the resource action of Running resource pods. The watch is wf's own (wf.controller.stream: resumes, relists
+    on 410, backs off while the API server is away) and reads pods as JSON: at a day's scale, 8,000 pods
+    changing several times each, the client's model objects cost this process a core and a gigabyte."""
+    from kubernetes.client import CoreV1Api, CustomObjectsApi
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    from wf.controller.client import connect
+    from wf.controller.stream import KubeTransport, NamespaceStream
+
+    api = connect(kubeconfig=str(kubeconfig)).api_client
+    core, custom = CoreV1Api(api), CustomObjectsApi(api)
+    resources = ResourceExecutor(api)
+    reported: set[str] = set()
+
+    def report(pod: dict[str, Any]) -> None:
+        uid = (pod.get("metadata") or {}).get("uid", "")
+        if uid in reported or (result := task_result(pod)) is None:
+            return
+        meta = result["metadata"]
+        try:
+            custom.create_namespaced_custom_object(GROUP, VERSION, meta["namespace"], PLURAL, result)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            custom.patch_namespaced_custom_object(GROUP, VERSION, meta["namespace"], PLURAL, meta["name"], result)
+        reported.add(uid)
+        log.info("reported outputs of %s/%s (node %s)", meta["namespace"], pod["metadata"]["name"], meta["name"])
+
+    def handle(kind: str, pod: dict[str, Any]) -> None:
+        deleted = kind == "DELETED"
+        resources.observe(pod, deleted)
+        if deleted:
+            reported.discard(pod["metadata"].get("uid", ""))
+        else:
+            report(pod)
+
+    while True:
+        stream = NamespaceStream(KubeTransport(core.list_pod_for_all_namespaces, label_selector=WORKFLOW_LABEL),
+                                 sink=handle, on_trouble=lambda message: log.warning("watching pods: %s", message))
+        try:
+            stream.run()
+        except (ApiException, HTTPError, OSError) as exc:  # the stream gave up on the API server: start over
+            log.warning("watching pods: %s; listing again", exc)
+            time.sleep(1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m wf.cluster.executor", description=__doc__.splitlines()[0])
+    parser.add_argument("--kubeconfig", type=Path, required=True)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    serve(args.kubeconfig)
+
+
+if __name__ == "__main__":
+    main()

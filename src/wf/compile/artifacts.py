@@ -1,0 +1,30 @@
+"""The catalog's artifact store as Argo sees it: a ConfigMap holding the S3 artifact repository (installed in
+every namespace where workflows run), the reference compiled workflows carry, and the namespace's service
+account, whose IAM role (IRSA or EKS Pod Identity) reaches the bucket: no keys anywhere."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from wf.model.catalog import ArtifactStore
+
+CONFIGMAP = "wf-artifact-repositories"
+KEY = "s3"
+REPOSITORY_REF = {"configMap": CONFIGMAP, "key": KEY}
+
+
+def repository(store: ArtifactStore) -> dict[str, Any]:
+    """Argo's ArtifactRepository: `useSDKCreds` makes the executor take the pod's web identity."""
+    s3 = store.s3
+    return {"archiveLogs": False, "s3": {"bucket": s3.bucket, "region": s3.region,
+                                         "endpoint": f"s3.{s3.region}.amazonaws.com", "keyFormat": s3.key_format,
+                                         "useSDKCreds": True}}
+
+
+def repository_configmap(store: ArtifactStore, namespace: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": CONFIGMAP, "namespace": namespace,
+                         "annotations": {"workflows.argoproj.io/default-artifact-repository": KEY}},
+            "data": {KEY: yaml.safe_dump(repository(store), sort_keys=False)}}

@@ -1,0 +1,103 @@
+"""What counts as an interruption (the node went away) rather than the program's failure: one list of signs, from
+which both the Argo retry expressions and the Python classifier behind `wf get` are built.
+
+Argo's retry expression sees only `lastRetry.status`, `.message`, `.exitCode` and `.duration` of the attempt
+(workflow/controller/operator.go, v4.0.7): not the pod's `DisruptionTarget` condition, its reason or its node. So
+every way a node loss reaches a pod is recognised by the message Argo derives from the pod (inferFailedReason) or
+by the phase Argo gives it. The signs are literal text without regular-expression syntax but for dots (escaped as
+`[.]`), so the same strings are a Go RE2 alternation in the expression and substring tests in Python. An
+application sign wins over an interruption sign: the program's failures are never retried on the interruption budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from wf.core.constants import DOMAIN
+
+# Argo phase of an attempt whose pod vanished or failed outside its main container ("pod deleted",
+# "Pod failed before main container starts ...", a wait/init container's error).
+ERROR_PHASE: Final = "Error"
+
+
+# The MPIJob status counter a multi-node step's failure condition reads for its workers (wf.compile.mpijob): Argo's
+# message names the condition that matched.
+MPI_WORKER_FAILED: Final = "replicaStatuses.Worker.failed"
+
+
+@dataclass(frozen=True)
+class Sign:
+    text: str  # literal text of Argo's node message
+    source: str  # what produces it: kept next to the text so the list documents itself
+
+
+INTERRUPTION_SIGNS: Final = (
+    Sign("pod deleted", "Argo: the pod vanished before it reached a terminal phase (node deleted and pod GC, drain or "
+                        "eviction on a node whose kubelet is gone, scheduler preemption, taint manager)"),
+    Sign("neither main nor wait container completed successfully",
+         "Argo: the pod Failed though no container failed: the pod GC marking the pods of a vanished node Failed "
+         "(DisruptionTarget DeletionByPodGC) while their containers' last status is still Running"),
+    Sign("container did not complete successfully", "Argo: as above, after one of main and wait had exited 0"),
+    Sign("can't find failed message for pod", "Argo: the pod Failed with no container status at all: the pod GC "
+                                              "failing a pod bound to a vanished node before its containers started"),
+    Sign("imminent node shutdown", "kubelet graceful node shutdown (pod reason NodeShutdown), Spot reclaim on a node "
+                                   "with shutdownGracePeriod"),
+    Sign("node was low on resource", "kubelet node-pressure eviction (pod reason Evicted)"),
+    Sign("node had condition", "kubelet admission refused on a node under pressure"),
+    Sign("Pod was rejected", "kubelet admission refused after the node changed under the pod "
+                             "(UnexpectedAdmissionError, OutOfcpu, NodeAffinity)"),
+    Sign("Preempted in order to admit critical pod", "kubelet critical-pod preemption"),
+    Sign("exit code 143", "SIGTERM from outside the program: graceful deletion (drain and eviction by kubectl, "
+                          "Karpenter's interruption handling or the AWS node termination handler; "
+                          "scheduler preemption) "
+                          "seen by Argo as Failed before the pod disappeared"),
+    Sign("exit code 137", "SIGKILL after the deletion grace period ran out; an OOM kill, 'OOMKilled (exit code 137)', "
+                          "is excluded below and stays the program's"),
+    Sign(MPI_WORKER_FAILED, "Argo's resource wait on a multi-node step's MPIJob, naming wf.compile.mpijob's failure condition "
+                            "that matched: a worker pod failed, which is its node going away (a program that fails "
+                            "ends the launcher's mpirun, and the launcher's condition is named instead)"),
+)
+
+APPLICATION_SIGNS: Final = (
+    Sign("OOMKilled", "the container exceeded its memory limit: the program's own failure"),
+    Sign("ErrImagePull", "bad image reference or registry credentials"),
+    Sign("ImagePullBackOff", "bad image reference or registry credentials"),
+    Sign("InvalidImageName", "bad image reference"),
+    Sign("CreateContainerConfigError", "missing Secret or ConfigMap the step refers to"),
+)
+
+
+def is_interruption(phase: str | None, message: str | None) -> bool:
+    """An attempt that ended because its node went away, not because the program failed (the same rule as
+    INTERRUPTION_EXPRESSION, for attempts Argo already finished)."""
+    text = message or ""
+    if any(sign.text in text for sign in APPLICATION_SIGNS):
+        return False
+    return phase == ERROR_PHASE or any(sign.text in text for sign in INTERRUPTION_SIGNS)
+
+
+def _alternation(signs: tuple[Sign, ...]) -> str:
+    return "|".join(sign.text.replace(".", "[.]") for sign in signs)  # a dot is the one character escaped
+
+
+# The pod template's retryStrategy: retry only interruptions, on their own budget.
+INTERRUPTION_EXPRESSION: Final = (
+    f'(lastRetry.status == "{ERROR_PHASE}" || lastRetry.message matches "{_alternation(INTERRUPTION_SIGNS)}")'
+    f' && !(lastRetry.message matches "{_alternation(APPLICATION_SIGNS)}")'
+)
+# The wrapper's retryStrategy: retry the program's failures, never an interruption.
+APPLICATION_EXPRESSION: Final = f'lastRetry.status == "Failed" && !({INTERRUPTION_EXPRESSION})'
+
+
+# On the pod template, the number of interruptions after which the Spot fallback moves the step On-Demand: read
+# back by `wf get` to tell where each attempt asked to run (the podSpecPatch itself is an expression).
+SPOT_FALLBACK_ANNOTATION: Final = f"{DOMAIN}/spot-fallback-after"
+ON_DEMAND: Final = "on-demand"
+
+
+def capacity_expression(capacity: str, fallback: str, after: int) -> str:
+    """An Argo expression template giving an attempt's capacity: `capacity` until `after` attempts were interrupted,
+    then `fallback`. Inside the pod template's Retry node every earlier attempt was an interruption (the expression
+    above retries nothing else), so `retries`, the attempt's index there, counts them."""
+    return f"{{{{=asInt(retries) >= {after} ? '{fallback}' : '{capacity}'}}}}"

@@ -1,0 +1,150 @@
+"""Placement: a step's compute class and capacity become node selection, tolerations, resources and retries.
+
+Pods select on the labels every node group of the class carries (`wf.dev/compute-class`, `wf.dev/capacity`,
+`kubernetes.io/arch`), never on instance types, so eksctl and Karpenter node groups both satisfy them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import lru_cache
+
+from wf.model.accelerators import EFA_RESOURCE, HUGEPAGES_2MI, profile
+from wf.model.catalog import Catalog, ComputeClass
+from wf.core.errors import PathKey, Problem
+from wf.model.nodegroups import NodeGroup, hugepages_for, node_group
+from wf.compile.schedulability import PodConstraints, Shortfall, Verdict, judge
+from wf.spec.job import Step, TrainingJob
+from wf.core.units import format_cpu, format_mib, parse_quantity
+
+# A pod asking for a whole node's allocatable never fits beside the node's DaemonSets (CNI, kube-proxy,
+# device plugins), so defaults derived from a node take this share of it.
+_NODE_SHARE = Decimal("0.9")
+_DEFAULT_CPU_MILLIS = 1000
+_DEFAULT_MEMORY_MIB = 2048
+_MIB = Decimal(2**20)
+
+INTERRUPTION_RETRIES = {"spot": 5, "on-demand": 2}
+
+
+@dataclass(frozen=True)
+class Placement:
+    compute_class: str
+    capacity: str
+    node_selector: dict[str, str]
+    tolerations: list[dict[str, str]]
+    requests: dict[str, str]
+    limits: dict[str, str]
+    host_ipc: bool
+    capabilities: tuple[str, ...]
+    interruption_retries: int
+    # Interruptions after which the step's next attempt runs On-Demand (None: stay on the chosen capacity).
+    on_demand_after: int | None = None
+
+
+def place_step(job: TrainingJob, index: int, catalog: Catalog, section: str = "steps"
+               ) -> tuple[Placement | None, list[Problem]]:
+    """The placement of spec[section][index], or the problems that make it impossible, in the developer's terms."""
+    step: Step = (job.spec.on_exit if section == "onExit" else job.spec.steps)[index]
+    at: tuple[PathKey, ...] = ("spec", section, index)
+    class_name = step.compute or job.spec.compute or catalog.default_class
+    class_at = (*at, "compute") if step.compute else ("spec", "compute")
+    if class_name is None:
+        return None, [Problem.at((*at, "compute"), "no compute class: name one here or in spec.compute "
+                       f"(the catalog has no defaultClass); the catalog has: {', '.join(catalog.class_names)}")]
+    try:
+        cls = catalog.compute_class(class_name)
+    except KeyError:
+        known = ", ".join(catalog.class_names)
+        return None, [Problem.at(class_at, f"unknown compute class {class_name!r}; the catalog has: {known}")]
+    problems: list[Problem] = []
+    capacity = step.capacity or job.spec.capacity or cls.default_capacity
+    if capacity not in cls.capacity:
+        where = (*at, "capacity") if step.capacity else ("spec", "capacity")
+        problems.append(Problem.at(where, f"compute class {cls.name!r} offers {' and '.join(cls.capacity)}, "
+                                          f"not {capacity}"))
+    group = node_group(cls, catalog, capacity if capacity in cls.capacity else cls.default_capacity)
+    # What every node of the class offers: a request sized from it fits whichever type the autoscaler models.
+    least = group.least_allocatable()
+    device = cls.accelerator.resource if cls.accelerator else None
+    devices = step.accelerators
+    per_node = cls.accelerator.count if cls.accelerator else 0
+    if devices and not cls.accelerator:
+        problems.append(Problem.at((*at, "accelerators"), f"compute class {cls.name!r} has no accelerators"))
+    elif devices > per_node:
+        problems.append(Problem.at((*at, "accelerators"),
+                         f"no {cls.name} node offers {devices} {device}; {group.by_size()[0]} has {per_node}"))
+    prof = profile(device)
+    # Defaults follow the cards a node can hold, so too many cards is one error, not three about fields never written.
+    sized = min(devices, per_node)
+    share = Decimal(sized) / per_node if devices and per_node else None
+
+    cpu_millis = _millis(step.resources.cpu) if step.resources.cpu is not None else (
+        int(least["cpu"] * 1000 * _NODE_SHARE * share) // 1000 * 1000 if share else _DEFAULT_CPU_MILLIS)
+    hugepages = hugepages_for(device, devices)
+    if step.resources.memory is not None:
+        memory_mib = int(parse_quantity(step.resources.memory) / _MIB)
+    elif share and prof.memory_mib_per_device:
+        memory_mib = prof.memory_mib_per_device * sized
+    elif share:
+        memory_mib = int(least["memory"] / _MIB * _NODE_SHARE * share) // 1024 * 1024
+    else:
+        memory_mib = _DEFAULT_MEMORY_MIB
+    verdict = _fit(group, cpu_millis, memory_mib)
+    problems += [Problem.at((*at, "resources", s.resource), _too_big(cls, group, s, verdict))
+                 for s in verdict.shortfalls]
+    if problems:
+        return None, problems
+
+    requests = {"cpu": format_cpu(cpu_millis), "memory": format_mib(memory_mib)}
+    limits = {"memory": format_mib(memory_mib)}
+    if step.resources.ephemeral_storage is not None:
+        requests["ephemeral-storage"] = str(step.resources.ephemeral_storage)
+    if devices and device:
+        exact = {device: str(devices)}
+        if hugepages:
+            exact[HUGEPAGES_2MI] = format_mib(hugepages)
+        efa = int(least.get(EFA_RESOURCE, 0))
+        if cls.efa and efa:
+            exact[EFA_RESOURCE] = str(max(1, efa * devices // per_node))
+        requests |= exact
+        limits |= exact
+    return Placement(
+        compute_class=cls.name,
+        capacity=capacity,
+        node_selector=group.node_selector,
+        tolerations=group.tolerations,
+        requests=requests,
+        limits=limits,
+        host_ipc=prof.host_ipc and devices > 0,
+        capabilities=prof.capabilities if devices else (),
+        interruption_retries=cls.interruption_retries if cls.interruption_retries is not None
+        else INTERRUPTION_RETRIES[capacity],
+        on_demand_after=cls.spot_fallback_after if capacity == "spot" and "on-demand" in cls.capacity else None,
+    ), []
+
+
+@lru_cache(maxsize=1024)  # a big DAG asks the same few (group, size) questions thousands of times
+def _fit(group: NodeGroup, cpu_millis: int, memory_mib: int) -> Verdict:
+    wanted = {"cpu": Decimal(cpu_millis) / 1000, "memory": memory_mib * _MIB}
+    return judge(PodConstraints(group.node_selector, [], group.tolerations, wanted), group)
+
+
+def _too_big(cls: ComputeClass, group: NodeGroup, short: Shortfall, verdict: Verdict) -> str:
+    """A request no node offers, or one only some of the class's instance types offer (wf.model.nodegroups)."""
+    wanted, have = _amount(short.resource, short.wanted), _amount(short.resource, short.have)
+    if not verdict.fits:
+        return f"no {cls.name} node offers {wanted} {short.resource}; {short.instance} has {have} allocatable"
+    bigger = [i for i in group.instance_types if i not in {s.instance for s in verdict.shortfalls}]
+    return (f"compute class {cls.name} mixes instance sizes: {wanted} {short.resource} fits {', '.join(bigger)} but "
+            f"not {short.instance} ({have} allocatable); cluster-autoscaler may model or launch {short.instance} "
+            f"for a scale-up, so request at most {have} or use a class whose types are one size")
+
+
+def _amount(resource: str, amount: Decimal) -> str:
+    return format_cpu(int(amount * 1000)) if resource == "cpu" else f"{int(amount / _MIB)}Mi"
+
+
+def _millis(value: int | float | str) -> int:
+    return int(parse_quantity(value) * 1000)

@@ -1,0 +1,410 @@
+"""JobSpec + Catalog -> an Argo manifest (plain dict): Workflow, WorkflowTemplate or CronWorkflow.
+
+Built as dicts in one pass over the steps (linear; hera's context-manager builder is quadratic), valid for
+Argo v4.0 and v3.7 alike.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Callable
+from typing import Any, Literal
+
+from wf.compile import artifacts
+
+from wf.spec import references
+from wf.model.catalog import Catalog
+from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
+from wf.core.errors import InputError, Problem
+from wf.compile.interruptions import (
+    APPLICATION_EXPRESSION,
+    INTERRUPTION_EXPRESSION,
+    ON_DEMAND,
+    SPOT_FALLBACK_ANNOTATION,
+    capacity_expression,
+)
+from wf.render.kueue import QueueAssignment, assign_queue
+from wf.compile.mpijob import mpijob_template, step_problems
+from wf.compile.placement import Placement, place_step
+from wf.spec.references import Reference
+from wf.spec.job import Count, SecretRef, Step, TrainingJob, Volume
+from wf.core.units import parse_duration
+
+Kind = Literal["Workflow", "WorkflowTemplate", "CronWorkflow"]
+API_VERSION = "argoproj.io/v1alpha1"
+# Entry and wrapper templates carry an upper-case letter, which step names (DNS-1123 labels) never do, so they
+# can't collide with a step's template.
+ENTRYPOINT = "Main"
+EXIT_HANDLER = "Exit"
+ATTEMPTS_SUFFIX = "-Attempts"
+ITEMS_SUFFIX = "-Items"
+FAN_OUT_ITEMS = "items"  # the Items wrapper's input holding a fan-out's JSON list
+# Platform defaults: delete succeeded pods after a grace period to keep `wf logs` useful, keep finished
+# workflows for a day (failed ones a week) so `wf get` can explain them.
+POD_GC = {"strategy": "OnPodSuccess", "deleteDelayDuration": "10m"}
+TTL = {"secondsAfterSuccess": 86400, "secondsAfterFailure": 7 * 86400}
+# `cap` bounds each wait. Not `maxDuration`: Argo counts that from the FIRST attempt's start, retries nothing
+# once it has passed and hands the retried pod that deadline (ARGO_DEADLINE), so a long step interrupted
+# after 10 minutes would not be retried, and a retry of one interrupted sooner would be killed at minute 10.
+# Argo waits out a retry's backoff BEFORE it evaluates the expression, so every application failure passes
+# through the interruption backoff first: keep it short (a replacement pod waits Pending for capacity anyway).
+INTERRUPTION_BACKOFF = {"duration": "5s", "factor": 2, "cap": "2m"}
+APPLICATION_BACKOFF = {"duration": "10s", "factor": 2, "cap": "5m"}
+
+
+def compile_job(
+    job: TrainingJob, catalog: Catalog, *, kind: Kind | None = None, submission: str | None = None,
+    namespace: str | None = None,
+) -> dict[str, Any]:
+    """The Argo manifest for `job`; InputError (with lines when the job came from a file) if it can't place.
+    `namespace`: where it will be submitted when the job names none (its team's queue depends on it)."""
+    placements: dict[str, Placement] = {}
+    problems: list[Problem] = []
+    for path, step in job.spec.step_entries():
+        placement, found = place_step(job, int(path[2]), catalog, str(path[1]))
+        if placement is not None:
+            placements[step.name] = placement
+        problems += found + step_problems(job, int(path[2]), catalog, placement, str(path[1]))
+        if step.outputs and step.outputs.artifacts and catalog.artifacts is None:
+            problems.append(Problem.at((*path, "outputs", "artifacts"),
+                                       "the catalog names no artifact store (its `artifacts:`): "
+                                       "artifacts have nowhere to go"))
+    queue, found = assign_queue(catalog, job.spec.team, job.metadata.namespace or namespace, job.spec.priority)
+    problems += found
+    if problems:
+        raise InputError([_locate(job, p) for p in problems])
+    kind = kind or ("CronWorkflow" if job.spec.schedule else "Workflow")
+    if kind == "CronWorkflow" and not job.spec.schedule:
+        raise InputError([_locate(job, Problem.at(("spec", "schedule"),
+                                                  "a CronWorkflow needs a schedule (cron syntax)"))])
+    namespace = queue.namespace if queue else job.metadata.namespace or namespace
+    spec = _workflow_spec(job, placements, catalog, queue, namespace)
+    labels = {**job.metadata.labels, JOB_LABEL: job.name}
+    metadata: dict[str, Any] = {}
+    if kind == "Workflow":
+        metadata["generateName"] = f"{job.name}-"
+        labels[SUBMISSION_LABEL] = submission or str(uuid.uuid4())
+    else:
+        metadata["name"] = job.name
+    if namespace:
+        metadata["namespace"] = namespace
+    metadata["labels"] = labels
+    if kind == "CronWorkflow":
+        body = {
+            "schedules": [job.spec.schedule],
+            "concurrencyPolicy": "Forbid",
+            "workflowMetadata": {"labels": {**job.metadata.labels, JOB_LABEL: job.name}},
+            "workflowSpec": spec,
+        }
+    else:
+        body = spec
+    return {"apiVersion": API_VERSION, "kind": kind, "metadata": metadata, "spec": body}
+
+
+def _locate(job: TrainingJob, problem: Problem) -> Problem:
+    doc = job.document
+    return doc.locate(problem) if doc else problem.in_file(job.source)
+
+
+def _workflow_spec(job: TrainingJob, placements: dict[str, Placement], catalog: Catalog,
+                   queue: QueueAssignment | None, namespace: str | None) -> dict[str, Any]:
+    templates: list[dict[str, Any]] = [{"name": ENTRYPOINT, "dag": {"tasks": []}}]
+    tasks = templates[0]["dag"]["tasks"]
+    exit_tasks: list[dict[str, Any]] = []
+    if job.spec.on_exit:
+        templates.append({"name": EXIT_HANDLER, "dag": {"tasks": exit_tasks}})
+    producers = {s.name: s for _, s in job.spec.step_entries()}
+    for dag, steps in ((tasks, job.spec.steps), (exit_tasks, job.spec.on_exit)):
+        for step in steps:
+            dag.append(_step(job, catalog, step, placements[step.name], producers, templates, queue))
+    spec: dict[str, Any] = {"entrypoint": ENTRYPOINT, "templates": templates, "podGC": dict(POD_GC),
+                            "ttlStrategy": dict(TTL)}
+    if job.spec.on_exit:
+        spec["onExit"] = EXIT_HANDLER
+    if job.spec.parallelism:
+        spec["parallelism"] = job.spec.parallelism
+    if job.spec.parameters:
+        spec["arguments"] = {"parameters": [{"name": k, "value": v} for k, v in job.spec.parameters.items()]}
+    if job.spec.timeout is not None:
+        spec["activeDeadlineSeconds"] = parse_duration(job.spec.timeout)
+    service_account = job.spec.service_account
+    if catalog.artifacts and any(s.outputs and s.outputs.artifacts for _, s in job.spec.step_entries()):
+        spec["artifactRepositoryRef"] = dict(artifacts.REPOSITORY_REF)
+        service_account = service_account or catalog.artifacts.service_accounts.get(namespace or "")
+    if service_account:
+        spec["serviceAccountName"] = service_account
+    if job.spec.volumes:
+        spec["volumes"] = [_volume(v) for v in job.spec.volumes]
+    return spec
+
+
+def _inputs(step: Step) -> list[Reference]:
+    """The references the step's container reads (item fields and other steps' outputs), once each, in order."""
+    found: dict[str, Reference] = {}
+    for where, text in references.sites(step):
+        if where[0] in ("command", "env"):
+            for _, ref in references.references_in(text):
+                if ref is not None and ref.kind in ("item", "output"):
+                    found.setdefault(ref.input_name, ref)
+    return list(found.values())
+
+
+def _is_artifact(ref: Reference, producers: dict[str, Step]) -> bool:
+    return ref.kind == "output" and ref.name in producers[ref.step].declared.artifacts
+
+
+def _arguments(refs: list[Reference], producers: dict[str, Step], source: Callable[[Reference, bool], str]
+               ) -> dict[str, Any]:
+    """Arguments handing `refs` to a template; `source(ref, is_artifact)` says where each value comes from."""
+    if not refs:
+        return {}
+    parameters = [{"name": r.input_name, "value": source(r, False)} for r in refs if not _is_artifact(r, producers)]
+    artifact_args = [{"name": r.input_name, "from": source(r, True)} for r in refs if _is_artifact(r, producers)]
+    out: dict[str, Any] = {}
+    if parameters:
+        out["parameters"] = parameters
+    if artifact_args:
+        out["artifacts"] = artifact_args
+    return out
+
+
+def _from_dag(ref: Reference, artifact: bool) -> str:
+    """A value as the calling DAG task sees it."""
+    if ref.kind == "item":
+        return _braced(f"item.{ref.name}" if ref.name else "item")
+    return _braced(f"tasks.{ref.step}.outputs.{'artifacts' if artifact else 'parameters'}.{ref.name}")
+
+
+def _from_inputs(ref: Reference, artifact: bool) -> str:
+    """A value a wrapper template received and passes on."""
+    return _braced(f"inputs.{'artifacts' if artifact else 'parameters'}.{ref.input_name}")
+
+
+def _declared_inputs(refs: list[Reference], producers: dict[str, Step], with_paths: bool) -> dict[str, Any]:
+    if not refs:
+        return {}
+    out = _arguments(refs, producers, lambda r, a: "")
+    for parameter in out.get("parameters", []):
+        del parameter["value"]
+    for artifact in out.get("artifacts", []):
+        ref = next(r for r in refs if r.input_name == artifact["name"])
+        del artifact["from"]
+        if with_paths:
+            artifact["path"] = ref.artifact_path
+    return out
+
+
+def _step(job: TrainingJob, catalog: Catalog, step: Step, placement: Placement, producers: dict[str, Step],
+          templates: list[dict[str, Any]], queue: QueueAssignment | None) -> dict[str, Any]:
+    """The DAG task running `step`, appending the templates behind it: the pod (interruptions retried inside),
+    the application-retry wrapper, and for a capped fan-out the wrapper that holds the loop and its cap."""
+    refs = _inputs(step)
+    template = step.name
+    wrappers: list[dict[str, Any]] = []
+    retries = job.spec.retries if step.retries is None else step.retries
+    if retries:
+        template = step.name + ATTEMPTS_SUFFIX
+        wrappers.append(_wrapper(template, step, refs, producers, {
+            "retryStrategy": {"limit": retries, "expression": APPLICATION_EXPRESSION,
+                              "backoff": dict(APPLICATION_BACKOFF)}}))
+    loop = _loop(step)
+    task: dict[str, Any] = {"name": step.name, "template": template}
+    if loop and step.parallelism:
+        # Argo caps concurrency per template, so the items run as the children of a template of their own.
+        outer_refs = [r for r in refs if r.kind != "item"]
+        inner: dict[str, Any] = {"name": step.name, "template": template, **loop}
+        if "withParam" in loop:
+            inner["withParam"] = _braced(f"inputs.parameters.{FAN_OUT_ITEMS}")
+        inner_args = _arguments(refs, producers, lambda r, a: _from_dag(r, a) if r.kind == "item" else
+                                _from_inputs(r, a))
+        if inner_args:
+            inner["arguments"] = inner_args
+        declared = _declared_inputs(outer_refs, producers, with_paths=False)
+        arguments = _arguments(outer_refs, producers, _from_dag)
+        if "withParam" in loop:
+            declared.setdefault("parameters", []).append({"name": FAN_OUT_ITEMS})
+            arguments.setdefault("parameters", []).append({"name": FAN_OUT_ITEMS, "value": loop["withParam"]})
+        items: dict[str, Any] = {"name": step.name + ITEMS_SUFFIX, "parallelism": step.parallelism}
+        if declared:
+            items["inputs"] = declared
+        items["dag"] = {"tasks": [inner]}
+        wrappers.insert(0, items)
+        task["template"] = items["name"]
+    else:
+        task.update(loop)
+        arguments = _arguments(refs, producers, _from_dag)
+    if arguments:
+        task["arguments"] = arguments
+    if step.needs:
+        task["dependencies"] = list(step.needs)
+    if step.when is not None:
+        task["when"] = _rewrite(step.when, lambda r: _from_dag(r, False))
+    templates += wrappers
+    if step.nodes is None:
+        templates.append(_pod_template(job, step, placement, refs, producers, queue))
+    else:
+        index = next(i for i, s in enumerate(job.spec.steps) if s.name == step.name)
+        templates.append(mpijob_template(job, index, catalog,
+                                         lambda p: _pod_template(job, step, p, refs, producers, queue),
+                                         [_volume(v) for v in job.spec.volumes], queue))
+    return task
+
+
+def _loop(step: Step) -> dict[str, Any]:
+    items = step.for_each
+    if items is None:
+        return {}
+    if isinstance(items, list):
+        return {"withItems": list(items)}
+    if isinstance(items, Count):
+        return {"withSequence": {"count": str(items.count)}}
+    return {"withParam": _rewrite(items.strip(), lambda r: _from_dag(r, False))}
+
+
+def _wrapper(name: str, step: Step, refs: list[Reference], producers: dict[str, Step], extra: dict[str, Any]
+             ) -> dict[str, Any]:
+    """A DAG template around the step's pod that passes its inputs down and its outputs up."""
+    inner: dict[str, Any] = {"name": step.name, "template": step.name}
+    if arguments := _arguments(refs, producers, _from_inputs):
+        inner["arguments"] = arguments
+    template: dict[str, Any] = {"name": name, **extra}
+    if declared := _declared_inputs(refs, producers, with_paths=False):
+        template["inputs"] = declared
+    outputs: dict[str, Any] = {}
+    if step.declared.parameters:
+        outputs["parameters"] = [
+            {"name": o, "valueFrom": {"parameter": _braced(f"tasks.{step.name}.outputs.parameters.{o}")}}
+            for o in step.declared.parameters]
+    if step.declared.artifacts:
+        outputs["artifacts"] = [{"name": o, "from": _braced(f"tasks.{step.name}.outputs.artifacts.{o}")}
+                                for o in step.declared.artifacts]
+    if outputs:
+        template["outputs"] = outputs
+    template["dag"] = {"tasks": [inner]}
+    return template
+
+
+def _braced(expression: str) -> str:
+    return "{{" + expression + "}}"
+
+
+def _rewrite(text: str, replacement: Callable[[Reference], str]) -> str:
+    """`text` with each item and step-output reference replaced; workflow references stay for Argo."""
+    if "{{" not in text:
+        return text
+    def sub(match: re.Match[str]) -> str:
+        ref = references.parse(match.group(0))
+        return replacement(ref) if ref is not None and ref.kind in ("item", "output") else match.group(0)
+    return references.PATTERN.sub(sub, text)
+
+
+def _pod_template(job: TrainingJob, step: Step, placement: Placement, refs: list[Reference],
+                  producers: dict[str, Step], queue: QueueAssignment | None) -> dict[str, Any]:
+    def local(ref: Reference) -> str:
+        return _local(ref, producers)
+
+    capacity = placement.capacity
+    pod_patch: dict[str, Any] = {}
+    if placement.host_ipc:
+        pod_patch["hostIPC"] = True
+    annotations = dict(step.annotations)
+    if placement.on_demand_after is not None:
+        # Spot fallback: Argo evaluates `retries` in the template before it creates each attempt's pod, and
+        # podSpecPatch overrides the nodeSelector's capacity; the pod's label follows so it tells where it ran.
+        capacity = capacity_expression(placement.capacity, ON_DEMAND, placement.on_demand_after)
+        pod_patch["nodeSelector"] = {CAPACITY_LABEL: capacity}
+        annotations[SPOT_FALLBACK_ANNOTATION] = str(placement.on_demand_after)
+    labels = {**job.metadata.labels, **step.labels, JOB_LABEL: job.name, STEP_LABEL: step.name,
+              CLASS_LABEL: placement.compute_class, CAPACITY_LABEL: capacity}
+    if queue:
+        # Kueue's plain-pod integration gates each pod until the team's ClusterQueue admits it.
+        labels |= queue.pod_labels()
+    metadata: dict[str, Any] = {"labels": labels}
+    if annotations:
+        metadata["annotations"] = annotations
+    container: dict[str, Any] = {
+        "image": step.image or job.spec.image,
+        "command": [_rewrite(arg, local) for arg in step.command] if refs else list(step.command),
+        "resources": {"requests": placement.requests, "limits": placement.limits},
+    }
+    env = _env({**job.spec.env, **({k: _rewrite(v, local) if isinstance(v, str) else v for k, v in step.env.items()}
+                                   if refs else step.env)})
+    if env:
+        container["env"] = env
+    if step.working_dir:
+        container["workingDir"] = step.working_dir
+    if job.spec.volumes:
+        container["volumeMounts"] = [
+            {"name": v.name, "mountPath": v.mount_path, **({"readOnly": True} if v.read_only else {})}
+            for v in job.spec.volumes
+        ]
+    if placement.capabilities:
+        container["securityContext"] = {"capabilities": {"add": list(placement.capabilities)}}
+    template: dict[str, Any] = {
+        "name": step.name,
+        "metadata": metadata,
+        "nodeSelector": placement.node_selector,
+        "retryStrategy": {
+            "limit": placement.interruption_retries,
+            "expression": INTERRUPTION_EXPRESSION,
+            "backoff": dict(INTERRUPTION_BACKOFF),
+        },
+    }
+    if declared := _declared_inputs(refs, producers, with_paths=True):
+        template["inputs"] = declared
+    if outputs := _outputs(step):
+        template["outputs"] = outputs
+    template["container"] = container
+    if placement.tolerations:
+        template["tolerations"] = placement.tolerations
+    if step.timeout is not None and queue:
+        # Argo fails a Pending node once `timeout` has passed since the node started, and a pod gated by
+        # Kueue is Pending: a long queue would time the step out. The pod's activeDeadlineSeconds counts
+        # from the kubelet's start of the pod, after admission and scheduling, so queueing is not run time.
+        template["activeDeadlineSeconds"] = parse_duration(step.timeout)
+    elif step.timeout is not None:
+        # Template `timeout` counts Pending time too: a step that can't schedule fails instead of waiting forever.
+        template["timeout"] = f"{parse_duration(step.timeout)}s"
+    if pod_patch:
+        template["podSpecPatch"] = json.dumps(pod_patch)
+    return template
+
+
+def _local(ref: Reference, producers: dict[str, Step]) -> str:
+    """In the container: an input parameter's value, or the path an artifact was downloaded to."""
+    return ref.artifact_path if _is_artifact(ref, producers) else _braced(f"inputs.parameters.{ref.input_name}")
+
+
+def _outputs(step: Step) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if step.outputs is None:
+        return out
+    if step.declared.parameters:
+        out["parameters"] = [{"name": n, "valueFrom": {"path": p}} for n, p in step.declared.parameters.items()]
+    if step.declared.artifacts:
+        out["artifacts"] = [{"name": n, "path": p} for n, p in step.declared.artifacts.items()]
+    return out
+
+
+def _volume(volume: Volume) -> dict[str, Any]:
+    if volume.claim is not None:
+        claim: dict[str, Any] = {"claimName": volume.claim}
+        if volume.read_only:
+            claim["readOnly"] = True
+        return {"name": volume.name, "persistentVolumeClaim": claim}
+    empty: dict[str, Any] = {}
+    if volume.empty_dir and volume.empty_dir.medium:
+        empty["medium"] = volume.empty_dir.medium
+    if volume.empty_dir and volume.empty_dir.size_limit is not None:
+        empty["sizeLimit"] = str(volume.empty_dir.size_limit)
+    return {"name": volume.name, "emptyDir": empty}
+
+
+def _env(env: dict[str, str | SecretRef]) -> list[dict[str, Any]]:
+    return [
+        {"name": k, "valueFrom": {"secretKeyRef": {"name": v.secret, "key": v.key}}} if isinstance(v, SecretRef)
+        else {"name": k, "value": v}
+        for k, v in env.items()
+    ]

@@ -1,0 +1,249 @@
+"""Safe YAML loading that keeps where every value came from.
+
+PyYAML's C composer builds the node graph (aliases stay shared references, so composing is linear even for an
+alias bomb); we then construct plain data ourselves so that we can reject duplicate keys, bound alias expansion
+and answer "which line is spec.steps[3].resources.cpu on?" for error messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from wf.core.errors import InputError, PathKey, Problem
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_constructor = yaml.constructor.SafeConstructor()
+_STR = "tag:yaml.org,2002:str"
+_MERGE = "tag:yaml.org,2002:merge"
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+_NULL = "tag:yaml.org,2002:null"
+# Values reached a second time through aliases may add at most this many nodes beyond the document's own:
+# generous for real anchors (shared env blocks), fatal for "billion laughs".
+ALIAS_EXPANSION_ALLOWANCE = 10_000
+# Deeper than any manifest, and than the builder's own recursion allows.
+MAX_NESTING = 1000
+_NESTING_SCAN_ABOVE = 2000
+
+
+
+class Stream:
+    """A YAML stream's text, composed again into node graphs on the first line lookup and then shared by all
+    its documents. Kept from the load, the graphs of 250 job specs held 100 MB through a whole
+    `wf submit --watch`, for lookups only an error makes."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @cached_property
+    def nodes(self) -> list[Node | None]:
+        return list(yaml.compose_all(self.text, Loader=_Loader))
+
+
+@dataclass
+class Document:
+    """One YAML document: its plain data, and its stream for line lookups."""
+
+    file: str
+    index: int  # among the stream's documents, empty ones included
+    data: Any
+    stream: Stream
+    # Keys given twice, as (line, key), when loaded leniently; the later value wins, as in Argo's own CLI.
+    duplicates: list[tuple[int, Any]] = field(default_factory=list)
+
+    @property
+    def node(self) -> Node:
+        node = self.stream.nodes[self.index]
+        assert node is not None, "empty documents are never Documents"
+        return node
+
+    def line_of(self, path: Sequence[PathKey]) -> int:
+        """1-based line of the value at `path`, or of its deepest existing parent."""
+        node = self.node
+        for key in path:
+            child = _child(node, key)
+            if child is None:
+                break
+            node = child
+        return node.start_mark.line + 1
+
+    def problem(self, path: Sequence[PathKey], message: str) -> Problem:
+        return self.locate(Problem.at(path, message))
+
+    def locate(self, problem: Problem) -> Problem:
+        """The finding with this document's file and the line of the field it names."""
+        return problem.in_file(self.file, self.line_of(problem.path))
+
+
+def _child(node: Node, key: PathKey) -> Node | None:
+    if isinstance(node, MappingNode) and isinstance(key, str):
+        for k, v in _flattened_pairs(node):
+            if isinstance(k, ScalarNode) and k.value == key:
+                return v
+    elif isinstance(node, SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
+        item: Node = node.value[key]
+        return item
+    return None
+
+
+def _flattened_pairs(node: MappingNode) -> Iterator[tuple[Node, Node]]:
+    """Pairs in the order that decides the value: explicit keys (the last of duplicates wins), then merge
+    sources in order (the first source that has the key wins), as the data is built."""
+    merges: list[Node] = []
+    for k, v in reversed(node.value):
+        if k.tag == _MERGE:
+            merges[:0] = v.value if isinstance(v, SequenceNode) else [v]
+        else:
+            yield k, v
+    for source in merges:
+        if isinstance(source, MappingNode):
+            yield from _flattened_pairs(source)
+
+
+class _Builder:
+    def __init__(self, file: str, strict: bool) -> None:
+        self.file = file
+        self.strict = strict
+        self.duplicates: list[tuple[int, Any]] = []
+        self.seen: set[int] = set()
+        self.own = 0
+        self.expanded = 0
+
+    def fail(self, node: Node, message: str) -> InputError:
+        return InputError([Problem(self.file, node.start_mark.line + 1, None, message)])
+
+    def expand(self, node: Node) -> None:
+        self.expanded += 1
+        if self.expanded > ALIAS_EXPANSION_ALLOWANCE + self.own:
+            raise self.fail(node, "YAML aliases expand too far (an alias bomb?); write the values out instead")
+
+    def build(self, node: Node, again: bool = False) -> Any:
+        if node.tag == _STR and type(node) is ScalarNode:  # the common case, first: loading is on the compile path
+            if again:  # strings inside an aliased collection count too, or a wide bomb of plain strings expands
+                self.expand(node)
+            else:
+                self.own += 1
+            return node.value
+        if not again and id(node) in self.seen:
+            again = True
+        if again:
+            self.expand(node)
+        else:
+            self.own += 1
+            self.seen.add(id(node))
+        if isinstance(node, ScalarNode):
+            # Timestamps and binary stay text: manifests are JSON-shaped (and "2001-13-45" is no date to reject).
+            if node.tag == _TIMESTAMP:
+                return node.value
+            construct = _constructor.yaml_constructors.get(node.tag)
+            if construct is None:
+                raise self.fail(node, f"unsupported YAML tag {node.tag}")
+            try:
+                value = construct(_constructor, node)
+            except (ValueError, IndexError, KeyError) as exc:  # 4301 digits, `!!int ''`, `!!bool maybe`
+                reason = str(exc).split(";")[0]
+                raise self.fail(node, f"invalid {node.tag.rsplit(':', 1)[-1]} {node.value[:40]!r}: {reason}") from None
+            return value if isinstance(value, (int, float, bool, type(None))) else node.value
+        if isinstance(node, SequenceNode):
+            return [self.build(item, again) for item in node.value]
+        if isinstance(node, MappingNode):
+            out: dict[Any, Any] = {}
+            explicit: set[Any] = set()
+            for key_node, value_node in node.value:
+                if key_node.tag == _MERGE:
+                    sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
+                    # The first source that has a key wins (YAML merge semantics, as yaml.safe_load).
+                    for source in reversed(sources):
+                        merged = self.build(source, again)
+                        if not isinstance(merged, dict):
+                            raise self.fail(source, "'<<' merges only mappings")
+                        for k, v in merged.items():
+                            if k not in explicit:
+                                out[k] = v
+                    continue
+                key = self.build(key_node, again)
+                if isinstance(key, (list, dict)):
+                    raise self.fail(key_node, "a mapping key must be a scalar")
+                if key in explicit:
+                    if self.strict:
+                        raise self.fail(key_node, f"duplicate key {key!r}")
+                    self.duplicates.append((key_node.start_mark.line + 1, key))
+                explicit.add(key)
+                out[key] = self.build(value_node, again)
+            return out
+        raise self.fail(node, "unsupported YAML node")
+
+
+def decode(raw: bytes, file: str) -> str:
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise InputError([Problem(file, line, None, f"not UTF-8 text (byte 0x{raw[exc.start]:02x})")]) from None
+
+
+def _check_nesting(text: str, file: str) -> None:
+    """libyaml's composer recurses in C: some 30,000 levels of nesting (60 KB of "- - - ...") overflow the C stack
+    and kill the process, out of RecursionError's reach. Each level takes a bracket or a column, so only texts
+    that could nest that deep pay for a walk of the (non-recursive) event stream."""
+    if text.count("[") + text.count("{") + 2 * max(map(len, text.splitlines()), default=0) <= _NESTING_SCAN_ABOVE:
+        return
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_NESTING:
+                line = event.start_mark.line + 1 if event.start_mark else None
+                raise InputError([Problem(file, line, None, "YAML nested too deeply")])
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def parse_documents(text: str, file: str, strict: bool = True) -> list[Document]:
+    """All documents of a YAML stream; empty documents are skipped. Lenient mode records duplicate keys."""
+    docs: list[Document] = []
+    stream = Stream(text)
+    try:
+        _check_nesting(text, file)
+        for index, node in enumerate(yaml.compose_all(text, Loader=_Loader)):
+            if node is None or (type(node) is ScalarNode and node.tag == _NULL and node.value == ""):
+                continue  # nothing between two `---` (or after a trailing one) is no document
+            builder = _Builder(file, strict)
+            data = builder.build(node)
+            docs.append(Document(file, index, data, stream, builder.duplicates))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        message = " ".join(str(p) for p in (exc.context, exc.problem) if p)
+        raise InputError([Problem(file, line, None, f"invalid YAML: {message}")]) from None
+    except yaml.YAMLError as exc:
+        raise InputError([Problem(file, None, None, f"invalid YAML: {exc}")]) from None
+    except RecursionError:
+        raise InputError([Problem(file, None, None, "YAML nested too deeply")]) from None
+    return docs
+
+
+def load_documents(path: str | Path, strict: bool = True) -> list[Document]:
+    file = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError([Problem(file, None, None, f"cannot read: {exc.strerror}")]) from None
+    return parse_documents(decode(raw, file), file, strict)
+
+
+def load_mapping(path: str | Path) -> Document:
+    """Exactly one document, which must be a mapping (job specs and catalogs)."""
+    docs = load_documents(path)
+    if len(docs) != 1:
+        raise InputError([Problem(str(path), None, None, f"expected one YAML document, found {len(docs)}")])
+    doc = docs[0]
+    if not isinstance(doc.data, dict):
+        raise InputError([doc.problem((), f"expected a mapping, found {type(doc.data).__name__}")])
+    return doc

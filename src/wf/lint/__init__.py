@@ -1,0 +1,1 @@
+"""`wf lint`: every document checked offline, job specs through the compiler. Pure."""

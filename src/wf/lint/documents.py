@@ -1,0 +1,193 @@
+"""`wf lint`: job specs, Argo manifests, catalogs and eksctl configs, checked offline.
+
+Every finding is a Problem (file, line, field, message). Argo manifests are validated strictly (fields from
+hera's models) and every pod they would create is checked against the catalog's node groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from wf import argo
+from wf.model.catalog import Catalog, catalog_from_document, load_catalog
+from wf.compile.workflow import compile_job
+from wf.core.constants import ARGO_GROUP, ARGO_KINDS
+from wf.core.errors import InputError, PathKey, Problem
+from wf.render.kueue import API_GROUP as KUEUE_GROUP
+from wf.render.kueue import KINDS as KUEUE_KINDS
+from wf.lint.queues import inadmissible
+from wf.core.loader import Document, load_documents
+from wf.model.nodegroups import NodeGroup, mixed_sizes, node_groups
+from wf.compile.schedulability import explain, pod_constraints
+from wf.spec.job import job_from_document
+
+YAML_SUFFIXES = (".yaml", ".yml")
+_POD_TEMPLATE_KEYS = ("container", "script", "containerSet", "resource", "data")
+
+
+@dataclass
+class LintResult:
+    problems: list[Problem] = field(default_factory=list)
+    files: int = 0
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    documents: int = 0
+    skipped: list[str] = field(default_factory=list)  # documents of kinds lint does not check
+    manifests: list[tuple[Document, dict[str, Any]]] = field(default_factory=list)  # for --server
+    kueue: list[Document] = field(default_factory=list)  # checked together: the catalog's set, both ways
+
+
+def yaml_files(paths: Iterable[str | Path]) -> Iterator[Path]:
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            for child in sorted(path.rglob("*")):
+                rel = child.relative_to(path).parts
+                if child.suffix in YAML_SUFFIXES and child.is_file() and not any(p.startswith(".") for p in rel):
+                    yield child
+        elif path.is_file():
+            yield path
+        else:
+            raise InputError(f"no such file or directory: {path}", file=path)
+
+
+class _CatalogOnDemand:
+    """Read the catalog only when a document needs it (a folder of plain Argo manifests may not)."""
+
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = path
+        self._catalog: Catalog | None = None
+        self._groups: list[NodeGroup] | None = None
+
+    @property
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            self._catalog = load_catalog(self.path)
+        return self._catalog
+
+    @property
+    def groups(self) -> list[NodeGroup]:
+        if self._groups is None:
+            self._groups = node_groups(self.catalog)
+        return self._groups
+
+
+Checker = Callable[[Document, _CatalogOnDemand, LintResult], list[Problem]]
+
+
+def lint_paths(paths: Iterable[str | Path], catalog: str | Path | None = None) -> LintResult:
+    result = LintResult()
+    source = _CatalogOnDemand(catalog)
+    for path in yaml_files(paths):
+        result.files += 1
+        try:
+            docs = load_documents(path, strict=False)
+        except InputError as exc:
+            result.problems += exc.problems
+            continue
+        for doc in docs:
+            result.documents += 1
+            checker = _checker_for(doc)
+            if checker is None:
+                result.skipped.append(f"{doc.file}:{doc.line_of(())}")
+                continue
+            severity = "warning" if checker is _lint_argo else "error"
+            result.problems += [
+                Problem(doc.file, line, None, f"duplicate key {key!r}; the last value wins", severity)
+                for line, key in doc.duplicates
+            ]
+            result.problems += checker(doc, source, result)
+    if result.kueue:
+        from wf.lint.queues import check_kueue_objects
+
+        result.problems += check_kueue_objects(source.catalog, result.kueue)
+    return result
+
+
+def _checker_for(doc: Document) -> Checker | None:
+    data = doc.data
+    if not isinstance(data, dict):
+        return None
+    api, kind = data.get("apiVersion"), data.get("kind")
+    if api == "wf/v1" and kind == "TrainingJob":
+        return _lint_job
+    if api == "wf/v1" and kind == "Catalog":
+        return _lint_catalog
+    if isinstance(api, str) and api.startswith(f"{ARGO_GROUP}/") and kind in ARGO_KINDS:
+        return _lint_argo
+    if api == "eksctl.io/v1alpha5" and kind == "ClusterConfig":
+        return _lint_cluster_config
+    if isinstance(api, str) and api.startswith(f"{KUEUE_GROUP}/") and kind in KUEUE_KINDS:
+        return _collect_kueue
+    return None
+
+
+def _lint_job(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:
+    try:
+        manifest = compile_job(job_from_document(doc), source.catalog)
+    except InputError as exc:
+        return exc.problems
+    # The compiler's own output goes through the same checks as a hand-written manifest.
+    result.manifests.append((doc, manifest))
+    # Their paths are into the compiled manifest, which has no lines: report them at the job's first line.
+    found = argo.validate(manifest) + unschedulable(manifest, source.groups) + inadmissible(manifest, source.catalog)
+    return [replace(p, message=f"compiled workflow: {p.message}").in_file(doc.file, doc.line_of(()))
+            for p in found] + _size(doc, manifest)
+
+
+def _lint_catalog(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:
+    try:
+        catalog = catalog_from_document(doc)
+    except InputError as exc:
+        return exc.problems
+    return [doc.locate(p) for p in mixed_sizes(catalog)]
+
+
+def _lint_cluster_config(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:
+    from wf.lint.consistency import check_cluster_config
+
+    return check_cluster_config(source.catalog, doc)
+
+
+def _collect_kueue(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:
+    result.kueue.append(doc)
+    return []
+
+
+def _lint_argo(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:
+    manifest = doc.data
+    problems = [doc.locate(p) for p in argo.validate(manifest)]
+    problems += _size(doc, manifest)
+    if not problems:
+        result.manifests.append((doc, manifest))
+        found = unschedulable(manifest, source.groups) + inadmissible(manifest, source.catalog)
+        problems += [doc.locate(p) for p in found]
+    return problems
+
+
+def _size(doc: Document, manifest: dict[str, Any]) -> list[Problem]:
+    return [p.in_file(doc.file, doc.line_of(())) for p in argo.size_problems(argo.json_size(manifest))]
+
+
+def unschedulable(manifest: dict[str, Any], groups: list[NodeGroup]) -> list[Problem]:
+    """A finding for every template whose pod no node group can hold."""
+    spec = manifest.get("spec") or {}
+    at: tuple[PathKey, ...] = ("spec",)
+    if manifest.get("kind") == "CronWorkflow":
+        spec, at = spec.get("workflowSpec") or {}, ("spec", "workflowSpec")
+    defaults = {**(spec.get("templateDefaults") or {})}
+    out = []
+    for i, template in enumerate(spec.get("templates") or []):
+        if not isinstance(template, dict) or not any(k in template for k in _POD_TEMPLATE_KEYS):
+            continue
+        pod = pod_constraints(spec, {**defaults, **template})
+        if pod is not None and (reason := explain(pod, groups)):
+            message = f"template {template.get('name')!r} cannot schedule: {reason}"
+            out.append(Problem.at((*at, "templates", i), message))
+    return out

@@ -1,0 +1,323 @@
+"""The platform's compute-class catalog: the one file node groups and workflow placement both derive from."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationInfo, model_validator
+
+from wf.core.constants import CAPACITIES, DOMAIN
+from wf.core.errors import PathKey, Problem
+from wf.model.instances import InstanceType, instance_type
+from wf.core.loader import Document, load_mapping, parse_documents
+from wf.core.modeling import DEFER_CHECKS, StrictModel, dns_label_problem, labels_problems, parse_model, raise_problems
+from wf.model.teams import Queues
+
+Capacity = Literal["spot", "on-demand"]
+Arch = Literal["amd64", "arm64"]
+Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+HARD_EFFECTS: tuple[Effect, ...] = ("NoSchedule", "NoExecute")
+
+DEFAULT_CATALOG = Path("eksctl/catalog.yaml")
+CATALOG_ENV = "WF_CATALOG"
+# Label prefixes kubelet refuses to set on itself (eksctl rejects them in node-group labels too).
+_RESERVED_LABEL_PREFIXES = ("kubernetes.io/", "k8s.io/")
+_ALLOWED_RESERVED = ("node.kubernetes.io/", "node-role.kubernetes.io/")
+
+
+class Taint(StrictModel):
+    """A node taint: the catalog's declaration and the one renderer of every form wf writes or reads.
+
+    Kubernetes form (core/v1 Taint, `value` omitted when empty as the API server does), text `key=value:Effect`
+    (kubectl taint), the cluster-autoscaler tag value `value:Effect`, the exact toleration, and the rule that
+    decides whether a set of tolerations lets a pod onto a node carrying it.
+    """
+
+    model_config = ConfigDict(frozen=True)  # hashable: consistency compares sets of taints
+
+    key: str
+    value: str = ""
+    effect: Effect
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+    @property
+    def is_hard(self) -> bool:
+        """Only NoSchedule and NoExecute keep a pod off a node; PreferNoSchedule is a scoring preference."""
+        return self.effect in HARD_EFFECTS
+
+    def to_kubernetes(self) -> dict[str, str]:
+        out = {"key": self.key, "value": self.value, "effect": self.effect}
+        if not self.value:
+            del out["value"]
+        return out
+
+    @classmethod
+    def from_kubernetes(cls, data: Mapping[str, Any]) -> Taint:
+        """A taint as a cluster or a hand-written config states it; read as given (not validated), so a config
+        with an unknown effect is reported by the check comparing it, not refused while reading."""
+        return cls.model_construct(key=str(data.get("key", "")), value=str(data.get("value", "") or ""),
+                                   effect=str(data.get("effect", "")))
+
+    @classmethod
+    def from_text(cls, key: str, text: str) -> Taint:
+        """eksctl's unmanaged-group map form `key: value:Effect` (also cluster-autoscaler's taint tag)."""
+        value, _, effect = text.rpartition(":")
+        return cls.model_construct(key=key, value=value, effect=effect)
+
+    @property
+    def autoscaler_tag_value(self) -> str:
+        """cluster-autoscaler's node-template taint tag value: `value:Effect` (it drops tags without the effect)."""
+        return f"{self.value}:{self.effect}"
+
+    def toleration(self) -> dict[str, str]:
+        """The toleration that admits exactly this taint."""
+        if self.value:
+            return {"key": self.key, "operator": "Equal", "value": self.value, "effect": self.effect}
+        return {"key": self.key, "operator": "Exists", "effect": self.effect}
+
+    def tolerated_by(self, tolerations: Iterable[Mapping[str, Any]]) -> bool:
+        """The kube-scheduler's TaintToleration rule (k8s.io/api core/v1 Toleration.ToleratesTaint)."""
+        for t in tolerations:
+            if t.get("effect") and t["effect"] != self.effect:
+                continue
+            key = t.get("key") or ""
+            if (t.get("operator") or "Equal") == "Exists":
+                if not key or key == self.key:
+                    return True
+            elif key == self.key and (t.get("value") or "") == self.value:
+                return True
+        return False
+
+    def repels(self, tolerations: Iterable[Mapping[str, Any]]) -> bool:
+        """Whether this taint keeps a pod with these tolerations off the node."""
+        return self.is_hard and not self.tolerated_by(tolerations)
+
+
+class Accelerator(StrictModel):
+    model_config = ConfigDict(frozen=True)  # part of a NodeGroup's identity (wf.model.nodegroups)
+
+    resource: str = Field(description="Extended resource the device plugin advertises, e.g. habana.ai/gaudi")
+    count: int = Field(gt=0, description="Devices per node")
+
+
+class ClusterInfo(StrictModel):
+    name: str
+    region: str
+    version: str = Field(pattern=r"^1\.\d+$")
+    availability_zones: list[str] = Field(alias="availabilityZones", min_length=1)
+
+
+class ComputeClass(StrictModel):
+    name: str
+    instance_types: list[str] = Field(alias="instanceTypes", min_length=1)
+    capacity: list[Capacity] = Field(default_factory=lambda: list[Capacity](["spot"]), min_length=1)
+    availability_zones: list[str] | None = Field(default=None, alias="availabilityZones")
+    accelerator: Accelerator | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
+    efa: bool = False
+    arch: Arch | None = Field(default=None, description="Defaults to the instance types' architecture")
+    min_size: int = Field(default=0, ge=0, alias="minSize")
+    max_size: int = Field(default=20, ge=1, alias="maxSize")
+    volume_size: int = Field(default=100, ge=20, alias="volumeSize", description="Root volume GiB")
+    interruption_retries: int | None = Field(
+        default=None, ge=0, le=20, alias="interruptionRetries",
+        description=(
+            "Retries for Spot interruptions and evictions, on their own budget (default 5 on Spot, 2 on-demand)"
+        ),
+    )
+    spot_fallback_after: int | None = Field(
+        default=None, ge=1, le=20, alias="spotFallbackAfter",
+        description="Spot interruptions of one step after which its next attempt runs On-Demand (when the class "
+                    "offers on-demand capacity); unset: every attempt stays on Spot",
+    )
+
+    @property
+    def default_capacity(self) -> Capacity:
+        return self.capacity[0]
+
+    @cached_property
+    def instances(self) -> list[InstanceType]:
+        return [instance_type(name) for name in self.instance_types]
+
+    @property
+    def resolved_arch(self) -> str:
+        return self.arch or self.instances[0].arch
+
+    def zones(self, cluster: ClusterInfo) -> list[str]:
+        return self.availability_zones or cluster.availability_zones
+
+
+class S3Store(StrictModel):
+    bucket: str
+    region: str
+    key_format: str = Field(
+        default="{{workflow.namespace}}/{{workflow.name}}/{{pod.name}}", alias="keyFormat",
+        description="Object key layout, in Argo's variables")
+
+
+class ArtifactStore(StrictModel):
+    """Where step artifacts live, reached with the pod's identity (IRSA or EKS Pod Identity), never keys."""
+
+    s3: S3Store
+    service_accounts: dict[str, str] = Field(
+        default_factory=dict, alias="serviceAccounts",
+        description="Namespace -> service account bound to a role that can read and write the bucket")
+
+
+class Catalog(StrictModel):
+    api_version: Literal["wf/v1"] = Field(default="wf/v1", alias="apiVersion")
+    kind: Literal["Catalog"] = "Catalog"
+    cluster: ClusterInfo
+    compute_classes: list[ComputeClass] = Field(alias="computeClasses", min_length=1)
+    default_class: str | None = Field(default=None, alias="defaultClass",
+                                      description="Class of steps whose job names none")
+    artifacts: ArtifactStore | None = Field(default=None, description="Store of the artifacts steps hand on")
+    queues: Queues | None = Field(default=None, description="Teams, their quotas and priorities (Kueue)")
+    _source: str = PrivateAttr(default="<python>")  # where it was read from, for messages
+
+    @model_validator(mode="after")
+    def _checked(self, info: ValidationInfo) -> Catalog:
+        if not (info.context or {}).get(DEFER_CHECKS):
+            raise_problems(self.problems(), self._source)
+        return self
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    def problems(self) -> list[Problem]:
+        out: list[Problem] = []
+        region = self.cluster.region
+        for i, zone in enumerate(self.cluster.availability_zones):
+            if not _zone_in_region(zone, region):
+                out.append(Problem.at(("cluster", "availabilityZones", i),
+                                      f"zone {zone!r} is not in region {region!r}"))
+        seen: set[str] = set()
+        for c, cls in enumerate(self.compute_classes):
+            at: tuple[PathKey, ...] = ("computeClasses", c)
+            if problem := dns_label_problem(cls.name, "compute class name"):
+                out.append(Problem.at((*at, "name"), problem))
+            if cls.name in seen:
+                out.append(Problem.at((*at, "name"), f"duplicate compute class {cls.name!r}"))
+            seen.add(cls.name)
+            out += _class_problems(cls, at, self.cluster)
+        if self.default_class is not None and self.default_class not in seen:
+            out.append(Problem.at(("defaultClass",),
+                                  f"unknown compute class {self.default_class!r}; classes: {sorted(seen)}"))
+        if self.queues and not out:  # quotas name classes: check them once the classes are sound
+            out += self.queues.problems(self)
+        return out
+
+    def compute_class(self, name: str) -> ComputeClass:
+        for cls in self.compute_classes:
+            if cls.name == name:
+                return cls
+        raise KeyError(name)
+
+    @property
+    def class_names(self) -> list[str]:
+        return [c.name for c in self.compute_classes]
+
+    def to_yaml(self) -> str:
+        data = self.model_dump(by_alias=True, exclude_defaults=True, mode="json")
+        data = {"apiVersion": self.api_version, "kind": self.kind, **data}
+        return yaml.safe_dump(data, sort_keys=False)
+
+    @classmethod
+    def from_yaml_text(cls, text: str, source: str) -> Catalog:
+        docs = parse_documents(text, source)
+        if len(docs) != 1 or not isinstance(docs[0].data, dict):
+            raise_problems([Problem.at((), "a catalog is one YAML mapping")], source)
+        return catalog_from_document(docs[0])
+
+
+def catalog_from_document(doc: Document) -> Catalog:
+    catalog = parse_model(Catalog, doc)
+    catalog._source = doc.file
+    return catalog
+
+
+def _zone_in_region(zone: str, region: str) -> bool:
+    return zone.startswith(region) and len(zone) > len(region) and zone[len(region):].isalnum()
+
+
+def _class_problems(cls: ComputeClass, at: tuple[PathKey, ...], cluster: ClusterInfo) -> list[Problem]:
+    out: list[Problem] = []
+    instances: list[InstanceType] = []
+    for i, name in enumerate(cls.instance_types):
+        try:
+            instances.append(instance_type(name))
+        except ValueError as exc:
+            out.append(Problem.at((*at, "instanceTypes", i), str(exc)))
+    if len(set(cls.instance_types)) != len(cls.instance_types):
+        out.append(Problem.at((*at, "instanceTypes"), "instance types are listed twice"))
+    if len(set(cls.capacity)) != len(cls.capacity):
+        out.append(Problem.at((*at, "capacity"), f"capacity lists a value twice; choose from {list(CAPACITIES)}"))
+    if cls.spot_fallback_after is not None and set(cls.capacity) != set(CAPACITIES):
+        out.append(Problem.at((*at, "spotFallbackAfter"),
+                               "falling back from Spot to On-Demand needs capacity [spot, on-demand]"))
+    elif cls.spot_fallback_after is not None and cls.interruption_retries is not None \
+            and cls.spot_fallback_after > cls.interruption_retries:
+        out.append(Problem.at((*at, "spotFallbackAfter"), f"never reached: a step gets {cls.interruption_retries} "
+                                                           "interruption retries (interruptionRetries)"))
+    arches = {i.arch for i in instances}
+    if len(arches) > 1:
+        mixed = ", ".join(f"{i.name} ({i.arch})" for i in instances)
+        out.append(Problem.at((*at, "instanceTypes"),
+                              f"instance types mix architectures: {mixed}; use one class per arch"))
+    elif cls.arch and arches and cls.arch not in arches:
+        out.append(Problem.at((*at, "arch"), f"arch {cls.arch} does not match the instance types ({arches.pop()})"))
+    for z, zone in enumerate(cls.availability_zones or []):
+        if not _zone_in_region(zone, cluster.region):
+            out.append(Problem.at((*at, "availabilityZones", z), f"zone {zone!r} is not in region {cluster.region!r}"))
+    if cls.accelerator:
+        resource, count = cls.accelerator.resource, cls.accelerator.count
+        for inst in instances:
+            has = inst.accelerators.get(resource, 0)
+            if has < count:
+                out.append(Problem.at((*at, "accelerator", "count"),
+                            f"{inst.name} has {has} {resource}, fewer than the {count} the class declares"))
+    if cls.efa:
+        for inst in instances:
+            if inst.efa < 1:
+                out.append(Problem.at((*at, "efa"), f"{inst.name} has no EFA interface"))
+    out += labels_problems(cls.labels, (*at, "labels"))
+    for key in cls.labels:
+        if key.startswith(f"{DOMAIN}/"):
+            out.append(Problem.at((*at, "labels", key), f"labels under {DOMAIN}/ are set by wf itself"))
+        elif any(key.startswith(p) or f".{p}" in key for p in _RESERVED_LABEL_PREFIXES) and not key.startswith(
+            _ALLOWED_RESERVED
+        ):
+            out.append(Problem.at((*at, "labels", key), "kubelet may not set labels under kubernetes.io/ or k8s.io/"))
+    taint_keys: set[tuple[str, str]] = set()
+    for t, taint in enumerate(cls.taints):
+        if problem := labels_problems({taint.key: taint.value}, ()):
+            out.append(Problem.at((*at, "taints", t), problem[0].message.replace("label", "taint")))
+        if (taint.key, taint.effect) in taint_keys:
+            out.append(Problem.at((*at, "taints", t), f"taint {taint.key}:{taint.effect} is declared twice"))
+        taint_keys.add((taint.key, taint.effect))
+    if cls.min_size > cls.max_size:
+        out.append(Problem.at((*at, "minSize"), f"minSize {cls.min_size} exceeds maxSize {cls.max_size}"))
+    return out
+
+
+def catalog_path(path: str | Path | None = None) -> Path:
+    """--catalog, else WF_CATALOG, else the project's eksctl/catalog.yaml (the cluster's copy is the controller's
+    job)."""
+    if path:
+        return Path(path)
+    if env := os.environ.get(CATALOG_ENV):
+        return Path(env)
+    return DEFAULT_CATALOG
+
+
+def load_catalog(path: str | Path | None = None) -> Catalog:
+    return catalog_from_document(load_mapping(catalog_path(path)))

@@ -1,0 +1,202 @@
+"""References in a job spec (`{{item}}`, `{{steps.S.outputs.O}}`, `{{workflow.parameters.P}}`), found and
+resolved offline, so an unknown step, output or parameter, or a step that does not precede its reader, is an
+error with its file, line and field before anything reaches a cluster.
+
+A reference is written one way everywhere (command, env, `when`, `forEach`). The compiler turns each into what
+Argo resolves at that place: a step's input parameter (or, for an artifact, the path it is downloaded to).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from wf.core.errors import PathKey, Problem
+
+if TYPE_CHECKING:
+    from wf.spec.job import JobSpec, Step
+
+PATTERN = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+_STEP_OUTPUT = re.compile(r"^steps\.([^.]+)\.outputs\.([^.]+)$")
+_ITEM = re.compile(r"^item(?:\.([A-Za-z0-9_-]+))?$")
+_PARAMETER = re.compile(r"^workflow\.parameters\.(.+)$")
+# Argo's own variables that need no declaration: the workflow's identity and result (exit handlers read
+# `workflow.status` and `workflow.failures`), and the pod's name.
+_ARGO_GLOBALS = re.compile(r"^(workflow\.[A-Za-z.]+|pod\.name)$")
+FORMS = "{{item}}, {{item.FIELD}}, {{steps.STEP.outputs.NAME}}, {{workflow.parameters.NAME}} or {{workflow.status}}"
+# Where a fanned-in artifact is unpacked in the reading step's container.
+INPUTS_ROOT = "/wf/inputs"
+
+Kind = Literal["item", "output", "parameter", "global"]
+
+
+@dataclass(frozen=True)
+class Reference:
+    text: str  # as written, braces included
+    kind: Kind
+    step: str = ""  # output: the producing step
+    name: str = ""  # output: its name; parameter: the parameter; item: the field ("" for the whole item)
+
+    @property
+    def input_name(self) -> str:
+        """The reading template's input for this reference. Step names have no '_', output names do not start
+        with one and item inputs start with 'item', so the names cannot collide."""
+        if self.kind == "item":
+            return f"item__{self.name}" if self.name else "item"
+        return f"{self.step}_{self.name}"
+
+    @property
+    def artifact_path(self) -> str:
+        return f"{INPUTS_ROOT}/{self.step}/{self.name}"
+
+
+def parse(expression: str) -> Reference | None:
+    """The reference inside one pair of braces, or None when it is no form wf knows."""
+    body = PATTERN.fullmatch(expression)
+    inner = body.group(1) if body else expression
+    text = "{{" + inner + "}}"
+    if m := _ITEM.match(inner):
+        return Reference(text, "item", name=m.group(1) or "")
+    if m := _STEP_OUTPUT.match(inner):
+        return Reference(text, "output", step=m.group(1), name=m.group(2))
+    if m := _PARAMETER.match(inner):
+        return Reference(text, "parameter", name=m.group(1))
+    if _ARGO_GLOBALS.match(inner):
+        return Reference(text, "global")
+    return None
+
+
+def sites(step: Step) -> Iterator[tuple[tuple[PathKey, ...], str]]:
+    """(path within the step, text) of every place of a step that holds references."""
+    for i, arg in enumerate(step.command):
+        if "{{" in arg:
+            yield ("command", i), arg
+    for key, value in step.env.items():
+        if isinstance(value, str) and "{{" in value:
+            yield ("env", key), value
+    for field, text in (("workingDir", step.working_dir), ("image", step.image)):
+        if text and "{{" in text:
+            yield (field,), text
+    if step.when is not None:
+        yield ("when",), step.when
+    if isinstance(step.for_each, str):
+        yield ("forEach",), step.for_each
+    if step.outputs is not None:
+        for kind, declared in (("parameters", step.outputs.parameters), ("artifacts", step.outputs.artifacts)):
+            for name, path in declared.items():
+                yield ("outputs", kind, name), path
+
+
+def references_in(text: str) -> Iterator[tuple[str, Reference | None]]:
+    for m in PATTERN.finditer(text):
+        yield m.group(0), parse(m.group(0))
+
+
+class _Dag:
+    """Which steps precede which, through `needs`; asked only for steps that read outputs, each walk linear."""
+
+    def __init__(self, steps: Sequence[Step]) -> None:
+        self.needs = {s.name: s.needs for s in steps}
+        self._ancestors: dict[str, set[str]] = {}
+
+    def precedes(self, earlier: str, later: str) -> bool:
+        if later not in self._ancestors:
+            seen: set[str] = set()
+            stack = list(self.needs.get(later, []))
+            while stack:
+                name = stack.pop()
+                if name not in seen:
+                    seen.add(name)
+                    stack.extend(self.needs.get(name, []))
+            self._ancestors[later] = seen
+        return earlier in self._ancestors[later]
+
+
+def problems(spec: JobSpec) -> list[Problem]:
+    """Every reference of the job that does not resolve, at the field that holds it."""
+    out: list[Problem] = []
+    for key, value in spec.env.items():
+        if isinstance(value, str):
+            for text, ref in references_in(value):
+                if ref is None or ref.kind in ("item", "output"):
+                    out.append(Problem.at(("spec", "env", key),
+                                          f"{text}: job-level env may use only workflow references"))
+                elif ref.kind == "parameter" and ref.name not in spec.parameters:
+                    out.append(Problem.at(("spec", "env", key), _unknown_parameter(ref, spec)))
+    for section, steps in (("steps", spec.steps), ("onExit", spec.on_exit)):
+        dag = _Dag(steps)
+        by_name = {s.name: s for s in steps}
+        for i, step in enumerate(steps):
+            for where, text in sites(step):
+                at = ("spec", section, i, *where)
+                for written, ref in references_in(text):
+                    if message := _problem(written, ref, step, where[0], spec, section, by_name, dag):
+                        out.append(Problem.at(at, message))
+            if isinstance(step.for_each, str):
+                out += _for_each_problems(step, ("spec", section, i, "forEach"))
+    return out
+
+
+def _for_each_problems(step: Step, at: tuple[PathKey, ...]) -> list[Problem]:
+    source = step.for_each
+    assert isinstance(source, str)
+    ref = parse(source.strip())
+    if not PATTERN.fullmatch(source.strip()) or ref is None or ref.kind not in ("parameter", "output"):
+        return [Problem.at(at, "forEach takes a list, {count: N}, or one reference to a JSON list: "
+                               "{{workflow.parameters.NAME}} or {{steps.STEP.outputs.NAME}}")]
+    return []
+
+
+def _problem(written: str, ref: Reference | None, step: Step, field: PathKey, spec: JobSpec, section: str,
+             by_name: dict[str, Step], dag: _Dag) -> str | None:
+    if ref is None:
+        return f"unknown reference {written}; use {FORMS}"
+    if ref.kind == "parameter":
+        return _unknown_parameter(ref, spec) if ref.name not in spec.parameters else None
+    if field in ("outputs", "workingDir", "image") and ref.kind != "global":
+        return f"{ref.text}: {field} may use only workflow references (items and outputs: command and env)"
+    if ref.kind == "item":
+        return _item_problem(ref, step, field)
+    if ref.kind != "output":
+        return None
+    producer = by_name.get(ref.step)
+    if producer is None:
+        if section == "onExit" and any(s.name == ref.step for s in spec.steps):
+            return (f"{ref.text}: exit handlers run after the job and cannot read its steps' outputs; "
+                    "write results where the handler can read them (a job parameter names the place)")
+        return f"{ref.text}: unknown step {ref.step!r}; steps: {sorted(by_name)}"
+    outputs = producer.declared
+    if ref.name not in outputs.parameters and ref.name not in outputs.artifacts:
+        declared = sorted([*outputs.parameters, *outputs.artifacts])
+        return f"{ref.text}: step {ref.step!r} has no output {ref.name!r}; its outputs: {declared}"
+    if not dag.precedes(ref.step, step.name):
+        return (f"{ref.text}: step {ref.step!r} does not precede {step.name!r}; "
+                f"add it to needs (directly or through a step that needs it)")
+    if producer.for_each is not None:
+        return f"{ref.text}: step {ref.step!r} runs once per item; its outputs cannot be read by other steps"
+    if ref.name in outputs.artifacts and field in ("when", "forEach"):
+        return f"{ref.text} is an artifact (a file or folder); {field} reads parameters only"
+    return None
+
+
+def _item_problem(ref: Reference, step: Step, field: PathKey) -> str | None:
+    items = step.for_each
+    if items is None:
+        return f"{ref.text}: step {step.name!r} has no forEach, so there is no item"
+    if field in ("forEach", "when"):
+        return f"{ref.text}: items are read in command and env; {field} cannot refer to them"
+    if not ref.name:
+        return None
+    if isinstance(items, list):
+        missing = [i for i, item in enumerate(items) if not isinstance(item, dict) or ref.name not in item]
+        if missing:
+            return f"{ref.text}: forEach item {missing[0]} has no field {ref.name!r}"
+    elif not isinstance(items, str):
+        return f"{ref.text}: forEach count items are numbers, without fields"
+    return None
+
+
+def _unknown_parameter(ref: Reference, spec: JobSpec) -> str:
+    return f"{ref.text}: unknown parameter {ref.name!r}; spec.parameters has: {sorted(spec.parameters)}"
