@@ -23,9 +23,11 @@ run: install
 	wf submit examples/ --watch
 	wf list --all-namespaces
 
-# Static checks (configured in pyproject.toml): ruff's lint rules, and mypy, strict on the pure core.
+# Static checks (configured in pyproject.toml): ruff's lint rules; the layers' import contracts (import-linter:
+# only downwards, no cycles, no client in the pure layers); mypy, strict on the pure layers.
 lint: install
 	$(PY) -m ruff check src tests benchmarks
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m mypy
 
 test: lint

@@ -47,8 +47,8 @@ def job_document(steps: int) -> dict[str, Any]:
 
 def wf_compile(document: dict[str, Any]) -> str:
     from wf import argo
-    from wf.model.catalog import load_catalog
     from wf.compile.workflow import compile_job
+    from wf.model.catalog import load_catalog
     from wf.spec.job import TrainingJob
 
     manifest = compile_job(TrainingJob.model_validate(document), load_catalog())
@@ -62,8 +62,8 @@ def hera_compile(document: dict[str, Any]) -> str:
     from hera.workflows import DAG, Container, Workflow
     from hera.workflows.models import ResourceRequirements, RetryStrategy, Toleration
 
-    from wf.model.catalog import load_catalog
     from wf.compile.interruptions import INTERRUPTION_EXPRESSION
+    from wf.model.catalog import load_catalog
     from wf.model.nodegroups import node_group
 
     catalog = load_catalog()

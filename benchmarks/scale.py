@@ -40,11 +40,10 @@ from typing import Any
 
 import yaml
 
-from wf.render import kueue
-from wf.model.catalog import load_catalog
 from wf.cluster.nodes import node_manifests
 from wf.cluster.runtime import LocalCluster
-from wf.core.constants import ARGO_GROUP, ARGO_VERSION, SIM_DURATION, WORKFLOWS
+from wf.core.constants import ARGO_GROUP, ARGO_VERSION, KUEUE_GROUP, KUEUE_VERSION, SIM_DURATION, WORKFLOWS
+from wf.model.catalog import load_catalog
 from wf.model.nodegroups import node_group
 
 GROUP, VERSION, PLURAL = ARGO_GROUP, ARGO_VERSION, WORKFLOWS
@@ -181,7 +180,7 @@ class GaudiShare:
         while not self.stop.wait(self.interval):
             try:
                 queues = self.custom.list_cluster_custom_object(
-                    kueue.API_GROUP, kueue.VERSION, "clusterqueues")["items"]
+                    KUEUE_GROUP, KUEUE_VERSION, "clusterqueues")["items"]
             except Exception:  # the API server is busy: the next sample counts
                 continue
             for cq in queues:

@@ -25,15 +25,15 @@ from typing import Any
 
 import yaml
 
-from wf.core.constants import ARGO_GROUP as GROUP
-from wf.core.constants import ARGO_VERSION as VERSION
-from wf.core.constants import WORKFLOWS
 from wf.controller.client import Kube, connect
 from wf.controller.steps import TERMINAL_PHASES, parse_time
 from wf.controller.stream import KubeTransport, NamespaceStream
 from wf.controller.submit import BATCH_LABEL, load_jobs, submit_jobs
 from wf.controller.view import PlainDisplay
 from wf.controller.watch import watch_workflows
+from wf.core.constants import ARGO_GROUP as GROUP
+from wf.core.constants import ARGO_VERSION as VERSION
+from wf.core.constants import WORKFLOWS
 
 DURATIONS = ("2s", "5s", "10s", "20s", "30s")  # spread the ends over time, as real jobs do
 

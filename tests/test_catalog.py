@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from wf.model.catalog import CATALOG_ENV, DEFAULT_CATALOG, Catalog, Taint, catalog_path, load_catalog
 from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
 from wf.core.errors import InputError
 from wf.lint.documents import lint_paths
+from wf.model.catalog import CATALOG_ENV, DEFAULT_CATALOG, Catalog, Taint, catalog_path, load_catalog
 from wf.model.nodegroups import mixed_sizes, node_groups
 
 BASE: dict[str, Any] = {

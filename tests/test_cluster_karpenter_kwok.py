@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from wf.model.catalog import load_catalog
 from wf.cluster import karpenter_kwok
+from wf.model.catalog import load_catalog
 from wf.model.instances import instance_type
-from wf.render.karpenter import manifests
 from wf.model.nodegroups import node_groups
+from wf.render.karpenter import manifests
 
 
 def test_node_pools_are_wfs_with_only_the_node_class_swapped() -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import yaml
 
-from wf.model.catalog import load_catalog
 from wf.cluster.kind import kind_config
 from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
+from wf.model.catalog import load_catalog
 from wf.model.nodegroups import node_groups
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from wf.model.catalog import load_catalog
 from wf.cluster.nodes import node_manifests
-from wf.model.nodegroups import node_groups
 from wf.core.units import parse_quantity
+from wf.model.catalog import load_catalog
+from wf.model.nodegroups import node_groups
 
 
 def test_one_node_per_group_and_index_with_the_groups_labels_and_taints() -> None:

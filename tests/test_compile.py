@@ -20,11 +20,11 @@ from pydantic import ValidationError
 
 import wf.compile.workflow
 from wf import argo
-from wf.model.catalog import Catalog, load_catalog
+from wf.compile.interruptions import SPOT_FALLBACK_ANNOTATION, capacity_expression
 from wf.compile.workflow import ATTEMPTS_SUFFIX, ENTRYPOINT, POD_GC, TTL, compile_job
 from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
 from wf.core.errors import InputError
-from wf.compile.interruptions import SPOT_FALLBACK_ANNOTATION, capacity_expression
+from wf.model.catalog import Catalog, load_catalog
 from wf.spec.job import TrainingJob, load_job
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,12 +9,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wf.render import eksctl
-
-from wf.render import karpenter
-from wf.model.catalog import Catalog, Taint, load_catalog
 from wf.lint.consistency import accidental_tolerations, admits, check_cluster_config, placement_of, untolerated
+from wf.model.catalog import Catalog, Taint, load_catalog
 from wf.model.nodegroups import node_groups
+from wf.render import eksctl, karpenter
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = ROOT / "eksctl" / "catalog.yaml"

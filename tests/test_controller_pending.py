@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from controller_fakes import workflow
-from wf.model.catalog import Catalog, load_catalog
 from wf.controller.pending import explain
+from wf.model.catalog import Catalog, load_catalog
 
 CATALOG = load_catalog(Path(__file__).resolve().parents[1] / "eksctl" / "catalog.yaml")
 SCHEDULER = ("0/12 nodes are available: 2 Insufficient habana.ai/gaudi, 10 node(s) didn't match Pod's node "

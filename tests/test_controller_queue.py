@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from test_kueue import team_catalog
-from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
 from wf.controller.queue import parse_workload, quota_wait, usage
+from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
 
 GAUDI_TEMPLATE = {"nodeSelector": {CLASS_LABEL: "gaudi", CAPACITY_LABEL: "spot"}}
 

@@ -138,8 +138,8 @@ def test_folders_expand_to_the_yaml_files_directly_in_them(tmp_path: Path) -> No
 
 
 def test_submit_compiles_everything_before_creating_anything(tmp_path: Path) -> None:
-    from wf.model.catalog import load_catalog
     from wf.controller.submit import load_jobs, submit_jobs
+    from wf.model.catalog import load_catalog
 
     root = Path(__file__).resolve().parents[1]
     good = root / "examples" / "data-prep.yaml"

@@ -13,11 +13,11 @@ import yaml
 from jsonschema import Draft7Validator
 
 from upstream import EKSCTL_SCHEMA, require
-from wf.render import eksctl
+from wf.core.errors import InputError
 from wf.lint import drift
 from wf.model.catalog import Catalog, load_catalog
-from wf.core.errors import InputError
 from wf.model.nodegroups import node_groups
+from wf.render import eksctl
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = ROOT / "eksctl" / "catalog.yaml"

@@ -243,8 +243,8 @@ def test_refresh_reads_prices_from_the_pricing_api(aws_env: None) -> None:
 def test_refresh_unknown_type_is_bad_input(aws_env: None) -> None:
     from moto import mock_aws
 
-    from wf.core.errors import InputError
     from wf.aws.instances_refresh import refresh_instance_table
+    from wf.core.errors import InputError
 
     with mock_aws(), pytest.raises(InputError, match="r5.4xlarg"):
         refresh_instance_table(["r5.4xlarg"], with_prices=False)
@@ -253,8 +253,8 @@ def test_refresh_unknown_type_is_bad_input(aws_env: None) -> None:
 def test_refresh_without_credentials_is_a_cluster_error(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     import boto3
 
-    from wf.core.errors import ClusterError
     from wf.aws.instances_refresh import refresh_instance_table
+    from wf.core.errors import ClusterError
 
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(key, raising=False)

@@ -9,9 +9,6 @@ import pytest
 
 from test_catalog import catalog_problems, only
 from test_placement import evaluate
-from wf.model.catalog import Catalog
-from wf.compile.workflow import compile_job
-from wf.core.constants import CAPACITY_LABEL
 from wf.compile.interruptions import (
     APPLICATION_EXPRESSION,
     APPLICATION_SIGNS,
@@ -22,6 +19,9 @@ from wf.compile.interruptions import (
     is_interruption,
 )
 from wf.compile.placement import place_step
+from wf.compile.workflow import compile_job
+from wf.core.constants import CAPACITY_LABEL
+from wf.model.catalog import Catalog
 
 # How each way of losing a node reaches Argo v4.0.7 (phase and message of the attempt's node), from
 # workflow/controller/operator.go: inferFailedReason and the missing-pod check.

@@ -10,10 +10,11 @@ import yaml
 
 from wf import argo
 from wf.compile.artifacts import REPOSITORY_REF, repository_configmap
-from wf.model.catalog import Catalog
 from wf.compile.workflow import compile_job
 from wf.core.errors import InputError
-from wf.spec.job import Step, TrainingJob, load_job
+from wf.model.catalog import Catalog
+from wf.spec.job import TrainingJob, load_job
+from wf.spec.steps import Step
 
 
 def job(steps: list[dict[str, Any]], **spec: Any) -> TrainingJob:

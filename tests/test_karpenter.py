@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wf.render import karpenter
-from wf.model.catalog import Catalog, load_catalog
 from wf.lint.consistency import admits, placement_of
+from wf.model.catalog import Catalog, load_catalog
+from wf.render import karpenter
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = ROOT / "eksctl" / "catalog.yaml"

@@ -13,11 +13,12 @@ import yaml
 
 from test_catalog import BASE, catalog_problems, only
 from upstream import KUEUE_CRDS, require, strictify
-from wf.render import kueue
-from wf.model.catalog import Catalog, load_catalog
 from wf.cli.app import main
+from wf.core.constants import KUEUE_API_VERSION, KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL
+from wf.model.catalog import Catalog, load_catalog
 from wf.model.nodegroups import class_node_labels, node_group
-from wf.model.teams import flavor_quotas
+from wf.model.quotas import flavor_quotas
+from wf.render import kueue
 
 QUEUES: dict[str, Any] = {
     "cohort": "lab",
@@ -51,7 +52,7 @@ def crd_validators() -> dict[str, Any]:
     out = {}
     for kind, name in CRD_FILES.items():
         crd = yaml.safe_load((KUEUE_CRDS / name).read_text())
-        version = next(v for v in crd["spec"]["versions"] if v["name"] == kueue.API_VERSION.split("/")[1])
+        version = next(v for v in crd["spec"]["versions"] if v["name"] == KUEUE_API_VERSION.split("/")[1])
         assert version["served"] and version["storage"]
         out[kind] = Draft4Validator(strictify(version["schema"]["openAPIV3Schema"]))
     return out
@@ -195,7 +196,7 @@ def test_a_team_job_lands_in_its_queue_with_its_priority(write: Callable[..., Pa
     manifest = compile_job(team_job(make_job, [GAUDI_STEP], team="perception", priority="high"), team_catalog(write))
     assert manifest["metadata"]["namespace"] == "perception"
     labels = pod_templates(manifest)["train"]["metadata"]["labels"]
-    assert labels[kueue.QUEUE_LABEL] == "default" and labels[kueue.PRIORITY_LABEL] == "high"
+    assert labels[KUEUE_QUEUE_LABEL] == "default" and labels[KUEUE_PRIORITY_LABEL] == "high"
 
 
 def test_the_namespace_names_the_team_and_the_default_priority_applies(write: Callable[..., Path],
@@ -204,7 +205,7 @@ def test_the_namespace_names_the_team_and_the_default_priority_applies(write: Ca
 
     manifest = compile_job(team_job(make_job, [GAUDI_STEP], namespace="mapping-dev"), team_catalog(write))
     assert manifest["metadata"]["namespace"] == "mapping-dev"
-    assert pod_templates(manifest)["train"]["metadata"]["labels"][kueue.PRIORITY_LABEL] == "normal"
+    assert pod_templates(manifest)["train"]["metadata"]["labels"][KUEUE_PRIORITY_LABEL] == "normal"
 
 
 def test_queued_step_timeout_counts_from_the_pod_start(write: Callable[..., Path],
@@ -216,7 +217,7 @@ def test_queued_step_timeout_counts_from_the_pod_start(write: Callable[..., Path
     assert queued["activeDeadlineSeconds"] == 7200 and "timeout" not in queued
     unqueued = pod_templates(compile_job(team_job(make_job, [GAUDI_STEP]), cat))["train"]
     assert unqueued["timeout"] == "7200s" and "activeDeadlineSeconds" not in unqueued
-    assert kueue.QUEUE_LABEL not in unqueued["metadata"]["labels"]
+    assert KUEUE_QUEUE_LABEL not in unqueued["metadata"]["labels"]
 
 
 @pytest.mark.parametrize(("namespace", "spec", "field", "message"), [
@@ -305,7 +306,7 @@ def test_lint_finds_hand_edits_both_ways(write: Callable[..., Path], tmp_path: P
     flavor = next(o for o in objs if o["kind"] == "ResourceFlavor")
     flavor["spec"]["nodeLabels"]["extra"] = "x"
     objs = [o for o in objs if o["kind"] != "WorkloadPriorityClass" or o["metadata"]["name"] != "low"]
-    objs.append({"apiVersion": kueue.API_VERSION, "kind": "LocalQueue",
+    objs.append({"apiVersion": KUEUE_API_VERSION, "kind": "LocalQueue",
                  "metadata": {"name": "default", "namespace": "sandbox"}, "spec": {"clusterQueue": "perception"}})
     found = lint_objects(write, catalog, objs)
     assert len(found) == 4, found
@@ -338,10 +339,10 @@ def test_submit_compiles_for_the_namespace_it_lands_in(write: Callable[..., Path
     # No team, no namespace: the context's namespace decides, and mapping-dev is mapping's.
     manifest, namespace, _ = prepare(team_job(make_job, [GAUDI_STEP]), cat, "mapping-dev", None, {}, "b")
     assert namespace == "mapping-dev"
-    assert pod_templates(manifest)["train"]["metadata"]["labels"][kueue.PRIORITY_LABEL] == "normal"
+    assert pod_templates(manifest)["train"]["metadata"]["labels"][KUEUE_PRIORITY_LABEL] == "normal"
     # A team and no namespace: the team's namespace, not the context's.
     _, namespace, _ = prepare(team_job(make_job, [GAUDI_STEP], team="perception"), cat, "wf", None, {}, "b")
     assert namespace == "perception"
     # Outside every team: unchanged.
     manifest, namespace, _ = prepare(team_job(make_job, [GAUDI_STEP]), cat, "wf", None, {}, "b")
-    assert namespace == "wf" and kueue.QUEUE_LABEL not in pod_templates(manifest)["train"]["metadata"]["labels"]
+    assert namespace == "wf" and KUEUE_QUEUE_LABEL not in pod_templates(manifest)["train"]["metadata"]["labels"]

@@ -13,11 +13,6 @@ import pytest
 import yaml
 
 from upstream import SHARED, require
-from wf.model.catalog import Catalog
-from wf.compile.workflow import compile_job
-from wf.core.constants import CLASS_LABEL, STEP_LABEL, WORKFLOW_NAME_LABEL, ZONE_LABEL
-from wf.core.errors import InputError
-from wf.render.kueue import LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL
 from wf.compile.mpijob import (
     API_VERSION,
     CONTAINER,
@@ -28,6 +23,13 @@ from wf.compile.mpijob import (
     SUCCESS_CONDITION,
     WORKER_LOST_MESSAGE,
 )
+from wf.compile.workflow import compile_job
+from wf.core.constants import CLASS_LABEL, STEP_LABEL, WORKFLOW_NAME_LABEL, ZONE_LABEL
+from wf.core.constants import KUEUE_LOCAL_QUEUE as LOCAL_QUEUE
+from wf.core.constants import KUEUE_PRIORITY_LABEL as PRIORITY_LABEL
+from wf.core.constants import KUEUE_QUEUE_LABEL as QUEUE_LABEL
+from wf.core.errors import InputError
+from wf.model.catalog import Catalog
 from wf.spec.job import TrainingJob
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from wf.model.catalog import Catalog
-from wf.compile.workflow import ATTEMPTS_SUFFIX, compile_job
-from wf.core.constants import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL, INSTANCE_TYPE_LABEL
 from wf.compile.interruptions import APPLICATION_EXPRESSION, INTERRUPTION_EXPRESSION
 from wf.compile.placement import INTERRUPTION_RETRIES, place_step
+from wf.compile.workflow import ATTEMPTS_SUFFIX, compile_job
+from wf.core.constants import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL, INSTANCE_TYPE_LABEL
+from wf.model.catalog import Catalog
 
 
 def place(catalog: Catalog, make_job: Any, step: dict[str, Any], **spec: Any) -> Any:

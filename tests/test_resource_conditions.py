@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from wf.compile.mpijob import FAILURE_CONDITION, SUCCESS_CONDITION
 from wf.cluster.resource_conditions import ConditionError, Conditions, Requirement, Verdict, parse
+from wf.compile.mpijob import FAILURE_CONDITION, SUCCESS_CONDITION
 
 
 def judge(success: str, failure: str, document: Any) -> Verdict | None:

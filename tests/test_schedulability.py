@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from wf.model.catalog import Catalog, Taint
-from wf.core.constants import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL
-from wf.model.nodegroups import NodeGroup, node_groups
 from wf.compile.schedulability import PodConstraints, explain, judge, pod_requests
+from wf.core.constants import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL
 from wf.core.units import parse_quantity
+from wf.model.catalog import Catalog, Taint
+from wf.model.nodegroups import NodeGroup, node_groups
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from wf.core.loader import parse_documents
 from wf.controller.server_lint import field_path
+from wf.core.loader import parse_documents
 
 MANIFEST = """\
 apiVersion: argoproj.io/v1alpha1

@@ -8,8 +8,6 @@ from typing import Any
 
 import pytest
 
-from wf.core.constants import SIM_DURATION, SIM_EXIT_CODE, SIM_MESSAGE
-from wf.cluster.resource_conditions import ConditionError, Conditions, Verdict
 from wf.cluster.executor import (
     CHECK_INTERVAL_ENV,
     COMPLETED_LABEL,
@@ -21,6 +19,8 @@ from wf.cluster.executor import (
     task_result,
     verdict_annotations,
 )
+from wf.cluster.resource_conditions import ConditionError, Conditions, Verdict
+from wf.core.constants import SIM_DURATION, SIM_EXIT_CODE, SIM_MESSAGE
 
 TEMPLATE = {"name": "list", "outputs": {
     "parameters": [{"name": "shards", "valueFrom": {"path": "/tmp/s"}},

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wf.model.catalog import load_catalog
 from wf.compile.workflow import compile_job
+from wf.model.catalog import load_catalog
 from wf.spec.job import load_job
 
 ROOT = Path(__file__).resolve().parents[1]

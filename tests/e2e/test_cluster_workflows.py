@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from wf.model.catalog import Catalog, load_catalog
 from wf.cluster.install import CATALOG_CONFIGMAP, CATALOG_KEY, CATALOG_NAMESPACE
 from wf.core.constants import CLASS_LABEL, SIM_DURATION, SIM_EXIT_CODE
+from wf.model.catalog import Catalog, load_catalog
 
 from .conftest import ClusterHandle
 

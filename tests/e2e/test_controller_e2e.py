@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from wf.core.constants import SIM_DURATION, SIM_EXIT_CODE
 from wf.controller.client import connect
 from wf.controller.steps import parse_time
+from wf.core.constants import SIM_DURATION, SIM_EXIT_CODE
 
 ClusterHandle = Any  # tests/e2e/conftest.py's handle: .kubeconfig, .context, .namespace, .cluster
 
@@ -80,9 +80,9 @@ def assert_placed_by_class(handle: ClusterHandle, name: str, doc: dict[str, Any]
     (the job spec's, defaults per ../shared/DESIGN.md: the job's, else the class's first capacity)."""
     from kubernetes import client
 
-    from wf.model.catalog import load_catalog
-    from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
     from wf.compile.mpijob import launcher_class
+    from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
+    from wf.model.catalog import load_catalog
 
     catalog = load_catalog()
     spec = doc["spec"]

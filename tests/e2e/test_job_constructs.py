@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from wf.core.constants import SIM_DURATION, SIM_EXIT_CODE, STEP_LABEL
+from wf.cluster.executor import OUTPUTS_ANNOTATION
 from wf.controller.client import connect
 from wf.controller.steps import parse_time
-from wf.cluster.executor import OUTPUTS_ANNOTATION
+from wf.core.constants import SIM_DURATION, SIM_EXIT_CODE, STEP_LABEL
 
 from .conftest import ClusterHandle
 from .test_controller_e2e import job_file, step

@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 import yaml
 
-from wf.model.catalog import Catalog, load_catalog
 from wf.cluster.kueue import MUTATING, VALIDATING
 from wf.cluster.runtime import LocalCluster
 from wf.compile.workflow import compile_job
-from wf.core.constants import SIM_DURATION, WORKFLOW_NAME_LABEL
 from wf.controller.queue import Workload, parse_workload
-from wf.render.kueue import QUEUE_LABEL
+from wf.core.constants import KUEUE_QUEUE_LABEL as QUEUE_LABEL
+from wf.core.constants import SIM_DURATION, WORKFLOW_NAME_LABEL
+from wf.model.catalog import Catalog, load_catalog
 from wf.spec.job import TrainingJob
 
 from .conftest import ClusterHandle, become_subreaper, build_with_progress, stop_cluster

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 import yaml
 
-from wf.model.catalog import Catalog
 from wf.cluster.nodes import node_manifest
-from wf.core.constants import CLASS_LABEL, SIM_DURATION, SIM_EXIT_CODE, WORKFLOW_NAME_LABEL, ZONE_LABEL
-from wf.controller.client import connect
 from wf.compile.interruptions import is_interruption
 from wf.compile.mpijob import JOB_NAME_LABEL, JOB_ROLE_LABEL, WORKER_LOST_MESSAGE
+from wf.controller.client import connect
+from wf.core.constants import CLASS_LABEL, SIM_DURATION, SIM_EXIT_CODE, WORKFLOW_NAME_LABEL, ZONE_LABEL
+from wf.model.catalog import Catalog
 from wf.model.nodegroups import node_groups
 
 from .conftest import ClusterHandle

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from wf.compile.workflow import ATTEMPTS_SUFFIX
-from wf.core.constants import CAPACITY_LABEL, SIM_DURATION, SIM_EXIT_CODE
 from wf.controller.client import connect
 from wf.controller.steps import parse_time
+from wf.core.constants import CAPACITY_LABEL, SIM_DURATION, SIM_EXIT_CODE
 
 from .conftest import ClusterHandle
 from .test_controller_e2e import job_file, step

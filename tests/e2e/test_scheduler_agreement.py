@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
-from wf.model.catalog import load_catalog
 from wf.cluster.nodes import HOSTNAME_LABEL, node_manifest
+from wf.compile.schedulability import PodConstraints, explain, judge, pod_constraints
 from wf.core.constants import (
     ARCH_LABEL,
     CAPACITY_LABEL,
@@ -39,9 +39,9 @@ from wf.core.constants import (
     INSTANCE_TYPE_LABEL,
     ZONE_LABEL,
 )
-from wf.model.nodegroups import NodeGroup, node_groups
-from wf.compile.schedulability import PodConstraints, explain, judge, pod_constraints
 from wf.core.units import parse_quantity
+from wf.model.catalog import load_catalog
+from wf.model.nodegroups import NodeGroup, node_groups
 
 from .conftest import ClusterHandle
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, SIM_DURATION, STEP_LABEL
 from wf.controller.client import connect
+from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, SIM_DURATION, STEP_LABEL
 
 from .conftest import (
     ClusterHandle,

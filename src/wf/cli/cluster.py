@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
-from wf.core.errors import ClusterError
 from wf.cli.options import CatalogOption, Format, ReportOutput
+from wf.core.errors import ClusterError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -156,8 +156,8 @@ def register(app: typer.Typer) -> None:
         console = Console(stderr=True)
         cluster_ = LocalCluster(name)
         if runtime is Runtime.kind:
-            from wf.model.catalog import load_catalog
             from wf.cluster.kind import up_with_kind
+            from wf.model.catalog import load_catalog
 
             nodes = 1 if nodes_per_group is None else nodes_per_group
             config = up_with_kind(load_catalog(catalog), nodes, name, cluster_.workdir)

@@ -9,8 +9,8 @@ from wf.cli.options import CatalogOption, FileOption, GeneratedOutput, emit
 
 def eksctl_generate(catalog: CatalogOption = None, output: GeneratedOutput = "yaml", file: FileOption = None) -> None:
     """eksctl ClusterConfig: one managed node group per compute class x capacity x zone."""
-    from wf.render import eksctl
     from wf.model.catalog import load_catalog
+    from wf.render import eksctl
 
     emit(eksctl.render(load_catalog(catalog)), file)
 
@@ -19,8 +19,8 @@ def karpenter_generate(
     catalog: CatalogOption = None, output: GeneratedOutput = "yaml", file: FileOption = None
 ) -> None:
     """Karpenter EC2NodeClasses and one NodePool per compute class x capacity."""
-    from wf.render import karpenter
     from wf.model.catalog import load_catalog
+    from wf.render import karpenter
 
     emit(karpenter.render(load_catalog(catalog)), file)
 

@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from wf.core.errors import InputError
 from wf.cli.options import (
     CatalogOption,
     ContextOption,
@@ -18,20 +17,21 @@ from wf.cli.options import (
     RegionOption,
     emit,
 )
+from wf.core.errors import InputError
 
 
 def kueue_generate(catalog: CatalogOption = None, output: GeneratedOutput = "yaml", file: FileOption = None) -> None:
     """Kueue ResourceFlavors, a ClusterQueue per team (one cohort), LocalQueues and WorkloadPriorityClasses."""
-    from wf.render import kueue
     from wf.model.catalog import load_catalog
+    from wf.render import kueue
 
     emit(kueue.render(load_catalog(catalog)), file)
 
 
 def kueue_roles(catalog: CatalogOption = None, output: GeneratedOutput = "yaml", file: FileOption = None) -> None:
     """A Role and RoleBinding per team namespace: run, stop, retry and delete workflows; read pods and logs."""
-    from wf.render import team_roles
     from wf.model.catalog import load_catalog
+    from wf.render import team_roles
 
     emit(team_roles.render(load_catalog(catalog)), file)
 

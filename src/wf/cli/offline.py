@@ -11,7 +11,6 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from wf.core.errors import WfError, WorkFailed
 from wf.cli.options import (
     CatalogOption,
     ContextOption,
@@ -25,6 +24,7 @@ from wf.cli.options import (
     RegionOption,
     emit,
 )
+from wf.core.errors import WfError, WorkFailed
 
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
@@ -52,8 +52,8 @@ def compile_command(
     catalog: CatalogOption = None,
 ) -> None:
     """Compile a job spec into an Argo manifest."""
-    from wf.model.catalog import load_catalog
     from wf.compile.workflow import compile_job
+    from wf.model.catalog import load_catalog
     from wf.spec.job import load_job
 
     manifest = compile_job(load_job(job), load_catalog(catalog), kind=kind.value if kind else None)

@@ -16,7 +16,6 @@ import typer
 from rich.console import Console
 
 from wf.cli.offline import dump
-from wf.core.errors import WorkFailed
 from wf.cli.options import (
     CatalogOption,
     ContextOption,
@@ -27,6 +26,7 @@ from wf.cli.options import (
     PlainOption,
     RegionOption,
 )
+from wf.core.errors import WorkFailed
 
 out = Console()
 err = Console(stderr=True)

@@ -40,6 +40,7 @@ from typing import Any
 
 import yaml
 
+from wf.cluster.resource_conditions import ConditionError, Conditions, Verdict
 from wf.core.constants import (
     ARGO_GROUP,
     ARGO_VERSION,
@@ -50,7 +51,6 @@ from wf.core.constants import (
     SIM_OUTPUTS,
     WORKFLOW_TASK_RESULTS,
 )
-from wf.cluster.resource_conditions import ConditionError, Conditions, Verdict
 
 OUTPUTS_ANNOTATION = SIM_OUTPUTS
 WORKFLOW_LABEL = "workflows.argoproj.io/workflow"

@@ -15,17 +15,14 @@ from typing import Any
 
 import yaml
 
-from wf.compile.artifacts import repository_configmap
-from wf.model.catalog import Catalog, Taint
 from wf.cluster import mpi
 from wf.cluster.nodes import SIMULATED_ANNOTATION, node_manifests
-from wf.core.constants import ARGO_GROUP
+from wf.compile.artifacts import repository_configmap
+from wf.core.constants import ARGO_GROUP, CATALOG_CONFIGMAP, CATALOG_KEY, CATALOG_NAMESPACE
 from wf.core.errors import ClusterError
+from wf.model.catalog import Catalog, Taint
 
 FIELD_MANAGER = "wf-cluster"
-CATALOG_NAMESPACE = "wf-system"
-CATALOG_CONFIGMAP = "wf-catalog"
-CATALOG_KEY = "catalog.yaml"
 WORKFLOW_NAMESPACE = "wf"
 CONTROLLER_NAMESPACE = "argo"
 # Applied in this order: namespaces before what lives in them, CRDs before the controller starts.

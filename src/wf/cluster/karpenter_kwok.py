@@ -15,12 +15,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from wf.model.catalog import Catalog
 from wf.cluster import build, processes
 from wf.core.constants import ZONE_LABEL
+from wf.model.catalog import Catalog
 from wf.model.instances import instance_type
-from wf.render.karpenter import CAPACITY_TYPE_LABEL, manifests
 from wf.model.nodegroups import node_groups
+from wf.render.karpenter import CAPACITY_TYPE_LABEL, manifests
 
 NAME = "karpenter"
 BINARY = "karpenter-kwok"

@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml
 
-from wf.model.catalog import Catalog
 from wf.core.constants import ARCH_LABEL, OS_LABEL
 from wf.core.errors import ClusterError
+from wf.model.catalog import Catalog
 from wf.model.nodegroups import node_groups
 
 # The 1.36 image kind v0.33.0 publishes (its release notes), pinned by digest as kind asks; nearest to

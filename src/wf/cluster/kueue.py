@@ -30,12 +30,11 @@ from typing import Any
 
 import yaml
 
-from wf.render import kueue
-
-from wf.render import team_roles
-from wf.model.catalog import Catalog
 from wf.cluster import build, processes
+from wf.core.constants import KUEUE_GROUP, KUEUE_LOCAL_QUEUE, KUEUE_QUEUE_LABEL
 from wf.core.errors import ClusterError
+from wf.model.catalog import Catalog
+from wf.render import kueue, team_roles
 
 NAME = "kueue"
 NAMESPACE = "kueue-system"
@@ -119,7 +118,7 @@ class LocalKueue:
             say("installing Kueue's CRDs")
             for manifest in [_namespace(NAMESPACE), *crd_manifests()]:
                 apply(client, manifest)
-            wait_crds_established(client, kueue.API_GROUP)
+            wait_crds_established(client, KUEUE_GROUP)
             state = self.state()
             if state is not None and self.running() and self._config_text(catalog, state) != self._written_config():
                 say("restarting Kueue: the catalog's teams changed")  # Kueue reads its configuration once
@@ -268,7 +267,7 @@ def _wait_gating(api_client: Any, namespace: str, timeout: float) -> None:
     from kubernetes.client.exceptions import ApiException
 
     core = kclient.CoreV1Api(api_client)
-    probe = {"metadata": {"generateName": "wf-kueue-probe-", "labels": {kueue.QUEUE_LABEL: kueue.LOCAL_QUEUE}},
+    probe = {"metadata": {"generateName": "wf-kueue-probe-", "labels": {KUEUE_QUEUE_LABEL: KUEUE_LOCAL_QUEUE}},
              "spec": {"containers": [{"name": "probe", "image": "probe",
                                       "resources": {"requests": {"cpu": "1m"}}}]}}
     deadline = time.monotonic() + timeout

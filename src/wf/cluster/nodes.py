@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from wf.core.units import format_mib
 from wf.model.catalog import Catalog
 from wf.model.instances import instance_type
 from wf.model.nodegroups import NodeGroup, node_groups
-from wf.core.units import format_mib
 
 SIMULATED_ANNOTATION = "wf.dev/simulated"
 HOSTNAME_LABEL = "kubernetes.io/hostname"

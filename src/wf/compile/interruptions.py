@@ -54,7 +54,8 @@ INTERRUPTION_SIGNS: Final = (
                           "seen by Argo as Failed before the pod disappeared"),
     Sign("exit code 137", "SIGKILL after the deletion grace period ran out; an OOM kill, 'OOMKilled (exit code 137)', "
                           "is excluded below and stays the program's"),
-    Sign(MPI_WORKER_FAILED, "Argo's resource wait on a multi-node step's MPIJob, naming wf.compile.mpijob's failure condition "
+    Sign(MPI_WORKER_FAILED, "Argo's resource wait on a multi-node step's MPIJob, naming compile.mpijob's failure "
+                            "condition "
                             "that matched: a worker pod failed, which is its node going away (a program that fails "
                             "ends the launcher's mpirun, and the launcher's condition is named instead)"),
 )

@@ -22,7 +22,9 @@ from typing import Any
 
 import yaml
 
-from wf.model.catalog import Catalog, ComputeClass
+from wf.compile.interruptions import MPI_WORKER_FAILED, SPOT_FALLBACK_ANNOTATION
+from wf.compile.placement import Placement, place_step
+from wf.compile.queueing import QueueAssignment
 from wf.core.constants import (
     CAPACITY_LABEL,
     CLASS_LABEL,
@@ -35,11 +37,10 @@ from wf.core.constants import (
     ZONE_LABEL,
 )
 from wf.core.errors import PathKey, Problem
-from wf.compile.interruptions import MPI_WORKER_FAILED, SPOT_FALLBACK_ANNOTATION
-from wf.render.kueue import QueueAssignment
+from wf.model.catalog import Catalog, ComputeClass
 from wf.model.nodegroups import node_groups_of
-from wf.compile.placement import Placement, place_step
-from wf.spec.job import Step, TrainingJob
+from wf.spec.job import TrainingJob
+from wf.spec.steps import Step
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -229,7 +230,7 @@ def mpijob_template(job: TrainingJob, index: int, catalog: Catalog, render_pod: 
     if "timeout" in pod:
         template["timeout"] = pod["timeout"]
     elif "activeDeadlineSeconds" in pod:
-        # Queued (wf.compile.workflow): the deadline is the MPIJob's, which the operator counts from the job's start, not
+        # Queued (compile.workflow): the deadline is the MPIJob's, which the operator counts from the job's start, not
         # the resource pod's, which runs while the job waits for quota.
         mpijob["spec"]["runPolicy"]["activeDeadlineSeconds"] = pod["activeDeadlineSeconds"]
         template["resource"]["manifest"] = yaml.safe_dump(mpijob, sort_keys=False)

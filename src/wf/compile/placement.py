@@ -10,13 +10,14 @@ from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
 
+from wf.compile.schedulability import PodConstraints, Shortfall, Verdict, judge
+from wf.core.errors import PathKey, Problem
+from wf.core.units import format_cpu, format_mib, parse_quantity
 from wf.model.accelerators import EFA_RESOURCE, HUGEPAGES_2MI, profile
 from wf.model.catalog import Catalog, ComputeClass
-from wf.core.errors import PathKey, Problem
 from wf.model.nodegroups import NodeGroup, hugepages_for, node_group
-from wf.compile.schedulability import PodConstraints, Shortfall, Verdict, judge
-from wf.spec.job import Step, TrainingJob
-from wf.core.units import format_cpu, format_mib, parse_quantity
+from wf.spec.job import TrainingJob
+from wf.spec.steps import Step
 
 # A pod asking for a whole node's allocatable never fits beside the node's DaemonSets (CNI, kube-proxy,
 # device plugins), so defaults derived from a node take this share of it.

@@ -12,8 +12,8 @@ from decimal import Decimal
 from typing import Any
 
 from wf.core.constants import CLASS_LABEL
-from wf.model.nodegroups import NodeGroup
 from wf.core.units import parse_quantity
+from wf.model.nodegroups import NodeGroup
 
 
 @dataclass(frozen=True)

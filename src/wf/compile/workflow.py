@@ -13,11 +13,6 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from wf.compile import artifacts
-
-from wf.spec import references
-from wf.model.catalog import Catalog
-from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
-from wf.core.errors import InputError, Problem
 from wf.compile.interruptions import (
     APPLICATION_EXPRESSION,
     INTERRUPTION_EXPRESSION,
@@ -25,12 +20,17 @@ from wf.compile.interruptions import (
     SPOT_FALLBACK_ANNOTATION,
     capacity_expression,
 )
-from wf.render.kueue import QueueAssignment, assign_queue
 from wf.compile.mpijob import mpijob_template, step_problems
 from wf.compile.placement import Placement, place_step
-from wf.spec.references import Reference
-from wf.spec.job import Count, SecretRef, Step, TrainingJob, Volume
+from wf.compile.queueing import QueueAssignment, assign_queue
+from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
+from wf.core.errors import InputError, Problem
 from wf.core.units import parse_duration
+from wf.model.catalog import Catalog
+from wf.spec import references
+from wf.spec.job import TrainingJob
+from wf.spec.references import Reference
+from wf.spec.steps import Count, SecretRef, Step, Volume
 
 Kind = Literal["Workflow", "WorkflowTemplate", "CronWorkflow"]
 API_VERSION = "argoproj.io/v1alpha1"

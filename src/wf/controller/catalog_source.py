@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import os
 
-from wf.model.catalog import CATALOG_ENV, DEFAULT_CATALOG, Catalog, load_catalog
-from wf.cluster.install import CATALOG_CONFIGMAP, CATALOG_KEY, CATALOG_NAMESPACE
 from wf.controller.client import Kube, api_errors
+from wf.core.constants import CATALOG_CONFIGMAP, CATALOG_KEY, CATALOG_NAMESPACE
 from wf.core.errors import InputError
+from wf.model.catalog import CATALOG_ENV, DEFAULT_CATALOG, Catalog, load_catalog
 
 
 def cluster_catalog(kube: Kube) -> Catalog | None:

@@ -14,10 +14,10 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from wf.compile.schedulability import template_requests
 from wf.controller.steps import Attempt, WorkflowView
 from wf.model.instances import ACCELERATOR_RESOURCES
 from wf.model.nodegroups import instance_allocatable
-from wf.compile.schedulability import template_requests
 
 _SHARED = ("cpu", "memory")
 

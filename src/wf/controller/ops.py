@@ -9,11 +9,11 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from wf.controller.client import Kube, api_errors
+from wf.controller.steps import FAILED_PHASES, TERMINAL_PHASES, containment, contents, pod_name, workflow_view
 from wf.core.constants import ARGO_GROUP as GROUP
 from wf.core.constants import ARGO_VERSION as VERSION
 from wf.core.constants import STEP_LABEL, WORKFLOW_NAME_LABEL, WORKFLOWS
-from wf.controller.client import Kube, api_errors
-from wf.controller.steps import FAILED_PHASES, TERMINAL_PHASES, containment, contents, pod_name, workflow_view
 from wf.core.errors import InputError
 
 WORKFLOW_LABEL = "workflows.argoproj.io/workflow"

@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
 from wf.compile.schedulability import Verdict, judge, pod_constraints
 from wf.compile.schedulability import explain as unschedulable_reason
+from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
 
 if TYPE_CHECKING:
     from wf.model.catalog import Catalog

@@ -14,13 +14,17 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
-from wf.render.kueue import API_GROUP, QUEUE_LABEL, VERSION, flavor_name, resource_name, show_amount
-from wf.model.teams import RESOURCES, Team, flavor_quotas
+from wf.core.constants import KUEUE_GROUP as API_GROUP
+from wf.core.constants import KUEUE_QUEUE_LABEL as QUEUE_LABEL
+from wf.core.constants import KUEUE_VERSION as VERSION
 from wf.core.units import parse_quantity
+from wf.model.quotas import flavor_quotas
+from wf.model.teams import RESOURCES, Team
+from wf.render.kueue import flavor_name, resource_name, show_amount
 
 if TYPE_CHECKING:
-    from wf.model.catalog import Catalog, ComputeClass
     from wf.controller.client import Kube
+    from wf.model.catalog import Catalog, ComputeClass
 
 WORKLOADS = "workloads"
 _SHORT = re.compile(r"insufficient unused quota for ([A-Za-z0-9./_-]+) in flavor")

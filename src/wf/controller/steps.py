@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
 from wf.compile.interruptions import ON_DEMAND, SPOT_FALLBACK_ANNOTATION, is_interruption
+from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed", "Error"})
 FAILED_PHASES = frozenset({"Failed", "Error"})

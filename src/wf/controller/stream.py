@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from wf.controller.client import Kube, is_transient
 from wf.core.constants import ARGO_GROUP as GROUP
 from wf.core.constants import ARGO_VERSION as VERSION
 from wf.core.constants import WORKFLOWS
-from wf.controller.client import Kube, is_transient
 
 LIST_PAGE = 100  # workflows per list request: a relist of big workflows is held a page at a time, not whole
 WATCH_SECONDS = 240  # the server ends each watch after this; we resume from the last resourceVersion

@@ -15,10 +15,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from wf.controller.client import Kube, api_errors, is_transient
 from wf.core.constants import ARGO_GROUP as GROUP
 from wf.core.constants import ARGO_PLURALS, DOMAIN, SUBMISSION_LABEL
 from wf.core.constants import ARGO_VERSION as VERSION
-from wf.controller.client import Kube, api_errors, is_transient
 from wf.core.errors import ClusterError, InputError
 
 # Groups the workflows of one `wf submit` so `--watch` follows them all with one label-selected stream.

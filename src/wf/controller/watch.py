@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, EKS_CAPACITY_LABEL, INSTANCE_TYPE_LABEL
 from wf.controller.client import Kube, cluster_error
 from wf.controller.cost import JobCost, NodeFacts, job_cost
 from wf.controller.events import Inbox, Key, Snapshot, WatchState, snapshot
@@ -30,6 +29,7 @@ from wf.controller.stream import (
     Transport,
 )
 from wf.controller.view import Display, detailed
+from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, EKS_CAPACITY_LABEL, INSTANCE_TYPE_LABEL
 from wf.core.errors import InputError
 
 TICK_SECONDS = 1.0  # redraw durations this often while nothing happens

@@ -51,6 +51,22 @@ WORKFLOWS: Final = ARGO_PLURALS["Workflow"]
 # Not a kind a user writes: what Argo's executor reports a pod's outputs with.
 WORKFLOW_TASK_RESULTS: Final = "workflowtaskresults"
 
+# Kueue's API, and the labels by which a pod names its queue and the priority of its workload.
+KUEUE_GROUP: Final = "kueue.x-k8s.io"
+KUEUE_VERSION: Final = "v1beta2"
+KUEUE_API_VERSION: Final = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
+KUEUE_QUEUE_LABEL: Final = f"{KUEUE_GROUP}/queue-name"
+KUEUE_PRIORITY_LABEL: Final = f"{KUEUE_GROUP}/priority-class"
+# Each team namespace's LocalQueue is named `default`: Kueue (LocalQueueDefaulting, GA in v0.17) then puts
+# every pod of a managed namespace that has no queue-name label into it, so a job that names neither team
+# nor namespace (its namespace comes from the kube context at submit time) still cannot bypass the quota.
+KUEUE_LOCAL_QUEUE: Final = "default"
+
+# Where the platform publishes its catalog in a cluster: `wf submit` compiles with it (wf.controller.catalog_source).
+CATALOG_NAMESPACE: Final = "wf-system"
+CATALOG_CONFIGMAP: Final = "wf-catalog"
+CATALOG_KEY: Final = "catalog.yaml"
+
 # Kubernetes name grammar (apimachinery validation): a DNS-1123 label (namespaces, label name parts) is at
 # most 63 characters, a DNS-1123 subdomain (object names, label prefixes) at most 253.
 DNS1123_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -67,3 +83,6 @@ QUANTITY: Final = re.compile(
     r"^(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
     r"(?P<suffix>[KMGTPE]i|[numkMGTPE]|[eE][+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))?$"
 )
+
+# Where a step reads the files another step wrote (`{{steps.S.outputs.O}}` as an Argo input artifact path).
+INPUTS_ROOT = "/wf/inputs"

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from wf.model.catalog import Catalog, ComputeClass, Taint
 from wf.core.constants import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL
+from wf.core.errors import Problem
 from wf.lint.drift import (
     ConfigSource,
     cluster_config_drift,
@@ -21,7 +21,7 @@ from wf.lint.drift import (
     group_zones,
     read_cluster_config,
 )
-from wf.core.errors import Problem
+from wf.model.catalog import Catalog, ComputeClass, Taint
 from wf.model.instances import instance_type
 from wf.model.nodegroups import node_group
 

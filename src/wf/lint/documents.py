@@ -12,16 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from wf import argo
-from wf.model.catalog import Catalog, catalog_from_document, load_catalog
-from wf.compile.workflow import compile_job
-from wf.core.constants import ARGO_GROUP, ARGO_KINDS
-from wf.core.errors import InputError, PathKey, Problem
-from wf.render.kueue import API_GROUP as KUEUE_GROUP
-from wf.render.kueue import KINDS as KUEUE_KINDS
-from wf.lint.queues import inadmissible
-from wf.core.loader import Document, load_documents
-from wf.model.nodegroups import NodeGroup, mixed_sizes, node_groups
 from wf.compile.schedulability import explain, pod_constraints
+from wf.compile.workflow import compile_job
+from wf.core.constants import ARGO_GROUP, ARGO_KINDS, KUEUE_GROUP
+from wf.core.errors import InputError, PathKey, Problem
+from wf.core.loader import Document, load_documents
+from wf.lint.queues import inadmissible
+from wf.model.catalog import Catalog, catalog_from_document, load_catalog
+from wf.model.nodegroups import NodeGroup, mixed_sizes, node_groups
+from wf.render.kueue import KINDS as KUEUE_KINDS
 from wf.spec.job import job_from_document
 
 YAML_SUFFIXES = (".yaml", ".yml")

@@ -14,12 +14,12 @@ from typing import Any
 
 import yaml
 
-from wf.model.catalog import Catalog, Taint
 from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
-from wf.render.eksctl import GENERATED_MARK, cluster_config, display_path, render
 from wf.core.errors import InputError, PathKey, Problem, format_path
 from wf.core.loader import Document, load_documents
+from wf.model.catalog import Catalog, Taint
 from wf.model.nodegroups import class_node_labels
+from wf.render.eksctl import GENERATED_MARK, cluster_config, display_path, render
 
 ConfigSource = str | Path | Document
 

@@ -11,15 +11,17 @@ from typing import Any
 
 import yaml
 
-from wf.model.catalog import Catalog
-from wf.core.constants import CAPACITIES, CAPACITY_LABEL, CLASS_LABEL
-from wf.core.errors import PathKey, Problem
 from wf.compile.interruptions import ON_DEMAND
-from wf.render.kueue import QUEUE_LABEL, objects, resource_name, show_amount
-from wf.core.loader import Document
 from wf.compile.mpijob import KIND as MPIJOB_KIND
-from wf.model.teams import RESOURCES, FlavorQuota, Queues, Team, flavor_quotas
+from wf.core.constants import CAPACITIES, CAPACITY_LABEL, CLASS_LABEL
+from wf.core.constants import KUEUE_QUEUE_LABEL as QUEUE_LABEL
+from wf.core.errors import PathKey, Problem
+from wf.core.loader import Document
 from wf.core.units import parse_quantity
+from wf.model.catalog import Catalog
+from wf.model.quotas import FlavorQuota, flavor_quotas
+from wf.model.teams import RESOURCES, Queues, Team
+from wf.render.kueue import objects, resource_name, show_amount
 
 Key = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
 

@@ -13,10 +13,10 @@ from pydantic import ConfigDict, Field, PrivateAttr, ValidationInfo, model_valid
 
 from wf.core.constants import CAPACITIES, DOMAIN
 from wf.core.errors import PathKey, Problem
-from wf.model.instances import InstanceType, instance_type
 from wf.core.loader import Document, load_mapping, parse_documents
 from wf.core.modeling import DEFER_CHECKS, StrictModel, dns_label_problem, labels_problems, parse_model, raise_problems
-from wf.model.teams import Queues
+from wf.model.instances import InstanceType, instance_type
+from wf.model.teams import Queues, Team, amounts
 
 Capacity = Literal["spot", "on-demand"]
 Arch = Literal["amd64", "arm64"]
@@ -213,7 +213,9 @@ class Catalog(StrictModel):
             out.append(Problem.at(("defaultClass",),
                                   f"unknown compute class {self.default_class!r}; classes: {sorted(seen)}"))
         if self.queues and not out:  # quotas name classes: check them once the classes are sound
-            out += self.queues.problems(self)
+            out += self.queues.problems()
+            for t, team in enumerate(self.queues.teams):
+                out += _quota_problems(team, ("queues", "teams", t), self)
         return out
 
     def compute_class(self, name: str) -> ComputeClass:
@@ -321,3 +323,39 @@ def catalog_path(path: str | Path | None = None) -> Path:
 
 def load_catalog(path: str | Path | None = None) -> Catalog:
     return catalog_from_document(load_mapping(catalog_path(path)))
+
+
+def _quota_problems(team: Team, at: tuple[PathKey, ...], catalog: Catalog) -> list[Problem]:
+    out: list[Problem] = []
+    seen: set[tuple[str, str]] = set()
+    for q, quota in enumerate(team.quotas):
+        qat = (*at, "quotas", q)
+        try:
+            cls = catalog.compute_class(quota.compute)
+        except KeyError:
+            out.append(Problem.at((*qat, "compute"),
+                        f"unknown compute class {quota.compute!r}; the catalog has: {', '.join(catalog.class_names)}"))
+            continue
+        capacity = quota.capacity or cls.default_capacity
+        if capacity not in cls.capacity:
+            out.append(Problem.at((*qat, "capacity"),
+                                  f"compute class {cls.name!r} offers {' and '.join(cls.capacity)}, not {capacity}"))
+        if (cls.name, capacity) in seen:
+            out.append(Problem.at((*qat, "compute"), f"team {team.name} has two quotas for {cls.name} {capacity}"))
+        seen.add((cls.name, capacity))
+        limits = [("borrowingLimit", quota.borrowing_limit), ("lendingLimit", quota.lending_limit)]
+        if not cls.accelerator:
+            if quota.accelerators:
+                out.append(Problem.at((*qat, "accelerators"), f"compute class {cls.name!r} has no accelerators"))
+            for key, limit in limits:
+                if limit and limit.accelerators is not None:
+                    out.append(Problem.at((*qat, key, "accelerators"),
+                                          f"compute class {cls.name!r} has no accelerators"))
+        if quota.lending_limit:
+            nominal = amounts(quota)
+            for resource, value in amounts(quota.lending_limit).items():
+                given = nominal[resource]
+                if value is not None and given is not None and value > given:
+                    out.append(Problem.at((*qat, "lendingLimit", resource),
+                                f"lends more {resource} than the nominal quota of {given}"))
+    return out

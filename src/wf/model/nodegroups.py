@@ -25,8 +25,6 @@ from decimal import Decimal
 from functools import lru_cache
 from types import MappingProxyType
 
-from wf.model.accelerators import EFA_RESOURCE, HUGEPAGES_2MI, profile
-from wf.model.catalog import Accelerator, Catalog, ComputeClass, Taint
 from wf.core.constants import (
     ARCH_LABEL,
     CAPACITY_LABEL,
@@ -40,8 +38,10 @@ from wf.core.constants import (
     ZONE_LABEL,
 )
 from wf.core.errors import Problem
-from wf.model.instances import InstanceType, instance_type
 from wf.core.units import format_cpu, format_mib, parse_quantity
+from wf.model.accelerators import EFA_RESOURCE, HUGEPAGES_2MI, profile
+from wf.model.catalog import Accelerator, Catalog, ComputeClass, Taint
+from wf.model.instances import InstanceType, instance_type
 
 # Root volume of the simulated node; the real one is the node group's volumeSize.
 _EPHEMERAL_STORAGE_GIB = 100

@@ -1,25 +1,20 @@
 """Teams in the catalog: who runs where, how much of each compute class they are guaranteed, and priorities.
 
 A team's quota is written in the developer's terms (compute class, capacity, cpu, memory, accelerators);
-wf.render.kueue turns it into Kueue's ClusterQueues. Everything here is pure: checks need the catalog's classes,
-which the catalog passes in.
+wf.render.kueue turns it into Kueue's ClusterQueues. The catalog checks quotas against its
+classes (wf.model.catalog), and wf.model.quotas resolves them into amounts per class x capacity.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import Field, field_validator
 
 from wf.core.errors import PathKey, Problem
 from wf.core.modeling import StrictModel, dns_label_problem
 from wf.core.units import parse_quantity
-
-if TYPE_CHECKING:
-    from wf.model.catalog import Catalog
 
 Quantity = int | float | str
 # The quota's resources in the catalog's words; "accelerators" is the class's device resource.
@@ -95,7 +90,8 @@ class Queues(StrictModel):
     def priority_names(self) -> list[str]:
         return [p.name for p in self.priorities]
 
-    def problems(self, catalog: Catalog) -> list[Problem]:
+    def problems(self) -> list[Problem]:
+        """Names, priorities and namespaces; quotas name compute classes, so the catalog checks those."""
         at: tuple[PathKey, ...] = ("queues",)
         out: list[Problem] = []
         if problem := dns_label_problem(self.cohort, "cohort name"):
@@ -127,44 +123,7 @@ class Queues(StrictModel):
                                 f"namespace {namespace} already belongs to team {owner[namespace]}; "
                                 "a namespace has one queue"))
                 owner.setdefault(namespace, team.name)
-            out += _quota_problems(team, tat, catalog)
         return out
-
-
-def _quota_problems(team: Team, at: tuple[PathKey, ...], catalog: Catalog) -> list[Problem]:
-    out: list[Problem] = []
-    seen: set[tuple[str, str]] = set()
-    for q, quota in enumerate(team.quotas):
-        qat = (*at, "quotas", q)
-        try:
-            cls = catalog.compute_class(quota.compute)
-        except KeyError:
-            out.append(Problem.at((*qat, "compute"),
-                        f"unknown compute class {quota.compute!r}; the catalog has: {', '.join(catalog.class_names)}"))
-            continue
-        capacity = quota.capacity or cls.default_capacity
-        if capacity not in cls.capacity:
-            out.append(Problem.at((*qat, "capacity"),
-                                  f"compute class {cls.name!r} offers {' and '.join(cls.capacity)}, not {capacity}"))
-        if (cls.name, capacity) in seen:
-            out.append(Problem.at((*qat, "compute"), f"team {team.name} has two quotas for {cls.name} {capacity}"))
-        seen.add((cls.name, capacity))
-        limits = [("borrowingLimit", quota.borrowing_limit), ("lendingLimit", quota.lending_limit)]
-        if not cls.accelerator:
-            if quota.accelerators:
-                out.append(Problem.at((*qat, "accelerators"), f"compute class {cls.name!r} has no accelerators"))
-            for key, limit in limits:
-                if limit and limit.accelerators is not None:
-                    out.append(Problem.at((*qat, key, "accelerators"),
-                                          f"compute class {cls.name!r} has no accelerators"))
-        if quota.lending_limit:
-            nominal = amounts(quota)
-            for resource, value in amounts(quota.lending_limit).items():
-                given = nominal[resource]
-                if value is not None and given is not None and value > given:
-                    out.append(Problem.at((*qat, "lendingLimit", resource),
-                                f"lends more {resource} than the nominal quota of {given}"))
-    return out
 
 
 def amounts(source: Quota | Limits) -> dict[str, Decimal | None]:
@@ -174,47 +133,3 @@ def amounts(source: Quota | Limits) -> dict[str, Decimal | None]:
         value = getattr(source, resource)
         out[resource] = None if value is None else parse_quantity(value)
     return out
-
-
-@dataclass(frozen=True)
-class FlavorQuota:
-    """One team's quota on one compute class x capacity, resolved against the catalog."""
-
-    team: str
-    compute_class: str
-    capacity: str
-    nominal: dict[str, Decimal]  # by catalog resource name (cpu, memory, accelerators)
-    borrowing: dict[str, Decimal | None]
-    lending: dict[str, Decimal | None]
-
-    def ceiling(self, resource: str) -> Decimal | None:
-        """The most the team can ever be admitted: its quota plus what it may borrow (None: no limit)."""
-        borrow = self.borrowing.get(resource)
-        return None if borrow is None else self.nominal[resource] + borrow
-
-
-def flavor_quotas(catalog: Catalog, team: Team) -> Iterator[FlavorQuota]:
-    for quota in team.quotas:
-        cls = catalog.compute_class(quota.compute)
-        none: dict[str, Decimal | None] = dict.fromkeys(RESOURCES)
-        nominal = amounts(quota)
-        if cls.accelerator and quota.accelerators:
-            # Cards come with their nodes' cpu and memory: a quota of 64 cards that left cpu at 0 would
-            # admit nothing, so unless given, cpu and memory are those of the nodes the cards fill.
-            from wf.model.nodegroups import node_group  # it imports the catalog, which imports this module
-
-            nodes = -(-quota.accelerators // cls.accelerator.count)
-            # What every node of the class offers, as placement sizes a step's defaults (wf.model.nodegroups).
-            least = node_group(cls, catalog, quota.capacity or cls.default_capacity).least_allocatable()
-            if nominal["cpu"] is None:
-                nominal["cpu"] = nodes * least["cpu"]
-            if nominal["memory"] is None:
-                nominal["memory"] = nodes * least["memory"]
-        yield FlavorQuota(
-            team=team.name,
-            compute_class=cls.name,
-            capacity=quota.capacity or cls.default_capacity,
-            nominal={k: v or Decimal(0) for k, v in nominal.items()},
-            borrowing=amounts(quota.borrowing_limit) if quota.borrowing_limit else none,
-            lending=amounts(quota.lending_limit) if quota.lending_limit else none,
-        )

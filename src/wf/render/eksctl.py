@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from wf.model.catalog import Catalog
 from wf.core.errors import InputError, Problem
+from wf.model.catalog import Catalog
 from wf.model.nodegroups import NodeGroup, node_groups
 
 API_VERSION = "eksctl.io/v1alpha5"

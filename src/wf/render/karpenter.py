@@ -11,11 +11,11 @@ from typing import Any
 
 import yaml
 
-from wf.model.catalog import Catalog, ComputeClass, Taint
 from wf.core.constants import ARCH_LABEL, INSTANCE_TYPE_LABEL, ZONE_LABEL
-from wf.render.eksctl import GAUDI, display_path, hugepages_commands
-from wf.model.nodegroups import NodeGroup, node_groups_of
 from wf.core.units import format_mib
+from wf.model.catalog import Catalog, ComputeClass, Taint
+from wf.model.nodegroups import NodeGroup, node_groups_of
+from wf.render.eksctl import GAUDI, display_path, hugepages_commands
 
 NODEPOOL_API = "karpenter.sh/v1"
 NODECLASS_API = "karpenter.k8s.aws/v1"

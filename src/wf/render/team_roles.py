@@ -12,13 +12,12 @@ from typing import Any
 
 import yaml
 
-from wf.model.catalog import Catalog
-from wf.core.constants import ARGO_GROUP, WORKFLOWS
-from wf.render.kueue import API_GROUP as KUEUE_GROUP
-from wf.render.kueue import queues_of
 from wf.compile.mpijob import GROUP as MPI_GROUP
 from wf.compile.mpijob import PLURAL as MPI_PLURAL
+from wf.core.constants import ARGO_GROUP, KUEUE_GROUP, WORKFLOWS
+from wf.model.catalog import Catalog
 from wf.model.teams import Team
+from wf.render.kueue import queues_of
 
 RBAC_API = "rbac.authorization.k8s.io/v1"
 ROLE_NAME = "wf-team"

@@ -13,10 +13,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from wf.core.constants import INPUTS_ROOT
 from wf.core.errors import PathKey, Problem
 
 if TYPE_CHECKING:
-    from wf.spec.job import JobSpec, Step
+    from wf.spec.steps import JobSpec, Step
 
 PATTERN = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 _STEP_OUTPUT = re.compile(r"^steps\.([^.]+)\.outputs\.([^.]+)$")
@@ -27,7 +28,6 @@ _PARAMETER = re.compile(r"^workflow\.parameters\.(.+)$")
 _ARGO_GLOBALS = re.compile(r"^(workflow\.[A-Za-z.]+|pod\.name)$")
 FORMS = "{{item}}, {{item.FIELD}}, {{steps.STEP.outputs.NAME}}, {{workflow.parameters.NAME}} or {{workflow.status}}"
 # Where a fanned-in artifact is unpacked in the reading step's container.
-INPUTS_ROOT = "/wf/inputs"
 
 Kind = Literal["item", "output", "parameter", "global"]
 
