@@ -40,6 +40,7 @@ e2e: install
 	$(PY) -m pytest -q tests/e2e
 
 bench: install
+	$(PY) benchmarks/startup.py
 	$(PY) benchmarks/compile.py
 	$(PY) benchmarks/watch.py
 

@@ -63,6 +63,7 @@ def hera_compile(document: dict[str, Any]) -> str:
     from hera.workflows.models import ResourceRequirements, RetryStrategy, Toleration
 
     from wf.compile.interruptions import INTERRUPTION_EXPRESSION
+    from wf.model.accelerators import GAUDI_RESOURCE
     from wf.model.catalog import load_catalog
     from wf.model.nodegroups import node_group
 
@@ -73,7 +74,7 @@ def hera_compile(document: dict[str, Any]) -> str:
         for step in document["spec"]["steps"]:
             cls = classes[step["compute"]]
             group = node_group(cls, catalog, cls.default_capacity)
-            requests = ({"habana.ai/gaudi": "8", "cpu": "86", "memory": "640Gi"} if "accelerators" in step
+            requests = ({GAUDI_RESOURCE: "8", "cpu": "86", "memory": "640Gi"} if "accelerators" in step
                         else {"cpu": "4", "memory": "16Gi"})
             containers[step["name"]] = Container(
                 name=step["name"],

@@ -2,6 +2,7 @@
 
     python benchmarks/scale.py                                  # the full day: 3,198 nodes, 250 workflows
     python benchmarks/scale.py --nodes-per-group 20 --workflows 20 --shards 5 --shard-seconds 20   # a rehearsal
+    python benchmarks/scale.py --checkpoints                    # the day, half of it checkpointing
 
 What it does, in order:
 1. `wf cluster up --name scale --nodes-per-group N` (13 node groups of the default catalog: 246 per group
@@ -19,6 +20,13 @@ What it does, in order:
 4. Prints: workflows Succeeded / not Succeeded, interrupted attempts and how each was retried, the wall time
    from first submit to last completion against the day's critical path, peak memory (VmHWM) and CPU seconds
    of every cluster process and of the wf child, and wf's API requests by method. `--json FILE` writes it all.
+
+With `--checkpoints` every shard's simulated program saves a checkpoint every tenth of its work
+(`sim.wf.dev/checkpoints: 10`), and every other workflow (by index) gives its steps a checkpoint location, so the
+two halves meet the same storm in the same session: the shards of one resume after an interruption from their
+last checkpoint, the others from zero. It then reports, per half, the node-hours redone (an interrupted attempt's
+run time its checkpoint did not keep, priced like `wf get` does, wf.controller.cost) and, for the checkpointed
+half, how every attempt after an interruption resumed (from the last checkpoint its location held, or wrongly).
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -42,12 +50,18 @@ import yaml
 
 from wf.cluster.nodes import node_manifests
 from wf.cluster.runtime import LocalCluster
-from wf.core.constants import ARGO_GROUP, ARGO_VERSION, KUEUE_GROUP, KUEUE_VERSION, SIM_DURATION, WORKFLOWS
+from wf.compile.readback import node_capacity
+from wf.controller.checkpoints import LEDGER_SUFFIX, AttemptRecord, last_checkpoint, parse_ledger
+from wf.controller.cost import NodeFacts, job_cost
+from wf.controller.steps import pod_name, with_facts, workflow_view
+from wf.core.constants import CLUSTER_QUEUE, INSTANCE_TYPE_LABEL, SIM_CHECKPOINTS, SIM_DURATION, WORKFLOW
+from wf.model.accelerators import GAUDI_RESOURCE
 from wf.model.catalog import load_catalog
 from wf.model.nodegroups import node_group
 
-GROUP, VERSION, PLURAL = ARGO_GROUP, ARGO_VERSION, WORKFLOWS
 BENCH_LABEL = "bench.wf.dev/run"
+CHECKPOINTED_LABEL = "bench.wf.dev/checkpointed"  # "true" or "false" with --checkpoints
+CHECKPOINTS_PER_STEP = 10
 NAMESPACE = "wf"
 SPOT_CPU = "wf.dev/compute-class=cpu,wf.dev/capacity=spot"
 GAUDI = "gaudi"  # the class whose share across teams --queues reports (its flavors are gaudi-<capacity>)
@@ -60,8 +74,8 @@ import atexit, json, resource, sys
 from wf.controller import client
 made = []
 _connect = client.connect
-def connect(**kw):
-    kube = _connect(**kw)
+def connect(target):
+    kube = _connect(target)
     made.append(kube)
     return kube
 client.connect = connect
@@ -98,6 +112,7 @@ class Options:
     replace_after: float
     replace: str
     queues: bool
+    checkpoints: bool
     timeout: float
     keep: bool
     json_out: Path | None
@@ -112,9 +127,12 @@ def job_spec(index: int, opts: Options, run: str) -> dict[str, Any]:
     # Alternate by round, not by index: with an even team count the index's parity would give Gaudi to
     # half of the teams only, and the share report would compare those teams with the idle ones.
     gaudi = (index // opts.teams) % 2 == 0
+    simulated = {SIM_DURATION: f"{opts.shard_seconds}s"}
+    if opts.checkpoints:  # both halves' programs save alike; only one half's steps have somewhere to keep them
+        simulated[SIM_CHECKPOINTS] = str(CHECKPOINTS_PER_STEP)
     shards = [
         {"name": f"shard-{k}", "needs": ["prepare"], "command": ["python", "shard.py", str(k)], "capacity": "spot",
-         "resources": {"cpu": opts.shard_cpu, "memory": "8Gi"}, "annotations": {SIM_DURATION: f"{opts.shard_seconds}s"}}
+         "resources": {"cpu": opts.shard_cpu, "memory": "8Gi"}, "annotations": dict(simulated)}
         for k in range(opts.shards)
     ]
     train: dict[str, Any] = {
@@ -125,20 +143,26 @@ def job_spec(index: int, opts: Options, run: str) -> dict[str, Any]:
         train.update(compute=GAUDI, accelerators=8, resources={"cpu": 16, "memory": "128Gi"})
     else:
         train.update(compute="graviton", resources={"cpu": 16, "memory": "32Gi"})
+    labels = {"team": team, BENCH_LABEL: run}
+    spec: dict[str, Any] = {
+        "image": "registry.example/train:1", "compute": "cpu", "retries": 0,
+        "steps": [
+            {"name": "prepare", "command": ["python", "prepare.py"], "capacity": "on-demand",
+             "resources": {"cpu": 4, "memory": "16Gi"}, "annotations": {SIM_DURATION: f"{opts.prepare_seconds}s"}},
+            *shards,
+            train,
+        ],
+    }
+    if opts.checkpoints:
+        checkpointed = index % 2 == 1
+        labels[CHECKPOINTED_LABEL] = str(checkpointed).lower()
+        if checkpointed:
+            spec["checkpoint"] = {}
     return {
         "apiVersion": "wf/v1",
         "kind": "TrainingJob",
-        "metadata": {"name": f"day-{index:04d}", "namespace": team if opts.queues else NAMESPACE,
-                     "labels": {"team": team, BENCH_LABEL: run}},
-        "spec": {
-            "image": "registry.example/train:1", "compute": "cpu", "retries": 0,
-            "steps": [
-                {"name": "prepare", "command": ["python", "prepare.py"], "capacity": "on-demand",
-                 "resources": {"cpu": 4, "memory": "16Gi"}, "annotations": {SIM_DURATION: f"{opts.prepare_seconds}s"}},
-                *shards,
-                train,
-            ],
-        },
+        "metadata": {"name": f"day-{index:04d}", "namespace": team if opts.queues else NAMESPACE, "labels": labels},
+        "spec": spec,
     }
 
 
@@ -180,13 +204,13 @@ class GaudiShare:
         while not self.stop.wait(self.interval):
             try:
                 queues = self.custom.list_cluster_custom_object(
-                    KUEUE_GROUP, KUEUE_VERSION, "clusterqueues")["items"]
+                    CLUSTER_QUEUE.group, CLUSTER_QUEUE.version, CLUSTER_QUEUE.plural)["items"]
             except Exception:  # the API server is busy: the next sample counts
                 continue
             for cq in queues:
                 cards = sum(int(r.get("total", 0)) for f in (cq.get("status") or {}).get("flavorsUsage") or []
                             if f.get("name", "").startswith(f"{GAUDI}-") for r in f.get("resources") or []
-                            if r.get("name") == "habana.ai/gaudi")
+                            if r.get("name") == GAUDI_RESOURCE)
                 team = cq["metadata"]["name"]
                 self.card_seconds[team] += cards * self.interval
                 self.peak[team] = max(self.peak[team], cards)
@@ -328,6 +352,50 @@ def interruptions(workflows: list[dict[str, Any]]) -> Counter[tuple[str, str]]:
     return out
 
 
+def checkpoint_report(workflows: list[dict[str, Any]], ledgers: dict[tuple[str, str], dict[str, AttemptRecord]],
+                      nodes: dict[str, NodeFacts]) -> dict[str, Any]:
+    """Per half of the day (checkpointed or not): interrupted attempts, the run time and node-hours redone, and
+    for the checkpointed half how each attempt after an interruption resumed: from the furthest checkpoint its
+    location held by then (from the start when none had been saved yet), or not."""
+    halves: dict[str, defaultdict[str, float]] = {}
+    wrong: list[str] = []
+    now = datetime.now().astimezone()
+    for wf in workflows:
+        meta = wf["metadata"]
+        half = "with checkpoints" if (meta.get("labels") or {}).get(CHECKPOINTED_LABEL) == "true" \
+            else "without checkpoints"
+        ledger = ledgers.get((meta["namespace"], meta["name"]), {})
+        view = with_facts(workflow_view(wf), wf, ledger, lambda host: None)
+        cost = job_cost(view, wf, nodes, now)
+        totals = halves.setdefault(half, defaultdict(float))
+        totals["workflows"] += 1
+        totals["node_hours"] += cost.node_hours
+        totals["redone_node_hours"] += cost.redone_node_hours
+        totals["redone_usd"] += cost.redone_usd
+        totals["redone_seconds"] += view.redone_seconds(now)
+        for row in view.steps:
+            totals["interrupted_attempts"] += row.interruptions
+            before: dict[str, AttemptRecord] = {}
+            for earlier, attempt in zip(row.attempts, row.attempts[1:], strict=False):
+                if (record := ledger.get(pod_name(wf, earlier))) is not None:
+                    before[pod_name(wf, earlier)] = record
+                if not earlier.interrupted or attempt.resumed is None:
+                    continue
+                expected = last_checkpoint(before, next(iter(before.values())).location) if before else None
+                if expected is None or attempt.resumed != expected:
+                    wrong.append(f"{meta['name']} {row.name}: resumed {attempt.resumed}, expected {expected}")
+                else:
+                    totals["resumed_from_checkpoint" if expected.checkpoint else "resumed_from_start"] += 1
+    counts = ("workflows", "interrupted_attempts", "resumed_from_checkpoint", "resumed_from_start")
+    out: dict[str, Any] = {half: {k: int(v) if k in counts else round(v, 4) for k, v in totals.items()}
+                           for half, totals in halves.items()}
+    out["resumed_wrongly"] = wrong
+    with_, without = out.get("with checkpoints", {}), out.get("without checkpoints", {})
+    if without.get("redone_node_hours"):
+        out["redone_ratio"] = round(with_.get("redone_node_hours", 0.0) / without["redone_node_hours"], 3)
+    return out
+
+
 def _short(message: str) -> str:
     # Pod names and node names vary; the class of message is what matters.
     words = [w for w in message.split() if not any(ch.isdigit() for ch in w) or len(w) < 4]
@@ -342,7 +410,7 @@ def _time(stamp: str | None) -> float | None:
 def run(opts: Options) -> dict[str, Any]:
     from kubernetes import client
 
-    from wf.controller.client import connect
+    from wf.controller.client import Target, connect
 
     cluster = LocalCluster(opts.name)
 
@@ -359,12 +427,12 @@ def run(opts: Options) -> dict[str, Any]:
         up_seconds = time.monotonic() - up_started
         catalog = load_catalog(cluster.catalog_file)
         replacements = {m["metadata"]["name"]: m for m in node_manifests(catalog, opts.nodes_per_group)}
-        api = connect(kubeconfig=state.kubeconfig).api_client
+        api = connect(Target(kubeconfig=state.kubeconfig)).api_client
         custom = client.CustomObjectsApi(api)
         namespaces = [f"team-{k}" for k in range(opts.teams)] if opts.queues else [NAMESPACE]
         for namespace in namespaces:
-            custom.delete_collection_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
-                                                              label_selector=BENCH_LABEL)
+            custom.delete_collection_namespaced_custom_object(WORKFLOW.group, WORKFLOW.version, namespace,
+                                                              WORKFLOW.plural, label_selector=BENCH_LABEL)
         run_id = time.strftime("%Y%m%d%H%M%S")
         result: dict[str, Any] = {"options": {k: str(v) for k, v in vars(opts).items()}, "nodes": len(replacements),
                                   "up_seconds": round(up_seconds)}
@@ -408,11 +476,23 @@ def run(opts: Options) -> dict[str, Any]:
             tail = child_log.read_text().splitlines()[-15:]
             child_stats = json.loads(child_report.read_text()) if child_report.is_file() else {}
         items = [w for namespace in namespaces for w in custom.list_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, label_selector=f"{BENCH_LABEL}={run_id}")["items"]]
+            WORKFLOW.group, WORKFLOW.version, namespace, WORKFLOW.plural,
+            label_selector=f"{BENCH_LABEL}={run_id}")["items"]]
         provisioned: Counter[str] = Counter()
         if autoscaler:
             claims = custom.list_cluster_custom_object("karpenter.sh", "v1", "nodeclaims")["items"]
             provisioned = Counter(c["metadata"]["labels"].get("karpenter.sh/nodepool", "?") for c in claims)
+        if opts.checkpoints:
+            core = client.CoreV1Api(api)
+            # Every node an attempt may have run on: the fixed ones (the vanished included) and those left now.
+            labels = {name: m["metadata"]["labels"] for name, m in replacements.items()}
+            labels |= {n.metadata.name: n.metadata.labels or {} for n in core.list_node().items}
+            facts = {name: NodeFacts(node[INSTANCE_TYPE_LABEL], node_capacity(node))
+                     for name, node in labels.items() if INSTANCE_TYPE_LABEL in node}
+            ledgers = {(namespace, cm.metadata.name.removesuffix(LEDGER_SUFFIX)): parse_ledger(cm.data)
+                       for namespace in namespaces for cm in core.list_namespaced_config_map(namespace).items
+                       if cm.metadata.name.endswith(LEDGER_SUFFIX)}
+            result["checkpoints"] = checkpoint_report(items, ledgers, facts)
         api.close()
         phases = Counter((w.get("status") or {}).get("phase") or "Pending" for w in items)
         created = [t for w in items if (t := _time(w["metadata"].get("creationTimestamp")))]
@@ -467,6 +547,20 @@ def report(r: dict[str, Any]) -> None:
         print(f"{name:<26} {p['peak_mib']:>9} {p['cpu_seconds']:>8}")
     total = sum(r["wf_requests"].values())
     print(f"wf API requests: {total} {r['wf_requests']}")
+    if "checkpoints" in r:
+        c = r["checkpoints"]
+        for half in ("without checkpoints", "with checkpoints"):
+            h = c.get(half, {})
+            print(f"{half:<20} workflows {h.get('workflows', 0):>4}  interrupted attempts "
+                  f"{h.get('interrupted_attempts', 0):>5}  redone {h.get('redone_seconds', 0):>8.0f}s  "
+                  f"{h.get('redone_node_hours', 0):.4f} of {h.get('node_hours', 0):.4f} node-hours  "
+                  f"${h.get('redone_usd', 0):.4f}")
+        with_ = c.get("with checkpoints", {})
+        print(f"redone with / without checkpoints: {c.get('redone_ratio', '-')} (goal <= 0.2); attempts after an "
+              f"interruption resumed from their last checkpoint: {with_.get('resumed_from_checkpoint', 0)}, from the "
+              f"start with none saved yet: {with_.get('resumed_from_start', 0)}, wrongly: {len(c['resumed_wrongly'])}")
+        for line in c["resumed_wrongly"][:10]:
+            print(f"  {line}")
     if "gaudi_share" in r:
         print(f"{'team':<10} {'Gaudi card-hours':>17} {'share':>6} {'quota share':>12} {'peak cards':>11} "
               f"{'nominal':>8}")
@@ -500,6 +594,9 @@ def main() -> None:
     p.add_argument("--queues", action="store_true",
                    help="queue the teams with Kueue (each in its own namespace, an equal share of every class) and "
                         "report each team's share of Gaudi over the day against its quota")
+    p.add_argument("--checkpoints", action="store_true",
+                   help="shards save a checkpoint every tenth of their work; every other workflow keeps them "
+                        "(a checkpoint location), and the two halves' redone node-hours are compared")
     p.add_argument("--timeout", type=float, default=3600.0, help="give up on the day after this many seconds")
     p.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
     p.add_argument("--json", dest="json_out", type=Path, help="also write the results here")

@@ -25,15 +25,13 @@ from typing import Any
 
 import yaml
 
-from wf.controller.client import Kube, connect
+from wf.controller.client import Kube, Target, connect
 from wf.controller.steps import TERMINAL_PHASES, parse_time
 from wf.controller.stream import KubeTransport, NamespaceStream
 from wf.controller.submit import BATCH_LABEL, load_jobs, submit_jobs
 from wf.controller.view import PlainDisplay
 from wf.controller.watch import watch_workflows
-from wf.core.constants import ARGO_GROUP as GROUP
-from wf.core.constants import ARGO_VERSION as VERSION
-from wf.core.constants import WORKFLOWS
+from wf.core.constants import WORKFLOW
 
 DURATIONS = ("2s", "5s", "10s", "20s", "30s")  # spread the ends over time, as real jobs do
 
@@ -73,7 +71,8 @@ def poll(kube: Kube, namespace: str, names: list[str], interval: float, noticed:
     while pending:
         still = []
         for name in pending:
-            obj = kube.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, WORKFLOWS, name)
+            obj = kube.custom.get_namespaced_custom_object(WORKFLOW.group, WORKFLOW.version, namespace, WORKFLOW.plural,
+                                                           name)
             status = obj.get("status") or {}
             if status.get("phase") in TERMINAL_PHASES:
                 noticed[name] = time.time()
@@ -100,9 +99,9 @@ def main() -> None:
     parser.add_argument("--poll", type=float, default=5.0, help="hera's poll interval (Workflow.wait default: 5 s)")
     parser.add_argument("--json", action="store_true", help="print only the JSON result")
     args = parser.parse_args()
-    where = {"kubeconfig": args.kubeconfig, "context": args.context, "namespace": args.namespace}
+    where = Target(kubeconfig=args.kubeconfig, context=args.context, namespace=args.namespace)
 
-    submitter = connect(**where)
+    submitter = connect(where)
     with tempfile.TemporaryDirectory() as tmp:
         jobs = load_jobs(job_files(Path(tmp), args.namespace, args.workflows))
     from wf.controller.catalog_source import resolve_catalog
@@ -116,12 +115,12 @@ def main() -> None:
 
     stop = threading.Event()
     ref_seen: dict[str, float] = {}
-    threading.Thread(target=reference, args=(connect(**where), args.namespace, selector, set(names), ref_seen, stop),
+    threading.Thread(target=reference, args=(connect(where), args.namespace, selector, set(names), ref_seen, stop),
                      daemon=True).start()
-    poller, poll_noticed, finished_at = connect(**where), {}, {}
+    poller, poll_noticed, finished_at = connect(where), {}, {}
     polling = threading.Thread(target=poll, args=(poller, args.namespace, names, args.poll, poll_noticed, finished_at))
     polling.start()
-    engine = connect(**where)
+    engine = connect(where)
     outcome = watch_workflows(engine, [(args.namespace, n) for n in names], display=PlainDisplay(io.StringIO()),
                               label_selector=selector, with_cost=False)
     polling.join()

@@ -35,6 +35,8 @@ from urllib.parse import parse_qs, urlparse
 
 import yaml
 
+from wf.core.constants import ARGO_PHASE_LABEL, CAPACITY_LABEL, CLASS_LABEL, INSTANCE_TYPE_LABEL, WORKFLOW
+
 ROOT = Path(__file__).resolve().parent.parent
 RUN = json.loads((ROOT / "tests" / "controller_data" / "bert-large-pretrain-run.json").read_text())
 NAMESPACE = "wf"
@@ -168,8 +170,8 @@ class Job:
         metadata = {"name": self.name, "namespace": NAMESPACE, "uid": self.uid, "resourceVersion": str(version),
                     "generation": 2, "creationTimestamp": T0,
                     "labels": {**RUN["metadata"]["labels"], "wf.dev/batch": BATCH,
-                               "workflows.argoproj.io/phase": self.phase}}
-        return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": metadata,
+                               ARGO_PHASE_LABEL: self.phase}}
+        return {"apiVersion": WORKFLOW.api_version, "kind": WORKFLOW.kind, "metadata": metadata,
                 "spec": RUN["spec"] | {"templates": templates}, "status": status}
 
 
@@ -200,8 +202,6 @@ class Cluster:
 
 
 def handler(cluster: Cluster) -> type[BaseHTTPRequestHandler]:
-    from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, INSTANCE_TYPE_LABEL
-
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # a watch is chunked, an event per chunk, as the API server sends it
 
@@ -223,7 +223,7 @@ def handler(cluster: Cluster) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             url = urlparse(self.path)
             query = {k: v[0] for k, v in parse_qs(url.query).items()}
-            if url.path == f"/apis/argoproj.io/v1alpha1/namespaces/{NAMESPACE}/workflows":
+            if url.path == f"/apis/{WORKFLOW.api_version}/namespaces/{NAMESPACE}/{WORKFLOW.plural}":
                 if query.get("watch") in ("true", "True", "1"):
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
@@ -240,7 +240,7 @@ def handler(cluster: Cluster) -> type[BaseHTTPRequestHandler]:
                 start, limit = int(query.get("continue") or 0), int(query.get("limit") or 10**9)
                 page = cluster.jobs[start:start + limit]
                 more = start + limit < len(cluster.jobs)
-                self._json(200, {"apiVersion": "argoproj.io/v1alpha1", "kind": "WorkflowList",
+                self._json(200, {"apiVersion": WORKFLOW.api_version, "kind": f"{WORKFLOW.kind}List",
                                  "metadata": {"resourceVersion": "1",
                                               **({"continue": str(start + limit)} if more else {})},
                                  "items": [job.workflow(1) for job in page]})

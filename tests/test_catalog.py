@@ -189,7 +189,7 @@ def test_unknown_keys_and_missing_fields(write: Any) -> None:
         del d["cluster"]["region"]
 
     found = {(f, m) for _, f, m in catalog_problems(write, mutate)}
-    assert found == {("computeClasses[0].instanceType", "unknown field"),
+    assert found == {("computeClasses[0].instanceType", "unknown field (did you mean 'instanceTypes'?)"),
                      ("cluster.region", "required field is missing")}
 
 

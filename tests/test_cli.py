@@ -1,5 +1,6 @@
 """The offline commands as users and CI run them (whole processes): exit codes of DESIGN.md, problems printed as
-file:line: field: message without tracebacks, YAML/JSON output, and `wf schema` as a JSON Schema editors can use."""
+file:line: field: message without tracebacks, YAML/JSON output, and `wf schema` as a JSON Schema editors can use.
+And the vocabulary every command shares: -o only where there is a choice of format, --file, one cluster target."""
 
 from __future__ import annotations
 
@@ -24,6 +25,15 @@ def wf(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subpr
 
     return subprocess.run([sys.executable, "-m", "wf", *args], capture_output=True, text=True, timeout=60, cwd=cwd,
                           env={**os.environ, "COLUMNS": "60", **(env or {})})
+
+
+def run_main(*args: str) -> int:
+    """`wf ARGS` in this process (for what a subprocess cannot reach, such as the client it connects); its exit code."""
+    from wf.cli.app import main
+
+    with pytest.raises(SystemExit) as ended:
+        main(list(args))
+    return int(ended.value.code or 0)
 
 
 BAD_JOB = """\
@@ -79,7 +89,7 @@ def test_bad_input_exits_2_with_one_line_per_problem_and_no_traceback(tmp_path: 
     assert lines == [
         f"{job}:9: spec.steps[0].command: command is an argv list, e.g. [python, train.py, --epochs, '40'], "
         "not a shell string",
-        f"{job}:10: spec.steps[0].resourcs: unknown field",
+        f"{job}:10: spec.steps[0].resourcs: unknown field (did you mean 'resources'?)",
     ]
     assert all(PROBLEM_LINE.match(line) for line in lines)
 
@@ -124,7 +134,8 @@ def test_catalog_from_the_environment(tmp_path: Path) -> None:
     catalog.write_text(CATALOG.read_text().replace("name: gpu", "name: gpus"))
     result = wf("compile", str(ROOT / "examples" / "mme-load-test.yaml"), env={"WF_CATALOG": str(catalog)})
     assert result.returncode == 2
-    assert "unknown compute class 'gpu'; the catalog has: cpu, gaudi, graviton, gpus" in result.stderr
+    assert "unknown compute class 'gpu'" in result.stderr
+    assert "the catalog has: cpu, gaudi, graviton, gpus" in result.stderr
 
 
 def test_default_catalog_is_the_projects(tmp_path: Path) -> None:
@@ -179,17 +190,36 @@ def test_lint_output_json_and_its_format_alias() -> None:
     assert json.loads(by_output.stdout)["ok"] and json.loads(by_output.stdout) == json.loads(by_format.stdout)
 
 
-@pytest.mark.parametrize("command", [("eksctl", "generate"), ("karpenter", "generate"), ("compile", str(EXAMPLES[0]))])
-def test_generators_write_files_with_file_and_take_o_as_the_format(command: tuple[str, ...], tmp_path: Path) -> None:
+GENERATORS = [("eksctl", "generate"), ("karpenter", "generate"), ("kueue", "generate"), ("kueue", "roles")]
+
+
+@pytest.mark.parametrize("command", [*GENERATORS, ("compile", str(EXAMPLES[0]))], ids=" ".join)
+def test_generators_write_files_with_file(command: tuple[str, ...], tmp_path: Path) -> None:
     target = tmp_path / "out.yaml"
     written = wf(*command, "--file", str(target))
     assert written.returncode == 0 and written.stdout == "", written.stderr
     assert list(yaml.safe_load_all(target.read_text()))
     if command[0] != "compile":  # compiled workflows differ by their submission id
-        assert wf(*command, "-o", "yaml").stdout == target.read_text()
-    # The old `-o FILE` is a usage error that names the way to write a file.
-    old = wf(*command, "-o", str(target))
-    assert old.returncode == 2 and f"--file {target}" in old.stderr and "Traceback" not in old.stderr
+        assert wf(*command).stdout == target.read_text()
+
+
+def test_o_names_the_format_and_a_file_name_there_is_told_to_use_file(tmp_path: Path) -> None:
+    old = wf("compile", str(EXAMPLES[0]), "-o", str(tmp_path / "out.yaml"))
+    assert old.returncode == 2 and f"--file {tmp_path / 'out.yaml'}" in old.stderr and "Traceback" not in old.stderr
+
+
+@pytest.mark.parametrize("command", [*GENERATORS, ("schema",), ("instances", "list"), ("queue",), ("logs", "x")],
+                         ids=" ".join)
+def test_o_is_rejected_where_there_is_no_choice_of_format(command: tuple[str, ...],
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # The lock-file generators write commented YAML only: an -o they would ignore is a usage error.
+    assert run_main(*command, "-o", "yaml") == 2
+    assert "No such option: -o" in capsys.readouterr().err
+
+
+def test_region_means_the_eks_clusters_region_only(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_main("instances", "refresh", "--region", "us-west-2") == 2
+    assert "--pricing-region" in capsys.readouterr().err
 
 
 def test_cluster_up_takes_team_namespaces_and_not_namespace() -> None:
@@ -197,11 +227,35 @@ def test_cluster_up_takes_team_namespaces_and_not_namespace() -> None:
     assert "--team-namespace" in help_text and "--namespace" not in help_text
 
 
-@pytest.mark.parametrize("command", ["submit", "watch", "get", "list", "logs", "retry", "stop", "delete", "lint"])
-def test_every_cluster_command_takes_the_same_cluster_options(command: str) -> None:
-    help_text = wf(command, "--help", env={"COLUMNS": "200"}).stdout
-    for option in ("--context", "--kubeconfig", "--namespace", "-n", "--eks-cluster", "--region"):
-        assert option in help_text, (command, option)
+TARGET_FLAGS = ("--context", "c", "--kubeconfig", "k", "--eks-cluster", "e", "--region", "r", "--role-arn", "a")
+CLUSTER_COMMANDS = [("submit", str(EXAMPLES[0])), ("watch", "w"), ("get", "w"), ("list",), ("logs", "w"),
+                    ("retry", "w"), ("stop", "w"), ("delete", "w"), ("queue",),
+                    ("lint", "--server", "--catalog", str(CATALOG), str(EXAMPLES[0]))]
+
+
+@pytest.mark.parametrize("command", CLUSTER_COMMANDS, ids=lambda c: c[0])
+def test_every_cluster_command_takes_its_cluster_as_one_target(command: tuple[str, ...],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from wf.cli import kueue, offline, workflows
+    from wf.controller.client import Target
+    from wf.core.errors import ClusterError
+
+    asked: list[Target] = []
+
+    def connect(target: Target) -> None:
+        asked.append(target)
+        raise ClusterError("not connecting in a unit test")
+
+    for module in (offline, workflows, kueue):
+        monkeypatch.setattr(module, "connect", connect)
+    # `wf queue` reads every team's namespace: it has no -n rather than one it would ignore.
+    namespaced = command[0] != "queue"
+    flags = (*TARGET_FLAGS, "-n", "ns") if namespaced else TARGET_FLAGS
+    assert run_main(*command, *flags) == 3
+    assert asked == [Target(context="c", namespace="ns" if namespaced else None, kubeconfig="k", eks_cluster="e",
+                            region="r", role_arn="a")]
+    if not namespaced:
+        assert run_main(*command, "-n", "ns") == 2
 
 
 def test_public_api_is_spelled_out_for_type_checkers() -> None:

@@ -51,19 +51,19 @@ def test_staging_replaces_fail_loudly_when_layout_changes() -> None:
 def test_cache_layout_is_component_version_bin() -> None:
     cache = Path("/c")
     assert (build.binary_path("kube-apiserver", cache)
-            == cache / "kubernetes" / build.KUBERNETES_VERSION / "bin" / "kube-apiserver")
-    assert build.binary_path("etcd", cache) == cache / "etcd" / build.ETCD_VERSION / "bin" / "etcd"
-    assert build.binary_path("kwokctl", cache) == cache / "kwok" / build.KWOK_VERSION / "bin" / "kwokctl"
+            == cache / "kubernetes" / build.KUBERNETES_RELEASE / "bin" / "kube-apiserver")
+    assert build.binary_path("etcd", cache) == cache / "etcd" / build.ETCD_RELEASE / "bin" / "etcd"
+    assert build.binary_path("kwokctl", cache) == cache / "kwok" / build.KWOK_RELEASE / "bin" / "kwokctl"
     assert (build.binary_path("workflow-controller", cache)
-            == cache / "argo" / build.ARGO_VERSION / "bin" / "workflow-controller")
+            == cache / "argo" / build.ARGO_RELEASE / "bin" / "workflow-controller")
 
 
 def test_versions_are_stamped() -> None:
     comps = {c.name: c for c in build.components()}
-    assert (f"-X k8s.io/component-base/version.gitVersion=v{build.KUBERNETES_VERSION}"
+    assert (f"-X k8s.io/component-base/version.gitVersion=v{build.KUBERNETES_RELEASE}"
             in comps["kubernetes"].version_ldflags)
-    assert f"-X sigs.k8s.io/kwok/pkg/consts.Version=v{build.KWOK_VERSION}" in comps["kwok"].version_ldflags
-    assert f"-X github.com/argoproj/argo-workflows/v4.version=v{build.ARGO_VERSION}" in comps["argo"].version_ldflags
+    assert f"-X sigs.k8s.io/kwok/pkg/consts.Version=v{build.KWOK_RELEASE}" in comps["kwok"].version_ldflags
+    assert f"-X github.com/argoproj/argo-workflows/v4.version=v{build.ARGO_RELEASE}" in comps["argo"].version_ldflags
 
 
 def test_source_patch_must_match_exactly_once() -> None:
@@ -105,9 +105,9 @@ def test_build_runs_go_with_argv_lists_and_moves_binaries_into_place(
     assert sorted(p.name for p in kwok.bin_dir(cache).iterdir()) == ["kwok", "kwokctl"]
     calls = (tmp_path / "go.log").read_text().splitlines()
     assert calls[0] == "mod init local.wf/build/kwok"
-    assert calls[1] == f"mod download -json sigs.k8s.io/kwok@v{build.KWOK_VERSION}"
-    assert calls[2] == (f"get sigs.k8s.io/kwok/cmd/kwok@v{build.KWOK_VERSION} "
-                        f"sigs.k8s.io/kwok/cmd/kwokctl@v{build.KWOK_VERSION}")
+    assert calls[1] == f"mod download -json sigs.k8s.io/kwok@v{build.KWOK_RELEASE}"
+    assert calls[2] == (f"get sigs.k8s.io/kwok/cmd/kwok@v{build.KWOK_RELEASE} "
+                        f"sigs.k8s.io/kwok/cmd/kwokctl@v{build.KWOK_RELEASE}")
     assert calls[3].startswith("build -ldflags -s -w -X sigs.k8s.io/kwok/pkg/consts.Version=")
     assert "built kwok" in kwok.log_file(cache).read_text()
 
@@ -132,15 +132,15 @@ def test_karpenter_is_built_only_when_named_with_its_toolchain_and_crds(
     for asset in karpenter.assets:
         (module / asset).parent.mkdir(parents=True, exist_ok=True)
         (module / asset).write_text(f"# {asset}")
+    operator = module / "pkg/operator/operator.go"
+    operator.parent.mkdir(parents=True)
+    operator.write_text('BindAddress: fmt.Sprintf(":%d", options.FromContext(ctx).MetricsPort),\n'
+                        'HealthProbeBindAddress: fmt.Sprintf(":%d", options.FromContext(ctx).HealthProbePort),\n')
     monkeypatch.setenv("PATH", str(_fake_go(tmp_path, module_dir=module)))
     cache = tmp_path / "cache"
     for comp in build.components():
         if comp.name != "karpenter":
-            comp.bin_dir(cache).mkdir(parents=True)
-            for name in comp.binaries:
-                (comp.bin_dir(cache) / name).write_text("")
-            for asset in comp.assets:
-                comp.asset(cache, asset).mkdir(parents=True)
+            _cached(comp, cache)
     assert not any(r.built for r in build.build_all(cache=cache))  # optional: a plain build leaves it out
     assert not karpenter.is_built(cache)
     [result] = build.build_all(["karpenter"], cache=cache)
@@ -150,6 +150,32 @@ def test_karpenter_is_built_only_when_named_with_its_toolchain_and_crds(
     assert installed == sorted(Path(a).name for a in karpenter.assets)
     # Karpenter needs a newer Go than the local one: every go command asked the proxy's toolchain for it.
     assert set((tmp_path / "toolchain.log").read_text().split()) == {build.KARPENTER_GO}
+    # Built from a copy whose listeners bind loopback only (the module cache itself is read-only).
+    assert "replace" in (tmp_path / "go.log").read_text() and 'Sprintf(":%d"' in operator.read_text()
+
+
+def _cached(comp: build.Component, cache: Path) -> None:
+    """`comp` as a previous build left it in `cache`."""
+    comp.bin_dir(cache).mkdir(parents=True)
+    for name in comp.binaries:
+        (comp.bin_dir(cache) / name).write_text("")
+    for asset in comp.assets:
+        comp.asset(cache, asset).parent.mkdir(parents=True, exist_ok=True)
+        comp.asset(cache, asset).write_text("")
+    if comp.patches:
+        comp.patches_stamp(cache).write_text(comp.patches_fingerprint)
+
+
+def test_a_build_from_other_patches_is_built_again(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    karpenter = next(c for c in build.components() if c.name == "karpenter")
+    assert karpenter.patches  # its listeners, bound to loopback
+    _cached(karpenter, cache)
+    assert karpenter.is_built(cache)
+    karpenter.patches_stamp(cache).unlink()  # built before the patches: every interface
+    assert not karpenter.is_built(cache)
+    karpenter.patches_stamp(cache).write_text("other patches")
+    assert not karpenter.is_built(cache)
 
 
 def _fake_go(tmp_path: Path, fail_on: str = "", module_dir: Path = Path("/nonexistent")) -> Path:
@@ -188,12 +214,7 @@ fi
 def test_cached_binaries_need_no_go_toolchain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = tmp_path / "cache"
     for comp in build.components():
-        comp.bin_dir(cache).mkdir(parents=True)
-        for name in comp.binaries:
-            (comp.bin_dir(cache) / name).write_text("")
-        for asset in comp.assets:
-            comp.asset(cache, asset).parent.mkdir(parents=True, exist_ok=True)
-            comp.asset(cache, asset).write_text("")
+        _cached(comp, cache)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert not any(r.built for r in build.build_all(cache=cache))
     (build.binary_path("etcd", cache)).unlink()

@@ -23,7 +23,7 @@ def test_kueue_is_built_from_its_module_with_its_crds_kept() -> None:
     comp = next(c for c in build.components() if c.name == "kueue")
     assert comp.module == "sigs.k8s.io/kueue" and comp.packages == ("sigs.k8s.io/kueue/cmd/kueue",)
     assert comp.assets == ("config/components/crd/bases",)
-    assert f"-X sigs.k8s.io/kueue/pkg/version.GitVersion=v{build.KUEUE_VERSION}" in comp.version_ldflags
+    assert f"-X sigs.k8s.io/kueue/pkg/version.GitVersion=v{build.KUEUE_RELEASE}" in comp.version_ldflags
 
 
 def test_kueue_is_not_built_until_its_crds_are_there(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from upstream import SHARED, require
 from wf.cluster import build, mpi
+from wf.core.constants import MPIJOB
 from wf.core.errors import ClusterError
 
 SHARED_CRD = SHARED / "schemas" / "mpi-operator" / "v0.6.0" / "manifests" / "base" / "kubeflow.org_mpijobs.yaml"
@@ -15,7 +16,7 @@ SHARED_CRD = SHARED / "schemas" / "mpi-operator" / "v0.6.0" / "manifests" / "bas
 
 def test_the_operator_is_built_from_its_module_with_its_crd_and_a_loopback_health_patch() -> None:
     comp = next(c for c in build.components() if c.name == mpi.OPERATOR)
-    assert comp.module == "github.com/kubeflow/mpi-operator" and comp.version == build.MPI_OPERATOR_VERSION
+    assert comp.module == "github.com/kubeflow/mpi-operator" and comp.version == build.MPI_OPERATOR_RELEASE
     assert comp.binaries == ("mpi-operator",)
     assert comp.assets == ("manifests/base/kubeflow.org_mpijobs.yaml",)
     (patch,) = comp.patches
@@ -31,5 +32,5 @@ def test_crd_comes_from_the_build_cache(tmp_path: Path, monkeypatch: pytest.Monk
     comp.asset(tmp_path, comp.assets[0]).parent.mkdir(parents=True)
     comp.asset(tmp_path, comp.assets[0]).write_text(require(SHARED_CRD).read_text())
     (crd,) = mpi.crd_manifests()
-    assert crd["kind"] == "CustomResourceDefinition" and crd["spec"]["group"] == mpi.CRD_GROUP
+    assert crd["kind"] == "CustomResourceDefinition" and crd["spec"]["group"] == MPIJOB.group
     assert [v["name"] for v in crd["spec"]["versions"]] == ["v2beta1"]

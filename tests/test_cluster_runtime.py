@@ -12,17 +12,13 @@ import pytest
 import yaml
 
 from wf.cluster import processes
-from wf.cluster.install import (
-    MANIFEST_FILES,
-    manifests_dir,
-    platform_manifests,
-    workflow_namespace_manifests,
-)
 from wf.cluster.runtime import LocalCluster
 from wf.cluster.supervise import STAGES_FILE, serving_port
 from wf.cluster.tuning import KWOK_OPTIONS, KWOKCTL_OPTIONS, TUNING
 from wf.core.constants import SIM_DURATION, SIM_EXIT_CODE
 from wf.core.errors import InputError
+from wf.model.catalog import Catalog
+from wf.render.platform import MANIFEST_FILES, load_manifest, manifests_dir, workflow_namespace_objects
 
 
 def test_free_port_is_on_loopback_and_bindable() -> None:
@@ -127,11 +123,11 @@ def test_stages_cover_nodes_and_pods_and_read_our_annotations() -> None:
 
 def test_manifests_are_what_install_applies_and_rbac_is_least_privilege() -> None:
     assert sorted(p.name for p in manifests_dir().glob("*.yaml")) == sorted(MANIFEST_FILES)
-    docs = platform_manifests()
+    docs = [doc for name in MANIFEST_FILES for doc in load_manifest(name)]
     crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
     assert len(crds) == 8 and all(d["spec"]["group"] == "argoproj.io" for d in crds)
     roles = {d["metadata"]["name"]: d for d in docs if d["kind"] in ("Role", "ClusterRole")}
-    assert set(roles) == {"wf-executor", "wf-developer"}
+    assert set(roles) == {"wf-executor", "wf-mpijob-executor", "wf-developer"}
     assert all(r["kind"] == "Role" for r in roles.values())  # namespaced: nothing cluster-wide
     rules = [rule for r in roles.values() for rule in r["rules"]]
     # The one removal allowed: a developer's `wf stop` removes the stopped workflow's MPIJobs.
@@ -144,16 +140,16 @@ def test_manifests_are_what_install_applies_and_rbac_is_least_privilege() -> Non
     assert "secrets" not in resources and "*" not in resources
 
 
-def test_extra_workflow_namespaces_get_the_same_accounts_and_roles() -> None:
-    docs = workflow_namespace_manifests("ml-training")
-    assert docs[0] == {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml-training"}}
+def test_extra_workflow_namespaces_get_the_same_accounts_and_roles(catalog: Catalog) -> None:
+    docs = workflow_namespace_objects(catalog, "ml-training")
+    assert docs[0]["kind"] == "Namespace" and docs[0]["metadata"]["name"] == "ml-training"
     assert {d["metadata"]["namespace"] for d in docs[1:]} == {"ml-training"}
     subjects = [s for d in docs if d["kind"] == "RoleBinding" for s in d["subjects"]]
     assert subjects and all(s["namespace"] == "ml-training" for s in subjects)
     names = {(d["kind"], d["metadata"]["name"]) for d in docs[1:]}
     assert ("ServiceAccount", "wf-workflow") in names and ("Role", "wf-developer") in names
     # The original documents are untouched (deep copies).
-    assert {d["metadata"].get("namespace") for d in platform_manifests() if d["kind"] == "Role"} == {"wf"}
+    assert {d["metadata"].get("namespace") for d in load_manifest("rbac.yaml") if d["kind"] == "Role"} == {"wf"}
 
 
 def test_bad_namespace_is_an_input_error_before_anything_starts(tmp_path: Path) -> None:
@@ -163,21 +159,24 @@ def test_bad_namespace_is_an_input_error_before_anything_starts(tmp_path: Path) 
     assert not cluster.workdir.exists()
 
 
-def test_eks_tuning_patches_cover_the_local_controller_knobs() -> None:
+def test_eks_tuning_covers_the_local_controller_knobs() -> None:
+    from wf.cluster.install import pinned_versions
     from wf.cluster.tuning import CONTROLLER_ARGS
+    from wf.model.catalog import load_catalog
+    from wf.render.platform import argo_configmap, argo_controller_patch, is_large
 
-    eks = manifests_dir() / "eks"
-    [deployment] = [d for d in yaml.safe_load_all((eks / "workflow-controller-deployment-patch.yaml").read_text()) if d]
+    catalog = load_catalog()
+    assert is_large(catalog)  # the repository's catalog is the platform's size
+    deployment = argo_controller_patch(catalog, pinned_versions())
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     assert container["name"] == "workflow-controller"  # the upstream Deployment's container
     eks_flags = {arg.split("=", 1)[0] for arg in container["args"]}
     local_flags = {arg for arg in CONTROLLER_ARGS if arg.startswith("--")}
     assert local_flags <= eks_flags  # the same knobs, sized for each cluster
-    [configmap] = [d for d in yaml.safe_load_all((eks / "workflow-controller-configmap-patch.yaml").read_text()) if d]
+    configmap = argo_configmap(catalog)
     rate = yaml.safe_load(configmap["data"]["resourceRateLimit"])
     assert rate["limit"] > 0 and rate["burst"] >= rate["limit"]
-    installed = yaml.safe_load((manifests_dir() / "workflow-controller-configmap.yaml").read_text())
-    assert yaml.safe_load(installed["data"]["nodeEvents"]) == {"enabled": False}  # on every cluster, EKS too
+    assert yaml.safe_load(configmap["data"]["nodeEvents"]) == {"enabled": False}  # on every cluster, EKS too
 
 
 def test_argo_requeues_quickly_on_test_sized_clusters_and_less_often_at_the_platforms_size() -> None:

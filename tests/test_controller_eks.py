@@ -131,12 +131,12 @@ def test_describe_cluster_reads_endpoint_and_ca(moto_server: str) -> None:
 
 
 def test_connect_with_eks_cluster_sets_host_ca_and_bearer(moto_server: str) -> None:
-    from wf.controller.client import connect
+    from wf.controller.client import Target, connect
 
     session = boto3.Session(region_name="us-east-1")
     session.client("eks").create_cluster(name="ml", roleArn="arn:aws:iam::123456789012:role/eks",
                                          resourcesVpcConfig={"subnetIds": []})
-    kube = connect(eks_cluster="ml", region="us-east-1", namespace="team")
+    kube = connect(Target(eks_cluster="ml", region="us-east-1", namespace="team"))
     cfg = kube.api_client.configuration
     assert cfg.host.startswith("https://") and kube.namespace == "team"
     with open(cfg.ssl_ca_cert, "rb") as handle:
@@ -149,3 +149,69 @@ def test_connect_with_eks_cluster_sets_host_ca_and_bearer(moto_server: str) -> N
     bearer = cfg.get_api_key_with_prefix("BearerToken")
     assert bearer.startswith("Bearer k8s-aws-v1.")
     assert "x-k8s-aws-id" in decode(bearer.split(" ", 1)[1])
+
+
+def test_role_arn_signs_the_token_as_the_assumed_role(moto_server: str) -> None:
+    from wf.controller.client import Target, connect
+
+    boto3.Session(region_name="us-east-1").client("eks").create_cluster(
+        name="ml-dev", roleArn="arn:aws:iam::123456789012:role/eks", resourcesVpcConfig={"subnetIds": []})
+    kube = connect(Target(eks_cluster="ml-dev", region="us-east-1", role_arn="arn:aws:iam::123456789012:role/dev"))
+    token = kube.api_client.configuration.get_api_key_with_prefix("BearerToken").split(" ", 1)[1]
+    credential = dict(parse_qsl(urlsplit(decode(token)).query))["X-Amz-Credential"]
+    assert credential.startswith("ASIA")  # temporary credentials from sts:AssumeRole, not the caller's "testing"
+
+
+def test_role_arn_without_an_eks_cluster_is_refused(tmp_path) -> None:
+    from wf.controller.client import Target, connect
+    from wf.core.errors import InputError
+
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text("""
+apiVersion: v1
+kind: Config
+current-context: local
+contexts: [{name: local, context: {cluster: local, user: local}}]
+clusters: [{name: local, cluster: {server: "https://127.0.0.1:6443"}}]
+users: [{name: local, user: {token: abc}}]
+""")
+    with pytest.raises(InputError, match="--role-arn needs an EKS cluster"):
+        connect(Target(kubeconfig=str(kubeconfig), role_arn="arn:aws:iam::1:role/x"))
+
+
+def test_an_assumed_role_renews_its_credentials_before_they_expire(moto_server: str) -> None:
+    """A watch outlives the hour STS gives an assumed role: the token signed after the hour is signed with new
+    credentials, not with the expired ones (once, `--role-arn` was assumed once and a day's watch exited 3)."""
+    session = eks.session_for(role_arn="arn:aws:iam::123456789012:role/dev", region="us-east-1")
+    now = [datetime.now(UTC)]
+    source = eks.TokenSource("ml-dev", "us-east-1", session, clock=lambda: now[0])
+    credential = session.get_credentials()
+    expiry = credential._expiry_time
+    credential._time_fetcher = lambda: min(now[0], expiry - timedelta(minutes=5))  # botocore's own clock
+
+    def signed_with() -> str:
+        return dict(parse_qsl(urlsplit(decode(source.token().value)).query))["X-Amz-Credential"].split("/")[0]
+
+    first = signed_with()
+    assert first.startswith("ASIA")
+    # 55 minutes on: the role's credentials expire in 5 (moto gives the new ones a real hour from now).
+    now[0] += timedelta(minutes=55)
+    second = signed_with()
+    assert second.startswith("ASIA") and second != first
+    assert credential._expiry_time > expiry - timedelta(minutes=5)
+
+
+def test_an_assumed_role_that_cannot_renew_is_a_cluster_error(moto_server: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import botocore.exceptions
+
+    session = eks.session_for(role_arn="arn:aws:iam::123456789012:role/dev", region="us-east-1")
+    credential = session.get_credentials()
+    credential._time_fetcher = lambda: credential._expiry_time + timedelta(minutes=1)
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise botocore.exceptions.EndpointConnectionError(endpoint_url="https://sts.amazonaws.com")
+
+    monkeypatch.setattr("botocore.client.BaseClient._make_api_call", refused)
+    with pytest.raises(ClusterError, match="cannot assume arn:aws:iam::123456789012:role/dev: Could not connect"):
+        credential.get_frozen_credentials()

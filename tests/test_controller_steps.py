@@ -7,9 +7,10 @@ from datetime import UTC, datetime
 import pytest
 
 from controller_fakes import nested_run, pod_node, workflow
+from wf.controller.checkpoints import AttemptRecord, Saved
 from wf.controller.cost import NodeFacts, job_cost
 from wf.controller.ops import retry_plan
-from wf.controller.steps import pod_name, workflow_view
+from wf.controller.steps import pod_name, with_facts, workflow_view
 from wf.core.errors import InputError
 
 
@@ -76,7 +77,7 @@ def test_cost_per_step_with_spot_estimate_and_unknown_nodes() -> None:
     # train: p1 (19 min) and p2 (60 min) on gaudi-2 using all 8 cards; p0's node is gone (unpriced).
     assert train.node_hours == pytest.approx(79 / 60)
     assert train.on_demand_usd == pytest.approx(79 / 60 * dl1.price_on_demand)
-    assert train.estimate_usd == pytest.approx(79 / 60 * dl1.spot_price_estimate) and train.on_spot
+    assert train.estimate_usd == pytest.approx(79 / 60 * dl1.spot_price()) and train.on_spot
     assert train.unpriced_attempts == 1
     assert cost.estimate_usd == pytest.approx(prep.estimate_usd + train.estimate_usd)
     assert any("Spot advisor" in a for a in cost.assumptions) and any("not priced" in a for a in cost.assumptions)
@@ -172,8 +173,43 @@ def test_attempts_show_where_they_ran_and_why_they_ended() -> None:
         ("spot", "interrupted"), ("spot", "interrupted"), ("on-demand", "succeeded")]
     assert shard.interruptions == 2 and shard.retries == 0
     now = datetime.now(UTC)
-    assert shard.interrupted_seconds(now) == 25 * 60  # 20 min + 5 min run, then lost
-    assert view.interruptions == 2 and view.interrupted_seconds(now) == 25 * 60
+    assert shard.redone_seconds(now) == 25 * 60  # 20 min + 5 min run, no checkpoint: all of it runs again
+    assert view.interruptions == 2 and view.redone_seconds(now) == 25 * 60
+
+
+def test_the_ledger_tells_where_attempts_resumed_and_what_their_checkpoints_kept() -> None:
+    doc = fallback_run()
+    view = workflow_view(doc)
+    pods = [pod_name(doc, a) for a in view.steps[0].attempts]
+    location = "s3://b/checkpoints/wf/prep-q8z/shard"
+    # Attempt 0 ran 20 min and passed checkpoint 5 (50%, 15 min in); attempt 1 resumed there, ran 5 min, passed
+    # none; attempt 2 resumed at 50% too.
+    ledger = {pods[0]: AttemptRecord(location, Saved(), Saved(5, 0.5), 15 * 60),
+              pods[1]: AttemptRecord(location, Saved(5, 0.5), Saved(5, 0.5), 0.0),
+              pods[2]: AttemptRecord(location, Saved(5, 0.5))}
+    refined = with_facts(view, doc, ledger, lambda host: None)
+    (shard,) = refined.steps
+    assert [str(a.resumed) for a in shard.attempts] == ["from the start", "at 50% from checkpoint 5",
+                                                         "at 50% from checkpoint 5"]
+    now = datetime.now(UTC)
+    assert [a.redone_seconds(now) for a in shard.attempts] == [5 * 60, 5 * 60, 0.0]
+    assert refined.redone_seconds(now) == 10 * 60
+    nodes = {"cpu-spot-1": NodeFacts("r5.4xlarge", "spot"), "cpu-spot-2": NodeFacts("r5.4xlarge", "spot"),
+             "cpu-od-1": NodeFacts("r5.4xlarge", "on-demand")}
+    (step,) = job_cost(refined, doc, nodes, now).steps
+    (unkept,) = job_cost(view, doc, nodes, now).steps
+    assert step.redone_node_hours == pytest.approx(unkept.redone_node_hours * 10 / 25)
+
+
+def test_a_sigterm_exit_on_a_node_still_there_is_the_programs_failure() -> None:
+    doc = fallback_run()
+    doc["status"]["nodes"]["q0"]["message"] = "main: Error (exit code 143)"
+    view = workflow_view(doc)
+    assert view.steps[0].attempts[0].interrupted  # Argo's reading: it cannot see the node
+    stayed = with_facts(view, doc, {}, lambda host: host == "cpu-spot-1")
+    assert [a.outcome for a in stayed.steps[0].attempts] == ["failed", "interrupted", "succeeded"]
+    gone = with_facts(view, doc, {}, lambda host: False)
+    assert [a.outcome for a in gone.steps[0].attempts] == ["interrupted", "interrupted", "succeeded"]
 
 
 def test_without_a_fallback_every_attempt_keeps_the_templates_capacity() -> None:
@@ -194,8 +230,38 @@ def test_each_attempt_is_priced_at_its_own_capacity_and_interruptions_apart() ->
     share = 15000 / r5.allocatable_cpu_millis
     spot_hours, od_hours = 20 / 60 * share, 30 / 60 * share
     assert shard.node_hours == pytest.approx(spot_hours + od_hours)
-    assert shard.estimate_usd == pytest.approx(spot_hours * r5.spot_price_estimate + od_hours * r5.price_on_demand)
-    assert shard.interrupted_node_hours == pytest.approx(spot_hours)
-    assert shard.interrupted_usd == pytest.approx(spot_hours * r5.spot_price_estimate)
+    assert shard.estimate_usd == pytest.approx(spot_hours * r5.spot_price() + od_hours * r5.price_on_demand)
+    assert shard.redone_node_hours == pytest.approx(spot_hours)
+    assert shard.redone_usd == pytest.approx(spot_hours * r5.spot_price())
     assert shard.unpriced_attempts == 1
-    assert cost.interrupted_usd == shard.interrupted_usd and cost.interrupted_node_hours == shard.interrupted_node_hours
+    assert cost.redone_usd == shard.redone_usd and cost.redone_node_hours == shard.redone_node_hours
+
+
+def test_a_multi_node_step_shows_where_its_workers_run() -> None:
+    # Argo's pod creating the MPIJob sits on the cpu class; `wf get` names the gaudi nodes the step takes, and
+    # no attempt claims a Spot fallback (the workers never fall back).
+    from wf.compile.interruptions import SPOT_FALLBACK_ANNOTATION
+    from wf.compile.workflow import compile_job
+    from wf.model.catalog import load_catalog
+    from wf.spec.job import TrainingJob
+
+    job = TrainingJob.model_validate({
+        "apiVersion": "wf/v1", "kind": "TrainingJob", "metadata": {"name": "bert"},
+        "spec": {"image": "habana:1.21", "compute": "gaudi", "steps": [{"name": "train", "command": ["mpirun"],
+                                                                         "nodes": 2}]}})
+    template = next(t for t in compile_job(job, load_catalog(), submission="t")["spec"]["templates"]
+                    if t["name"] == "train")
+    template["metadata"].setdefault("annotations", {})[SPOT_FALLBACK_ANNOTATION] = "1"
+    wf = "bert-m2p"
+    nodes = {
+        "r": {"id": "r", "name": f"{wf}.train", "displayName": "train", "type": "Retry", "phase": "Running",
+              "startedAt": "2026-03-01T12:00:00Z", "children": ["t0", "t1"], "boundaryID": wf},
+        "t0": pod_node(wf, "t0", "train(0)", "Failed", host="cpu-1",
+                       message="failure condition '{status.replicaStatuses.Worker.failed gt [0]}' evaluated true"),
+        "t1": pod_node(wf, "t1", "train(1)", "Running", host="cpu-1", started="2026-03-01T12:31:00Z", finished=None),
+    }
+    doc = workflow(wf, "Running", nodes)
+    doc["spec"]["templates"] = [template]
+    (row,) = workflow_view(doc).steps
+    assert (row.compute_class, row.capacity) == ("gaudi", "spot")
+    assert [(a.capacity, a.outcome) for a in row.attempts] == [("spot", "interrupted"), ("spot", "running")]

@@ -141,3 +141,96 @@ def test_a_stream_across_namespaces_keeps_objects_of_the_same_name_apart() -> No
     with pytest.raises(AssertionError, match="watched more often"):
         stream.run()
     assert deleted == [{"namespace": "team-0", "name": "a", "uid": "uid-a"}]
+
+
+class ScriptedApi:
+    """A list call as KubeTransport makes it: each call takes the next scripted page, watch response or error."""
+
+    def __init__(self, *script: Any) -> None:
+        self.script = list(script)
+        self.calls: list[dict[str, Any]] = []
+
+    def __call__(self, **kwargs: Any) -> Any:
+        self.calls.append(kwargs)
+        entry = self.script.pop(0)
+        if isinstance(entry, BaseException):
+            raise entry
+        return entry
+
+
+class Page:
+    def __init__(self, names: list[str], version: str, token: str | None = None) -> None:
+        import json
+
+        self.data = json.dumps({"metadata": {"resourceVersion": version, **({"continue": token} if token else {})},
+                                "items": [workflow(n, "Running", rv=version) for n in names]}).encode()
+
+
+class WatchResponse:
+    """A watch's chunked body: lines, then what the socket does next (an exception, or the server's end)."""
+
+    def __init__(self, events: list[dict[str, Any]], then: BaseException | None = None) -> None:
+        self.events, self.then, self.released = events, then, False
+
+    def stream(self, amt: Any = None, decode_content: bool = False) -> Any:
+        import json
+
+        for e in self.events:
+            yield (json.dumps(e) + "\n").encode()
+        if self.then is not None:
+            raise self.then
+
+    def release_conn(self) -> None:
+        self.released = True
+
+
+def test_gone_on_a_later_page_of_a_list_relists_from_the_start() -> None:
+    """An expired continue token (410 on the second page) once ended the watch with a traceback."""
+    from wf.controller.stream import KubeTransport
+
+    api = ScriptedApi(Page(["a"], "10", token="t1"), ApiException(status=410, reason="continue token expired"),
+                      Page(["a", "b"], "20"), WatchResponse([]))
+    seen: list[tuple[str, str]] = []
+    stream = NamespaceStream(KubeTransport(api), lambda kind, obj: seen.append((kind, obj["metadata"]["name"])),
+                             sleep=lambda _: None)
+    with pytest.raises(IndexError):  # the script ran out: the stream went on watching
+        stream.run()
+    assert [c.get("_continue") for c in api.calls[:3]] == [None, "t1", None]
+    assert api.calls[3]["watch"] is True and api.calls[3]["resource_version"] == "20"
+    assert stream.stats.relists_after_gone == 1 and ("ADDED", "b") in seen
+    assert not [k for k, _ in seen if k == "DELETED"]  # a half-read list reveals no deletion
+
+
+def test_a_watch_gone_silent_is_resumed_on_a_new_connection_from_the_same_version() -> None:
+    """A stalled connection (no event, no bookmark) was noticed only by a 270 s read timeout, as an outage."""
+    from urllib3.exceptions import ReadTimeoutError
+
+    from wf.controller.stream import SILENCE_SECONDS, KubeTransport
+
+    stalled = WatchResponse([event("MODIFIED", "a", "Running", "11")],
+                            then=ReadTimeoutError(None, "/apis", "Read timed out."))  # type: ignore[arg-type]
+    api = ScriptedApi(Page(["a"], "10"), stalled, WatchResponse([event("MODIFIED", "a", "Succeeded", "12")]))
+    troubles: list[str] = []
+    sleeps: list[float] = []
+    stream = NamespaceStream(KubeTransport(api, silence=5), lambda kind, obj: None, on_trouble=troubles.append,
+                             sleep=sleeps.append)
+    with pytest.raises(IndexError):
+        stream.run()
+    assert [c.get("resource_version") for c in api.calls[1:]] == ["10", "11", "12"]
+    assert all(c["_request_timeout"] == (10.0, 5) for c in api.calls)  # the bound is the read timeout
+    assert stream.stats.silences == 1 and stream.stats.reconnects == 0 and stalled.released
+    assert troubles == ["no event or bookmark for 5s: watching again on a new connection"]
+    assert not sleeps  # the server answered: no backoff
+    assert KubeTransport(api).silence == SILENCE_SECONDS
+
+
+def test_gone_on_the_first_page_waits_before_listing_again() -> None:
+    from wf.controller.stream import KubeTransport
+
+    bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "4"}}}
+    api = ScriptedApi(ApiException(status=410, reason="Expired"), Page([], "3"), WatchResponse([bookmark]))
+    sleeps: list[float] = []
+    stream = NamespaceStream(KubeTransport(api), lambda kind, obj: None, sleep=sleeps.append)
+    with pytest.raises(IndexError):
+        stream.run()
+    assert len(sleeps) == 1 and stream.stats.relists_after_gone == 1

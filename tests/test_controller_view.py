@@ -1,4 +1,4 @@
-"""What the watch and the tables print: whole values, one line per workflow change for many workflows."""
+"""What the watch prints: one line per workflow change for many workflows, a summary or steps on a terminal."""
 
 from __future__ import annotations
 
@@ -6,25 +6,11 @@ import io
 from datetime import UTC, datetime
 
 from rich.console import Console
-from rich.table import Table
 
 from controller_fakes import nested_run, workflow
 from wf.controller.events import WatchState, snapshot
 from wf.controller.summary import summarize
-from wf.controller.view import PlainDisplay, print_table, summary_view
-
-
-def test_a_table_on_a_pipe_or_a_narrow_terminal_keeps_every_value_whole() -> None:
-    for terminal in (False, True):
-        buffer = io.StringIO()
-        console = Console(file=buffer, width=30, force_terminal=terminal, color_system=None)
-        table = Table(box=None, pad_edge=False)
-        for column in ("NAME", "PHASE", "JOB"):
-            table.add_column(column)
-        table.add_row("bert-large-pretrain-fzd27", "Succeeded", "bert-large-pretrain")
-        print_table(console, table)
-        row = buffer.getvalue().splitlines()[1]
-        assert row.split() == ["bert-large-pretrain-fzd27", "Succeeded", "bert-large-pretrain"], buffer.getvalue()
+from wf.controller.view import PlainDisplay, summary_view
 
 
 def test_many_workflows_in_a_pipe_get_a_line_per_phase_change_and_per_failure_only() -> None:

@@ -1,7 +1,8 @@
-"""The watch consumer: follows named workflows to their end through a scripted stream."""
+"""The watch consumer: follows named workflows to their end through a scripted stream; the node facts it reads."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -9,8 +10,10 @@ from urllib3.exceptions import ProtocolError
 
 from controller_fakes import FakeTransport, nested_run, workflow
 from wf.controller.client import Kube
+from wf.controller.cost import NodeFacts
 from wf.controller.view import PlainDisplay
-from wf.controller.watch import watch_workflows
+from wf.controller.watch import Insight, watch_workflows
+from wf.core.constants import CAPACITY_LABEL, EKS_CAPACITY_LABEL, INSTANCE_TYPE_LABEL
 from wf.core.errors import ClusterError, InputError
 
 KUBE = Kube(api_client=None, namespace="wf", context="test", server="https://127.0.0.1:6443")
@@ -103,3 +106,33 @@ def test_a_selector_alone_follows_every_workflow_it_matches() -> None:
 def test_neither_names_nor_a_selector_is_input_error() -> None:
     with pytest.raises(InputError, match="name the workflows to watch"):
         watch_workflows(KUBE, [], with_cost=False, transport_factory=factory(FakeTransport([], []), []))
+
+
+def test_a_node_without_wfs_capacity_label_is_priced_at_its_eks_capacity_type() -> None:
+    # EKS labels a managed node group's nodes SPOT or ON_DEMAND; wf's capacity names are spot and on-demand.
+    labels = {"a": {INSTANCE_TYPE_LABEL: "r5.4xlarge", EKS_CAPACITY_LABEL: "SPOT"},
+              "b": {INSTANCE_TYPE_LABEL: "r5.4xlarge", EKS_CAPACITY_LABEL: "ON_DEMAND"},
+              "c": {INSTANCE_TYPE_LABEL: "r5.4xlarge", CAPACITY_LABEL: "spot", EKS_CAPACITY_LABEL: "ON_DEMAND"}}
+    core = SimpleNamespace(read_node=lambda name: SimpleNamespace(metadata=SimpleNamespace(labels=labels[name]),
+                                                                  spec=None))
+    insight = Insight(SimpleNamespace(core=core), lambda: None)
+    assert insight.node("a") == NodeFacts("r5.4xlarge", "spot")
+    assert insight.node("b") == NodeFacts("r5.4xlarge", "on-demand")
+    assert insight.node("c") == NodeFacts("r5.4xlarge", "spot")  # wf's own label first
+
+
+def test_a_node_stayed_unless_it_is_gone_cordoned_or_tainted_by_a_drain() -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    specs = {"up": SimpleNamespace(unschedulable=None, taints=None),
+             "cordoned": SimpleNamespace(unschedulable=True, taints=None),
+             "reclaimed": SimpleNamespace(unschedulable=None,
+                                          taints=[SimpleNamespace(key="aws-node-termination-handler/spot-itn")])}
+
+    def read_node(name: str) -> SimpleNamespace:
+        if name not in specs:
+            raise ApiException(status=404)
+        return SimpleNamespace(metadata=SimpleNamespace(labels={INSTANCE_TYPE_LABEL: "r5.4xlarge"}), spec=specs[name])
+
+    insight = Insight(SimpleNamespace(core=SimpleNamespace(read_node=read_node)), lambda: None)
+    assert [insight.node_stayed(n) for n in ("up", "cordoned", "reclaimed", "gone")] == [True, False, False, False]

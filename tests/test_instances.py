@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -124,7 +125,9 @@ def test_prices_and_savings_are_plausible() -> None:
         assert it.spot_savings is None or 0 < it.spot_savings < 1, it.name
     dl1 = instance_type("dl1.24xlarge")
     assert dl1.price_on_demand == pytest.approx(13.10904)
-    assert dl1.spot_price_estimate == pytest.approx(13.10904 * 0.12)
+    assert dl1.spot_price() == pytest.approx(13.10904 * 0.12)
+    unmeasured = replace(dl1, spot_savings=None)  # priced only at savings the caller assumes
+    assert unmeasured.spot_price() is None and unmeasured.spot_price(0.6) == pytest.approx(13.10904 * 0.4)
 
 
 def test_unknown_name_suggests_close_matches() -> None:

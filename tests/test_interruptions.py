@@ -53,6 +53,11 @@ PATHS = [
     ("missing secret", "Error",
      "Pod failed before main container starts due to CreateContainerConfigError: secret \"s\" not found", False),
     ("template timeout", "Failed", "Pod was active on the node longer than the specified deadline", False),
+    ("Error: an output file the program did not write", "Error",
+     "open /tmp/accuracy.txt: no such file or directory", False),
+    ("Error: an artifact upload failed", "Error",
+     "failed to save outputs: failed to put file: AccessDenied: Access Denied", False),
+    ("Error: the executor failed", "Error", "failed to establish pod watch: unknown (get pods)", False),
     ("multi-node step: a worker's node lost", "Failed", "main: Error (exit code 1): failure condition "
      "'{status.replicaStatuses.Worker.failed gt [0]}' evaluated true", True),
     ("multi-node step: the launcher failed", "Failed", "main: Error (exit code 1): failure condition "
@@ -63,10 +68,19 @@ PATHS = [
 @pytest.mark.parametrize(("phase", "message", "interruption"), [p[1:] for p in PATHS], ids=[p[0] for p in PATHS])
 def test_expression_and_classifier_agree_on_every_path(phase: str, message: str, interruption: bool) -> None:
     last_retry = {"status": phase, "message": message, "exitCode": "-1"}
-    assert is_interruption(phase, message) is interruption
+    assert is_interruption(message) is interruption
     assert evaluate(INTERRUPTION_EXPRESSION, last_retry) is interruption
-    # The application budget never pays for an interruption; it retries the program's Failed attempts.
-    assert evaluate(APPLICATION_EXPRESSION, last_retry) is (phase == "Failed" and not interruption)
+    # The application budget never pays for an interruption; it retries the program's failures, Argo's Error too.
+    assert evaluate(APPLICATION_EXPRESSION, last_retry) is not interruption
+
+
+@pytest.mark.parametrize("message", ["main: Error (exit code 143)", "main: Error (exit code 137)"])
+def test_a_sigterm_or_sigkill_on_a_node_still_there_is_the_programs(message: str) -> None:
+    # Argo cannot see the node: its expression retries these as interruptions (the window in the README).
+    assert is_interruption(message, node_stayed=None) and is_interruption(message, node_stayed=False)
+    assert not is_interruption(message, node_stayed=True)
+    # A node-loss sign of its own stays an interruption whatever the node looks like now.
+    assert is_interruption(f"pod deleted; {message}", node_stayed=True)
 
 
 def test_signs_are_literal_text_in_both_regex_engines() -> None:

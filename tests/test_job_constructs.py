@@ -211,7 +211,7 @@ def test_one_load_reports_every_error(write: Any) -> None:
 REFERENCE_ERRORS = [
     ({"name": "b", "needs": ["a"], "command": ["{{steps.nope.outputs.x}}"]}, "command[0]", "unknown step 'nope'"),
     ({"name": "b", "needs": ["a"], "command": ["{{steps.a.outputs.nope}}"]}, "command[0]",
-     "step 'a' has no output 'nope'; its outputs: ['model', 'shards']"),
+     "step 'a' has no output 'nope'; its outputs: model, shards"),
     ({"name": "b", "command": ["{{steps.a.outputs.shards}}"]}, "command[0]", "step 'a' does not precede 'b'"),
     ({"name": "b", "needs": ["a"], "env": {"X": "{{workflow.parameters.nope}}"}, "command": ["x"]}, "env.X",
      "unknown parameter 'nope'"),

@@ -14,7 +14,7 @@ import yaml
 from test_catalog import BASE, catalog_problems, only
 from upstream import KUEUE_CRDS, require, strictify
 from wf.cli.app import main
-from wf.core.constants import KUEUE_API_VERSION, KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL
+from wf.core.constants import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, LOCAL_QUEUE
 from wf.model.catalog import Catalog, load_catalog
 from wf.model.nodegroups import class_node_labels, node_group
 from wf.model.quotas import flavor_quotas
@@ -30,12 +30,7 @@ QUEUES: dict[str, Any] = {
          "quotas": [{"compute": "gaudi", "accelerators": 8, "lendingLimit": {"accelerators": 4}}]},
     ],
 }
-CRD_FILES = {
-    "ResourceFlavor": "kueue.x-k8s.io_resourceflavors.yaml",
-    "ClusterQueue": "kueue.x-k8s.io_clusterqueues.yaml",
-    "LocalQueue": "kueue.x-k8s.io_localqueues.yaml",
-    "WorkloadPriorityClass": "kueue.x-k8s.io_workloadpriorityclasses.yaml",
-}
+CRD_FILES = {kind: f"{api.group}_{api.plural}.yaml" for kind, api in kueue.KINDS.items()}
 
 
 def team_catalog(write: Callable[..., Path], **queues: Any) -> Catalog:
@@ -52,7 +47,7 @@ def crd_validators() -> dict[str, Any]:
     out = {}
     for kind, name in CRD_FILES.items():
         crd = yaml.safe_load((KUEUE_CRDS / name).read_text())
-        version = next(v for v in crd["spec"]["versions"] if v["name"] == KUEUE_API_VERSION.split("/")[1])
+        version = next(v for v in crd["spec"]["versions"] if v["name"] == kueue.KINDS[kind].version)
         assert version["served"] and version["storage"]
         out[kind] = Draft4Validator(strictify(version["schema"]["openAPIV3Schema"]))
     return out
@@ -306,7 +301,7 @@ def test_lint_finds_hand_edits_both_ways(write: Callable[..., Path], tmp_path: P
     flavor = next(o for o in objs if o["kind"] == "ResourceFlavor")
     flavor["spec"]["nodeLabels"]["extra"] = "x"
     objs = [o for o in objs if o["kind"] != "WorkloadPriorityClass" or o["metadata"]["name"] != "low"]
-    objs.append({"apiVersion": KUEUE_API_VERSION, "kind": "LocalQueue",
+    objs.append({"apiVersion": LOCAL_QUEUE.api_version, "kind": LOCAL_QUEUE.kind,
                  "metadata": {"name": "default", "namespace": "sandbox"}, "spec": {"clusterQueue": "perception"}})
     found = lint_objects(write, catalog, objs)
     assert len(found) == 4, found

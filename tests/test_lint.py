@@ -171,7 +171,7 @@ def test_unreadable_and_foreign_files_never_crash(write: Any) -> None:
     path = write("d/empty.yaml", "")
     result = lint_paths([path.parent], CATALOG)
     assert result.files == 5  # .txt and hidden folders are not linted
-    assert sorted(Path(p.file).name for p in result.errors) == ["broken.yaml", "latin1.yaml"]
+    assert sorted(Path(p.file).name for p in result.errors) == ["broken.yaml", "empty.yaml", "latin1.yaml"]
     assert len(result.skipped) == 2  # the ConfigMap and the list
 
 

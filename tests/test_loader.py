@@ -386,3 +386,17 @@ def test_a_validator_finding_is_located_in_its_document() -> None:
     # The JSON form (`wf lint -o json`) keeps its five keys; the path is for line lookups only.
     assert located.to_json() == {"file": "t.yaml", "line": 4, "field": "spec.steps[0].image", "message": "bad image",
                                  "severity": "error"}
+
+
+def test_as_written_is_the_source_text_of_plain_scalars_through_merges_and_aliases() -> None:
+    doc = one("""
+base: &base {v: 1.10, flag: on, mode: 0755}
+job:
+  <<: *base
+  args: [1.10, 010, ~, '', 2001-01-01]
+  again: *base
+""")
+    paths = [("job", "v"), ("job", "flag"), ("job", "mode"), ("job", "args", 0), ("job", "args", 1),
+             ("job", "args", 2), ("job", "args", 3), ("job", "again", "v"), ("job", "args"), ("job", "nope")]
+    assert doc.as_written(paths) == ["1.10", "on", "0755", "1.10", "010", "~", "", "1.10", None, None]
+    assert doc.data["job"]["v"] == 1.1  # the data itself stays YAML's: numeric fields read numbers

@@ -1,5 +1,6 @@
-"""Multi-node steps (`nodes: N`): the compiled resource template and MPIJob, and lint's checks with file, line
-and field. That the conditions work against the real operator and Argo's own wait: tests/e2e/test_mpijob.py."""
+"""Multi-node steps (`nodes: N`): the compiled resource template and MPIJob, lint's checks with file, line and
+field, and the step kind's Kueue demand, read-back and cleanup. That the conditions work against the real operator
+and Argo's own wait: tests/e2e/test_mpijob.py."""
 
 from __future__ import annotations
 
@@ -12,19 +13,24 @@ from typing import Any
 import pytest
 import yaml
 
+import wf.compile.kinds.mpijob
 from upstream import SHARED, require
-from wf.compile.mpijob import (
-    API_VERSION,
+from wf.compile.interruptions import SPOT_FALLBACK_ANNOTATION
+from wf.compile.kinds import kind_of, kind_of_template
+from wf.compile.kinds.base import Cleanup
+from wf.compile.kinds.mpijob import (
     CONTAINER,
     FAILURE_CONDITION,
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
-    KIND,
+    MPIJOB_STEP,
     SUCCESS_CONDITION,
     WORKER_LOST_MESSAGE,
 )
+from wf.compile.kinds.pod import POD
+from wf.compile.readback import CompiledPlacement
 from wf.compile.workflow import compile_job
-from wf.core.constants import CLASS_LABEL, STEP_LABEL, WORKFLOW_NAME_LABEL, ZONE_LABEL
+from wf.core.constants import CLASS_LABEL, MPIJOB, STEP_LABEL, WORKFLOW_NAME_LABEL, ZONE_LABEL
 from wf.core.constants import KUEUE_LOCAL_QUEUE as LOCAL_QUEUE
 from wf.core.constants import KUEUE_PRIORITY_LABEL as PRIORITY_LABEL
 from wf.core.constants import KUEUE_QUEUE_LABEL as QUEUE_LABEL
@@ -62,7 +68,7 @@ def test_a_multi_node_step_is_a_resource_template_creating_an_owned_mpijob(catal
     # Interruptions are retried on their own budget, around the whole step (a new MPIJob each time).
     assert template["retryStrategy"]["limit"] == 5
     mpijob = yaml.safe_load(resource["manifest"])
-    assert mpijob["apiVersion"] == API_VERSION and mpijob["kind"] == KIND
+    assert mpijob["apiVersion"] == MPIJOB.api_version and mpijob["kind"] == MPIJOB.kind
     assert mpijob["metadata"]["generateName"] == "bert-train-"
     assert mpijob["metadata"]["labels"][WORKFLOW_NAME_LABEL] == "{{workflow.name}}"
     assert "&" not in resource["manifest"] and "*id" not in resource["manifest"]  # no YAML anchors
@@ -179,3 +185,48 @@ def test_a_queued_mpijob_is_one_kueue_workload(catalog: Catalog) -> None:
     assert template["metadata"]["labels"][QUEUE_LABEL] == LOCAL_QUEUE
     unqueued = yaml.safe_load(_template(_job([_step()]), catalog)["resource"]["manifest"])
     assert QUEUE_LABEL not in unqueued["metadata"]["labels"]
+
+
+def test_a_multi_node_step_is_placed_once(catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    original = wf.compile.kinds.mpijob.place_step
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(wf.compile.kinds.mpijob, "place_step", counting)
+    _template(_job([_step()]), catalog)
+    assert len(calls) == 1
+
+
+def test_each_step_and_template_has_one_kind(catalog: Catalog) -> None:
+    job = _job([_step(), {"name": "eval", "command": ["x"], "compute": "cpu"}])
+    assert [kind_of(s) for s in job.spec.steps] == [MPIJOB_STEP, POD]
+    templates = {t["name"]: t for t in compile_job(job, catalog, submission="t")["spec"]["templates"]}
+    assert kind_of_template(templates["train"]) is MPIJOB_STEP and kind_of_template(templates["eval"]) is POD
+    assert kind_of_template(templates["Main"]) is POD  # a DAG: no placement, no demand
+    assert POD.read_back(templates["Main"]) == CompiledPlacement() and POD.demand(templates["Main"]) == []
+
+
+def test_wf_get_reads_a_multi_node_step_back_from_its_workers(catalog: Catalog) -> None:
+    template = _template(_job([_step()]), catalog)
+    assert template["nodeSelector"][CLASS_LABEL] == "cpu"  # Argo's own pod, beside the launcher
+    # A Spot fallback on the step's pod template is Argo's resource pod's: it never reaches the workers.
+    template["metadata"].setdefault("annotations", {})[SPOT_FALLBACK_ANNOTATION] = "2"
+    assert MPIJOB_STEP.read_back(template) == CompiledPlacement("gaudi", "spot")
+
+
+def test_kueue_admits_a_queued_mpijob_as_one_demand_per_class(catalog: Catalog) -> None:
+    job = TrainingJob.model_validate({"apiVersion": "wf/v1", "kind": "TrainingJob",
+                                      "metadata": {"name": "bert", "namespace": "perception"},
+                                      "spec": {"image": "habana:1.21", "compute": "gaudi", "steps": [_step()]}})
+    demands = {d.compute_class: d for d in MPIJOB_STEP.demand(_template(job, catalog))}
+    assert demands["gaudi"].capacities == ("spot",) and demands["gaudi"].requests["habana.ai/gaudi"] == 16
+    assert demands["cpu"].capacities == ("spot",) and demands["cpu"].requests["cpu"] == 1
+    assert MPIJOB_STEP.demand(_template(_job([_step()]), catalog)) == []  # not queued
+
+
+def test_stopping_a_workflow_deletes_its_mpijobs_and_nothing_of_its_pods() -> None:
+    assert MPIJOB_STEP.cleanup("bert-x7k2p") == [Cleanup(MPIJOB, f"{WORKFLOW_NAME_LABEL}=bert-x7k2p")]
+    assert POD.cleanup("bert-x7k2p") == []

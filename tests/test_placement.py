@@ -1,5 +1,6 @@
 """Placement: compute class + capacity -> nodeSelector, tolerations, resources (Gaudi's extras included), size
-errors in the developer's terms, and Spot-aware retries whose expressions are evaluated here, not just compared."""
+errors in the developer's terms, and Spot-aware retries whose expressions are evaluated here, not just compared;
+and the compiled placement read back (wf.compile.readback)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,19 @@ import pytest
 
 from wf.compile.interruptions import APPLICATION_EXPRESSION, INTERRUPTION_EXPRESSION
 from wf.compile.placement import INTERRUPTION_RETRIES, place_step
+from wf.compile.readback import CompiledPlacement, node_capacity, read_placement
 from wf.compile.workflow import ATTEMPTS_SUFFIX, compile_job
-from wf.core.constants import ARCH_LABEL, CAPACITY_LABEL, CLASS_LABEL, INSTANCE_TYPE_LABEL
+from wf.core.constants import (
+    ARCH_LABEL,
+    CAPACITIES,
+    CAPACITY_LABEL,
+    CLASS_LABEL,
+    EKS_CAPACITY_LABEL,
+    EKS_CAPACITY_VALUES,
+    INSTANCE_TYPE_LABEL,
+)
 from wf.model.catalog import Catalog
+from wf.model.nodegroups import node_groups
 
 
 def place(catalog: Catalog, make_job: Any, step: dict[str, Any], **spec: Any) -> Any:
@@ -76,7 +87,8 @@ def test_a_taint_without_value_is_tolerated_with_exists(catalog: Catalog, make_j
 
 def test_unknown_class_lists_the_known_ones(catalog: Catalog, make_job: Any) -> None:
     assert problem(catalog, make_job, {"compute": "tpu"}) == (
-        "spec.steps.0.compute", "unknown compute class 'tpu'; the catalog has: cpu, gaudi, graviton, gpu")
+        "spec.steps.0.compute",
+        "unknown compute class 'tpu' (did you mean 'gpu'?); the catalog has: cpu, gaudi, graviton, gpu")
     assert problem(catalog, make_job, {}, compute="tpu")[0] == "spec.compute"
 
 
@@ -341,3 +353,43 @@ def test_a_request_only_the_larger_type_of_a_mixed_class_offers_is_refused(mixed
     path, message = problem(catalog, make_job, {"resources": {"memory": "118313Mi"}})
     assert path == "spec.steps.0.resources.memory"
     assert "118313Mi memory fits r5.8xlarge but not r5.4xlarge (118312Mi allocatable)" in message
+
+
+def test_a_compiled_pod_template_reads_back_its_class_capacity_queue_and_fallback(catalog: Catalog,
+                                                                                   make_job: Any) -> None:
+    job = make_job([{"name": "s", "command": ["x"]}], compute="cpu", team="perception")
+    (template,) = [t for t in compile_job(job, catalog)["spec"]["templates"] if t["name"] == "s"]
+    placed = read_placement(template)
+    # cpu: Spot, On-Demand after 2 interruptions (the template's capacity label is an Argo expression).
+    assert (placed.compute_class, placed.capacity, placed.queue, placed.fallback_after) == ("cpu", "spot", "default", 2)
+    assert placed.capacities == ("spot", "on-demand")
+    assert [placed.attempt_capacity(i) for i in range(4)] == ["spot", "spot", "on-demand", "on-demand"]
+    assert {(g.compute_class, g.capacity) for g in placed.node_groups(catalog)} == {("cpu", "spot")}
+
+
+def test_a_pod_reads_back_like_its_template_and_a_lone_affinity_term_pins_labels() -> None:
+    pod = {"metadata": {"labels": {CLASS_LABEL: "cpu", CAPACITY_LABEL: "on-demand"}},
+           "spec": {"nodeSelector": {CLASS_LABEL: "cpu", CAPACITY_LABEL: "on-demand"}}}
+    assert read_placement(pod) == CompiledPlacement("cpu", "on-demand")
+    # An unevaluated expression is no capacity; what the pod selects wins over its labels.
+    expression = {CLASS_LABEL: "cpu", CAPACITY_LABEL: "{{=asInt(retries) >= 2 ? 'on-demand' : 'spot'}}"}
+    assert read_placement({"metadata": {"labels": expression}}) == CompiledPlacement("cpu")
+
+    def affinity(*terms: dict[str, Any]) -> dict[str, Any]:
+        return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": list(terms)}}}}
+
+    gaudi = {"matchExpressions": [{"key": CLASS_LABEL, "operator": "In", "values": ["gaudi"]}]}
+    cpu = {"matchExpressions": [{"key": CLASS_LABEL, "operator": "In", "values": ["cpu"]}]}
+    assert read_placement(affinity(gaudi)).compute_class == "gaudi"
+    assert read_placement(affinity(gaudi, cpu)).compute_class is None  # ORed terms pin nothing
+    assert read_placement(None) == CompiledPlacement()
+
+
+@pytest.mark.parametrize("capacity", CAPACITIES)
+def test_a_node_labelled_by_eks_alone_reads_as_wfs_capacity(catalog: Catalog, capacity: str) -> None:
+    group = next(g for g in node_groups(catalog) if g.capacity == capacity)
+    labels = {k: v for k, v in group.node_labels(group.instance_types[0]).items() if k != CAPACITY_LABEL}
+    assert labels[EKS_CAPACITY_LABEL] == EKS_CAPACITY_VALUES[capacity]
+    assert node_capacity(labels) == capacity
+    assert node_capacity({}) is None

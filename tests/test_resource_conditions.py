@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from wf.cluster.resource_conditions import ConditionError, Conditions, Requirement, Verdict, parse
-from wf.compile.mpijob import FAILURE_CONDITION, SUCCESS_CONDITION
+from wf.compile.kinds.mpijob import FAILURE_CONDITION, SUCCESS_CONDITION
 
 
 def judge(success: str, failure: str, document: Any) -> Verdict | None:

@@ -10,17 +10,21 @@ import pytest
 
 from wf.cluster.executor import (
     CHECK_INTERVAL_ENV,
-    COMPLETED_LABEL,
     OUTPUTS_ANNOTATION,
     RESOURCE_ANNOTATION,
-    WORKFLOW_LABEL,
     collection_path,
     resource_action,
     task_result,
     verdict_annotations,
 )
 from wf.cluster.resource_conditions import ConditionError, Conditions, Verdict
-from wf.core.constants import SIM_DURATION, SIM_EXIT_CODE, SIM_MESSAGE
+from wf.core.constants import (
+    ARGO_REPORT_OUTPUTS_COMPLETED_LABEL,
+    ARGO_WORKFLOW_LABEL,
+    SIM_DURATION,
+    SIM_EXIT_CODE,
+    SIM_MESSAGE,
+)
 
 TEMPLATE = {"name": "list", "outputs": {
     "parameters": [{"name": "shards", "valueFrom": {"path": "/tmp/s"}},
@@ -32,7 +36,7 @@ TEMPLATE = {"name": "list", "outputs": {
 def pod(phase: str = "Succeeded", template: dict[str, Any] | None = TEMPLATE, **annotations: str) -> dict[str, Any]:
     env = [{"name": "ARGO_TEMPLATE", "value": json.dumps(template)}] if template else []
     return {"metadata": {"name": "wf-abc-list-123", "namespace": "ml", "uid": "u1",
-                         "labels": {WORKFLOW_LABEL: "wf-abc"},
+                         "labels": {ARGO_WORKFLOW_LABEL: "wf-abc"},
                          "annotations": {"workflows.argoproj.io/node-id": "wf-abc-123", **annotations},
                          "ownerReferences": [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
                                               "name": "wf-abc", "uid": "w1"}]},
@@ -44,7 +48,7 @@ def test_values_from_the_annotation_then_defaults() -> None:
     result = task_result(pod(**{OUTPUTS_ANNOTATION: json.dumps({"shards": [1, 2]})}))
     assert result is not None
     assert result["metadata"]["name"] == "wf-abc-123"
-    assert result["metadata"]["labels"] == {WORKFLOW_LABEL: "wf-abc", COMPLETED_LABEL: "true"}
+    assert result["metadata"]["labels"] == {ARGO_WORKFLOW_LABEL: "wf-abc", ARGO_REPORT_OUTPUTS_COMPLETED_LABEL: "true"}
     assert result["metadata"]["ownerReferences"][0]["uid"] == "w1"
     assert result["outputs"]["parameters"] == [{"name": "shards", "value": "[1, 2]"},
                                                {"name": "score", "value": "0.1"}, {"name": "empty", "value": ""}]
@@ -133,3 +137,77 @@ def test_the_verdict_is_the_simulated_kubelets_exit_code_message_and_no_delay() 
     assert verdict_annotations(Verdict(True, "")) == {SIM_EXIT_CODE: "0", SIM_DURATION: "0s", SIM_MESSAGE: ""}
     failed = verdict_annotations(Verdict(False, "failure condition '{a gt [0]}' evaluated true"))
     assert failed[SIM_EXIT_CODE] == "1" and failed[SIM_MESSAGE] == "failure condition '{a gt [0]}' evaluated true"
+
+
+# --- checkpointing programs ------------------------------------------------------------------------------------
+
+def checkpointing_pod(location: str | None = "s3://b/checkpoints/wf/w-1/train", **annotations: str) -> dict[str, Any]:
+    from wf.core.constants import SIM_CHECKPOINTS, SIM_DURATION
+
+    env = [{"name": "WF_CHECKPOINT_URI", "value": location}] if location else []
+    return {
+        "metadata": {"name": "w-1-train-1", "namespace": "wf", "uid": "u1",
+                     "labels": {"workflows.argoproj.io/workflow": "w-1"},
+                     "annotations": {SIM_DURATION: "100s", SIM_CHECKPOINTS: "10", **annotations},
+                     "ownerReferences": [{"kind": "Workflow", "name": "w-1", "uid": "w"}]},
+        "spec": {"containers": [{"name": "main", "env": env}, {"name": "wait"}]},
+        "status": {"phase": "Running", "startTime": "2026-03-01T12:00:00Z",
+                   "containerStatuses": [{"name": "main", "state": {"running": {
+                       "startedAt": "2026-03-01T12:00:05Z"}}}]},
+    }
+
+
+def test_a_checkpointing_program_runs_the_work_left_after_its_checkpoint() -> None:
+    from dataclasses import replace
+
+    from wf.cluster.executor import checkpointed_run
+    from wf.controller.checkpoints import Saved
+
+    run = checkpointed_run(checkpointing_pod())
+    assert run is not None and run.workflow == "w-1" and run.owners[0]["name"] == "w-1"
+    assert (run.work_seconds, run.checkpoints, run.resumed) == (100.0, 10, Saved())
+    assert run.ends == run.started + 100
+    resumed = replace(run, resumed=Saved(6, 0.6))
+    assert resumed.ends == run.started + 40  # the remainder
+
+
+def test_an_interrupted_attempt_leaves_the_last_checkpoint_it_passed() -> None:
+    from dataclasses import replace
+
+    from wf.cluster.executor import checkpointed_run
+    from wf.controller.checkpoints import Saved
+
+    run = checkpointed_run(checkpointing_pod())
+    assert run is not None
+    record = run.ended_at(run.started + 63)  # 63% done: checkpoint 6 at 60% is the last one written
+    assert record is not None and record.saved == Saved(6, 0.6) and record.kept_seconds == pytest.approx(60)
+    # Resumed at 60%, lost 5 s later: nothing new kept, the same checkpoint stays for the next attempt.
+    again = replace(run, resumed=Saved(6, 0.6)).ended_at(run.started + 5)
+    assert again is not None and again.saved == Saved(6, 0.6) and again.kept_seconds == 0
+    done = replace(run, resumed=Saved(6, 0.6)).ended_at(run.started + 40)
+    assert done is not None and done.saved == Saved(10, 1.0) and done.kept_seconds == pytest.approx(40)
+
+
+def test_without_a_location_nothing_survives_and_other_pods_are_not_played() -> None:
+    from wf.cluster.executor import checkpointed_run
+    from wf.core.constants import SIM_EXIT_CODE
+
+    run = checkpointed_run(checkpointing_pod(location=None))
+    assert run is not None and run.location is None and run.ended_at(run.started + 63) is None
+    assert checkpointed_run(checkpointing_pod(**{SIM_EXIT_CODE: "3"})) is None  # fails on its own schedule
+    pending = checkpointing_pod()
+    pending["status"]["phase"] = "Pending"
+    assert checkpointed_run(pending) is None
+
+
+def test_the_ledger_resumes_from_the_furthest_checkpoint_of_the_location() -> None:
+    from wf.controller.checkpoints import AttemptRecord, Saved, last_checkpoint, parse_ledger
+
+    here, there = "s3://b/x/train", "s3://b/x/eval"
+    records = {"p1": AttemptRecord(here, Saved(), Saved(3, 0.3), 30.0), "p2": AttemptRecord(here, Saved(3, 0.3),
+                                                                                               Saved(7, 0.7), 40.0),
+               "p3": AttemptRecord(there, Saved(), Saved(9, 0.9), 90.0), "p4": AttemptRecord(here, Saved(7, 0.7))}
+    ledger = parse_ledger({pod: r.encode() for pod, r in records.items()} | {"junk": "{"})
+    assert ledger == records
+    assert last_checkpoint(ledger, here) == Saved(7, 0.7) and last_checkpoint(ledger, "elsewhere") == Saved()
+    assert str(Saved(5, 0.63)) == "at 63% from checkpoint 5" and str(Saved()) == "from the start"

@@ -8,12 +8,14 @@ If the cluster cannot start, every test using it errors loudly; it is never skip
 
 Usage:
     @pytest.mark.cluster
-    def test_x(local_cluster):
-        api = local_cluster.api_client()      # kubernetes.client.ApiClient for the cluster (close it)
+    def test_x(local_cluster, kube):
+        kube                                  # wf's client (wf.controller.client.Kube), one for the session
         local_cluster.kubeconfig              # Path of a kubeconfig whose current context is the cluster
         local_cluster.context                 # e.g. "wf-e2e1234"
         local_cluster.namespace               # "wf": where workflows run (the context's namespace)
         local_cluster.state.namespaces        # every namespace set up for workflows (wf + the examples')
+
+A test that starts a cluster of its own gets its client from `connected(handle)`, closed when the block ends.
 """
 
 from __future__ import annotations
@@ -23,15 +25,16 @@ import os
 import socket
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from wf.cluster.install import WORKFLOW_NAMESPACE
 from wf.cluster.runtime import ClusterState, LocalCluster
+from wf.controller.client import Kube, Target, connect
+from wf.render.platform import WORKFLOW_NAMESPACE
 
 _PR_SET_CHILD_SUBREAPER = 36
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -47,11 +50,15 @@ class ClusterHandle:
     state: ClusterState
     up_seconds: float
 
-    def api_client(self) -> Any:
-        """A kubernetes ApiClient for this cluster; the caller closes it."""
-        from kubernetes import config as kconfig
 
-        return kconfig.new_client_from_config(config_file=str(self.kubeconfig), context=self.context)
+@contextmanager
+def connected(handle: ClusterHandle) -> Iterator[Kube]:
+    """wf's own client for the cluster, built as `wf --kubeconfig K --context C` builds it; closed afterwards."""
+    kube = connect(Target(kubeconfig=str(handle.kubeconfig), context=handle.context))
+    try:
+        yield kube
+    finally:
+        kube.api_client.close()
 
 
 def become_subreaper() -> None:
@@ -160,3 +167,10 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest
         yield handle
     finally:
         stop_cluster(handle)
+
+
+@pytest.fixture(scope="session")
+def kube(local_cluster: ClusterHandle) -> Iterator[Kube]:
+    """The session cluster's client, shared by every test: its request counts run from the session's start."""
+    with connected(local_cluster) as client:
+        yield client

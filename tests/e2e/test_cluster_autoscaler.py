@@ -12,7 +12,8 @@ import pytest
 
 from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
 
-from .conftest import ClusterHandle, become_subreaper, start_cluster, stop_cluster
+from .conftest import ClusterHandle, become_subreaper, connected, start_cluster, stop_cluster
+from .test_cluster_lifecycle import _listening_addresses
 
 pytestmark = pytest.mark.cluster
 
@@ -64,8 +65,8 @@ def test_pending_pod_gets_a_node_from_zero_and_a_reclaimed_spot_node_is_replaced
     from kubernetes import client
 
     assert {c.name: c.running for c in autoscaled.cluster.status()}["karpenter"]
-    with autoscaled.api_client() as api:
-        core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    with connected(autoscaled) as kube:
+        core, apps = kube.core, client.AppsV1Api(kube.api_client)
         assert core.list_node().items == []  # from zero
         apps.create_namespaced_deployment(autoscaled.namespace, _deployment("spot-work"))
 
@@ -83,3 +84,12 @@ def test_pending_pod_gets_a_node_from_zero_and_a_reclaimed_spot_node_is_replaced
         core.delete_node(first)
         second = _wait("the pod running on a replacement node", lambda: (n := running_on()) and n != first and n)
         assert core.read_node(second).metadata.labels["karpenter.sh/capacity-type"] == "spot"
+
+
+def test_karpenter_listens_on_loopback_only(autoscaled: ClusterHandle) -> None:
+    """Upstream binds its metrics and health servers to every interface; the build's patch binds them to
+    127.0.0.1 (wf.cluster.build), like every other component of the cluster."""
+    listeners = {c.name: _listening_addresses(c.pid) for c in autoscaled.cluster.status() if c.pid}
+    assert len(listeners["karpenter"]) >= 2, listeners  # metrics and health probes
+    for name, addresses in listeners.items():
+        assert all(a.startswith("127.0.0.1:") for a in addresses), (name, addresses)

@@ -61,15 +61,15 @@ def test_status_of_a_missing_cluster_is_a_cluster_error(local_cluster: ClusterHa
 @pytest.mark.parametrize(
     ("binary", "argv", "expected"),
     [
-        ("kube-apiserver", ["--version"], f"Kubernetes v{build.KUBERNETES_VERSION}"),
-        ("kube-controller-manager", ["--version"], f"Kubernetes v{build.KUBERNETES_VERSION}"),
-        ("kube-scheduler", ["--version"], f"Kubernetes v{build.KUBERNETES_VERSION}"),
-        ("kubectl", ["version", "--client"], f"Client Version: v{build.KUBERNETES_VERSION}"),
-        ("etcd", ["--version"], f"etcd Version: {build.ETCD_VERSION}"),
-        ("kwok", ["--version"], f"kwok version v{build.KWOK_VERSION}"),
-        ("kwokctl", ["--version"], f"kwokctl version v{build.KWOK_VERSION}"),
-        ("workflow-controller", ["version"], f"workflow-controller: v{build.ARGO_VERSION}+"),
-        ("mpi-operator", ["--version"], f"Version: v{build.MPI_OPERATOR_VERSION}"),
+        ("kube-apiserver", ["--version"], f"Kubernetes v{build.KUBERNETES_RELEASE}"),
+        ("kube-controller-manager", ["--version"], f"Kubernetes v{build.KUBERNETES_RELEASE}"),
+        ("kube-scheduler", ["--version"], f"Kubernetes v{build.KUBERNETES_RELEASE}"),
+        ("kubectl", ["version", "--client"], f"Client Version: v{build.KUBERNETES_RELEASE}"),
+        ("etcd", ["--version"], f"etcd Version: {build.ETCD_RELEASE}"),
+        ("kwok", ["--version"], f"kwok version v{build.KWOK_RELEASE}"),
+        ("kwokctl", ["--version"], f"kwokctl version v{build.KWOK_RELEASE}"),
+        ("workflow-controller", ["version"], f"workflow-controller: v{build.ARGO_RELEASE}+"),
+        ("mpi-operator", ["--version"], f"Version: v{build.MPI_OPERATOR_RELEASE}"),
     ],
 )
 def test_built_binaries_report_their_pinned_versions(

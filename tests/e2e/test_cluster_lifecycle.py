@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from wf.cluster import processes
-from wf.cluster.install import CATALOG_CONFIGMAP, CATALOG_NAMESPACE, FIELD_MANAGER
+from wf.cluster.install import FIELD_MANAGER
 from wf.cluster.supervise import CONTROLLER, SIM_EXECUTOR, ComponentStatus
+from wf.controller.client import Kube
+from wf.core.constants import CATALOG_CONFIGMAP, CATALOG_NAMESPACE
 
 from .conftest import ClusterHandle, start_cluster, stop_cluster
 
@@ -36,19 +38,19 @@ def test_status_lists_every_component_running_with_pid_port_and_log(local_cluste
         assert Path(comp.log).is_file(), comp
 
 
-def test_up_twice_is_harmless(local_cluster: ClusterHandle) -> None:
+def test_up_twice_is_harmless(local_cluster: ClusterHandle, kube: Kube) -> None:
     before = {c.name: c.pid for c in local_cluster.cluster.status()}
-    applied_before = _our_apply_times(local_cluster)
+    applied_before = _our_apply_times(kube)
     state_before = local_cluster.cluster.state()
     # No options: an existing cluster keeps its node count, namespaces and catalog.
     local_cluster.cluster.up(merge_into=local_cluster.kubeconfig)
     assert {c.name: c.pid for c in local_cluster.cluster.status()} == before
     assert local_cluster.cluster.state() == state_before
     # Re-applying unchanged objects is a no-op: server-side apply did not touch our fields on any node.
-    assert _our_apply_times(local_cluster) == applied_before
+    assert _our_apply_times(kube) == applied_before
 
 
-def test_up_repairs_a_killed_api_server_and_leaves_the_rest_alone(local_cluster: ClusterHandle) -> None:
+def test_up_repairs_a_killed_api_server_and_leaves_the_rest_alone(local_cluster: ClusterHandle, kube: Kube) -> None:
     before = {c.name: c.pid for c in local_cluster.cluster.status()}
     os.kill(before["kube-apiserver"], signal.SIGKILL)
     deadline = time.monotonic() + 10
@@ -66,13 +68,10 @@ def test_up_repairs_a_killed_api_server_and_leaves_the_rest_alone(local_cluster:
     assert {n: c.pid for n, c in after.items() if n not in ("kube-apiserver", "mpi-operator")} == {
         n: p for n, p in before.items() if n not in ("kube-apiserver", "mpi-operator")
     }
-    from kubernetes import client
-
-    with local_cluster.api_client() as api:
-        assert client.CoreV1Api(api).list_node().items
+    assert kube.core.list_node().items
 
 
-def test_up_repairs_an_api_server_that_is_still_shutting_down(local_cluster: ClusterHandle) -> None:
+def test_up_repairs_an_api_server_that_is_still_shutting_down(local_cluster: ClusterHandle, kube: Kube) -> None:
     # A plain `kill` gives kube-apiserver about a minute of graceful stop; `up` in that window must wait for
     # it to exit and start it again, not take it for running.
     before = _by_name(local_cluster)["kube-apiserver"]
@@ -84,10 +83,7 @@ def test_up_repairs_an_api_server_that_is_still_shutting_down(local_cluster: Clu
     assert after.running and after.pid != before.pid
     assert not processes.is_running(before.pid)
     assert time.monotonic() - started < 150
-    from kubernetes import client
-
-    with local_cluster.api_client() as api:
-        assert client.CoreV1Api(api).list_node().items
+    assert kube.core.list_node().items
 
 
 def test_up_restarts_a_dead_workflow_controller(local_cluster: ClusterHandle) -> None:
@@ -160,16 +156,12 @@ def test_second_cluster_runs_beside_the_first_and_down_leaves_nothing(
     assert all(c.running for c in local_cluster.cluster.status())
 
 
-def _our_apply_times(handle: ClusterHandle) -> dict[str, list[str]]:
+def _our_apply_times(kube: Kube) -> dict[str, list[str]]:
     """When wf last wrote each node and the catalog ConfigMap (managedFields of our field manager)."""
-    from kubernetes import client
-
-    with handle.api_client() as api:
-        core = client.CoreV1Api(api)
-        objects = [*core.list_node().items, core.read_namespaced_config_map(CATALOG_CONFIGMAP, CATALOG_NAMESPACE)]
-        times = {
-            o.metadata.name: [str(m.time) for m in o.metadata.managed_fields or [] if m.manager == FIELD_MANAGER]
-            for o in objects
-        }
+    objects = [*kube.core.list_node().items, kube.core.read_namespaced_config_map(CATALOG_CONFIGMAP, CATALOG_NAMESPACE)]
+    times = {
+        o.metadata.name: [str(m.time) for m in o.metadata.managed_fields or [] if m.manager == FIELD_MANAGER]
+        for o in objects
+    }
     assert all(times.values()), f"objects not written by {FIELD_MANAGER}: {[n for n, t in times.items() if not t]}"
     return times

@@ -9,8 +9,15 @@ from typing import Any
 
 import pytest
 
-from wf.cluster.install import CATALOG_CONFIGMAP, CATALOG_KEY, CATALOG_NAMESPACE
-from wf.core.constants import CLASS_LABEL, SIM_DURATION, SIM_EXIT_CODE
+from wf.controller.client import Kube
+from wf.core.constants import (
+    CATALOG_CONFIGMAP,
+    CATALOG_KEY,
+    CATALOG_NAMESPACE,
+    CLASS_LABEL,
+    SIM_DURATION,
+    SIM_EXIT_CODE,
+)
 from wf.model.catalog import Catalog, load_catalog
 
 from .conftest import ClusterHandle
@@ -35,61 +42,52 @@ def _workflow(name: str, annotations: dict[str, str] | None = None) -> dict[str,
 
 
 def _run(
-    handle: ClusterHandle, workflow: dict[str, Any], timeout: float = 90, namespace: str | None = None
+    kube: Kube, workflow: dict[str, Any], timeout: float = 90, namespace: str | None = None
 ) -> tuple[dict[str, Any], Any]:
     """Submit, wait for a final phase, return (workflow, its pod)."""
-    from kubernetes import client
-
-    namespace = namespace or handle.namespace
-    with handle.api_client() as api:
-        custom = client.CustomObjectsApi(api)
-        name = workflow["metadata"]["name"]
-        custom.create_namespaced_custom_object("argoproj.io", "v1alpha1", namespace, "workflows", workflow)
-        deadline = time.monotonic() + timeout
-        while True:
-            wf = custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", namespace, "workflows", name)
-            phase = (wf.get("status") or {}).get("phase")
-            if phase in ("Succeeded", "Failed", "Error"):
-                break
-            assert time.monotonic() < deadline, f"workflow {name} still {phase!r} after {timeout}s: {wf.get('status')}"
-            time.sleep(0.3)
-        pods = client.CoreV1Api(api).list_namespaced_pod(
-            namespace, label_selector=f"workflows.argoproj.io/workflow={name}"
-        ).items
-        assert len(pods) == 1, [p.metadata.name for p in pods]
-        return wf, pods[0]
+    namespace = namespace or kube.namespace
+    custom = kube.custom
+    name = workflow["metadata"]["name"]
+    custom.create_namespaced_custom_object("argoproj.io", "v1alpha1", namespace, "workflows", workflow)
+    deadline = time.monotonic() + timeout
+    while True:
+        wf = custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", namespace, "workflows", name)
+        phase = (wf.get("status") or {}).get("phase")
+        if phase in ("Succeeded", "Failed", "Error"):
+            break
+        assert time.monotonic() < deadline, f"workflow {name} still {phase!r} after {timeout}s: {wf.get('status')}"
+        time.sleep(0.3)
+    pods = kube.core.list_namespaced_pod(namespace, label_selector=f"workflows.argoproj.io/workflow={name}").items
+    assert len(pods) == 1, [p.metadata.name for p in pods]
+    return wf, pods[0]
 
 
-def test_trivial_workflow_succeeds_on_a_node_the_scheduler_chose(local_cluster: ClusterHandle) -> None:
-    from kubernetes import client
-
-    wf, pod = _run(local_cluster, _workflow("trivial"))
+def test_trivial_workflow_succeeds_on_a_node_the_scheduler_chose(local_cluster: ClusterHandle, kube: Kube) -> None:
+    wf, pod = _run(kube, _workflow("trivial"))
     assert wf["status"]["phase"] == "Succeeded", wf["status"]
     assert pod.status.phase == "Succeeded"
     assert pod.spec.service_account_name == "wf-workflow"  # the controller ConfigMap's workflowDefaults
     statuses = {s.name: s for s in pod.status.container_statuses + (pod.status.init_container_statuses or [])}
     assert {"init", "wait", "main"} <= statuses.keys()
     assert all(s.state.terminated and s.state.terminated.exit_code == 0 for s in statuses.values())
-    with local_cluster.api_client() as api:
-        core = client.CoreV1Api(api)
-        node = core.read_node(pod.spec.node_name)
-        assert node.metadata.labels[CLASS_LABEL] == "cpu"
-        events = core.list_namespaced_event(
-            local_cluster.namespace, field_selector=f"involvedObject.name={pod.metadata.name},reason=Scheduled"
-        ).items
+    node = kube.core.read_node(pod.spec.node_name)
+    assert node.metadata.labels[CLASS_LABEL] == "cpu"
+    events = kube.core.list_namespaced_event(
+        local_cluster.namespace, field_selector=f"involvedObject.name={pod.metadata.name},reason=Scheduled"
+    ).items
     assert events and events[0].reporting_component == "default-scheduler"
 
 
-def test_workflows_run_in_every_provisioned_namespace(local_cluster: ClusterHandle) -> None:
+def test_workflows_run_in_every_provisioned_namespace(local_cluster: ClusterHandle, kube: Kube) -> None:
     others = [n for n in local_cluster.state.namespaces if n != local_cluster.namespace]
     assert others, "the fixture provisions the examples' namespaces too"
-    wf, pod = _run(local_cluster, _workflow("elsewhere"), namespace=others[0])
+    wf, pod = _run(kube, _workflow("elsewhere"), namespace=others[0])
     assert wf["status"]["phase"] == "Succeeded", wf["status"]
     assert pod.spec.service_account_name == "wf-workflow"
 
 
-def test_exit_code_annotation_fails_the_step_with_that_code(local_cluster: ClusterHandle) -> None:
-    wf, pod = _run(local_cluster, _workflow("fails", {SIM_EXIT_CODE: "3"}))
+def test_exit_code_annotation_fails_the_step_with_that_code(kube: Kube) -> None:
+    wf, pod = _run(kube, _workflow("fails", {SIM_EXIT_CODE: "3"}))
     assert wf["status"]["phase"] == "Failed", wf["status"]
     assert pod.status.phase == "Failed"
     main = next(s for s in pod.status.container_statuses if s.name == "main")
@@ -100,17 +98,15 @@ def test_exit_code_annotation_fails_the_step_with_that_code(local_cluster: Clust
     assert "exit code 3" in node.get("message", ""), node
 
 
-def test_duration_annotation_holds_the_pod_running(local_cluster: ClusterHandle) -> None:
-    wf, pod = _run(local_cluster, _workflow("slow", {SIM_DURATION: "4s"}))
+def test_duration_annotation_holds_the_pod_running(kube: Kube) -> None:
+    wf, pod = _run(kube, _workflow("slow", {SIM_DURATION: "4s"}))
     assert wf["status"]["phase"] == "Succeeded"
     main = next(s for s in pod.status.container_statuses if s.name == "main")
     ran = _seconds(main.state.terminated.finished_at) - _seconds(pod.status.start_time)
     assert ran >= 3.5, ran
 
 
-def test_unschedulable_pod_stays_pending_with_the_schedulers_reason(local_cluster: ClusterHandle) -> None:
-    from kubernetes import client
-
+def test_unschedulable_pod_stays_pending_with_the_schedulers_reason(local_cluster: ClusterHandle, kube: Kube) -> None:
     name = f"too-big-{uuid.uuid4().hex[:6]}"
     pod = {
         "apiVersion": "v1",
@@ -122,41 +118,33 @@ def test_unschedulable_pod_stays_pending_with_the_schedulers_reason(local_cluste
             "containers": [{"name": "c", "image": "x", "resources": {"limits": {"habana.ai/gaudi": "9"}}}],
         },
     }
-    with local_cluster.api_client() as api:
-        core = client.CoreV1Api(api)
-        core.create_namespaced_pod(local_cluster.namespace, pod)
-        try:
-            deadline = time.monotonic() + 30
-            condition = None
-            while time.monotonic() < deadline:
-                got = core.read_namespaced_pod(name, local_cluster.namespace)
-                condition = next((c for c in got.status.conditions or [] if c.type == "PodScheduled"), None)
-                if condition is not None:
-                    break
-                time.sleep(0.3)
-            assert condition is not None, "the scheduler never looked at the pod"
-            assert got.status.phase == "Pending"
-            assert condition.status == "False" and condition.reason == "Unschedulable"
-            assert "Insufficient habana.ai/gaudi" in condition.message, condition.message
-        finally:
-            core.delete_namespaced_pod(name, local_cluster.namespace, grace_period_seconds=0)
+    core = kube.core
+    core.create_namespaced_pod(local_cluster.namespace, pod)
+    try:
+        deadline = time.monotonic() + 30
+        condition = None
+        while time.monotonic() < deadline:
+            got = core.read_namespaced_pod(name, local_cluster.namespace)
+            condition = next((c for c in got.status.conditions or [] if c.type == "PodScheduled"), None)
+            if condition is not None:
+                break
+            time.sleep(0.3)
+        assert condition is not None, "the scheduler never looked at the pod"
+        assert got.status.phase == "Pending"
+        assert condition.status == "False" and condition.reason == "Unschedulable"
+        assert "Insufficient habana.ai/gaudi" in condition.message, condition.message
+    finally:
+        core.delete_namespaced_pod(name, local_cluster.namespace, grace_period_seconds=0)
 
 
-def test_pod_logs_are_served_through_the_api_server(local_cluster: ClusterHandle) -> None:
-    from kubernetes import client
-
-    _, pod = _run(local_cluster, _workflow("logs"))
-    with local_cluster.api_client() as api:
-        text = client.CoreV1Api(api).read_namespaced_pod_log(pod.metadata.name, local_cluster.namespace,
-                                                             container="main")
+def test_pod_logs_are_served_through_the_api_server(local_cluster: ClusterHandle, kube: Kube) -> None:
+    _, pod = _run(kube, _workflow("logs"))
+    text = kube.core.read_namespaced_pod_log(pod.metadata.name, local_cluster.namespace, container="main")
     assert "simulated by kwok" in text
 
 
-def test_catalog_is_stored_in_the_cluster(local_cluster: ClusterHandle) -> None:
-    from kubernetes import client
-
-    with local_cluster.api_client() as api:
-        cm = client.CoreV1Api(api).read_namespaced_config_map(CATALOG_CONFIGMAP, CATALOG_NAMESPACE)
+def test_catalog_is_stored_in_the_cluster(kube: Kube) -> None:
+    cm = kube.core.read_namespaced_config_map(CATALOG_CONFIGMAP, CATALOG_NAMESPACE)
     stored = Catalog.from_yaml_text(cm.data[CATALOG_KEY], f"{CATALOG_NAMESPACE}/{CATALOG_CONFIGMAP}")
     assert stored.model_dump() == load_catalog().model_dump()
 
@@ -176,30 +164,12 @@ def test_catalog_is_stored_in_the_cluster(local_cluster: ClusterHandle) -> None:
     ],
 )
 def test_developer_role_is_least_privilege(
-    local_cluster: ClusterHandle, verb: str, group: str, resource: str, namespace: str, allowed: bool
+    kube: Kube, verb: str, group: str, resource: str, namespace: str, allowed: bool
 ) -> None:
-    assert _can(local_cluster, "system:serviceaccount:wf:wf-developer", verb, group, resource, namespace) is allowed
+    assert _can(kube, "system:serviceaccount:wf:wf-developer", verb, group, resource, namespace) is allowed
 
 
-@pytest.mark.parametrize(
-    ("verb", "group", "resource", "allowed"),
-    [
-        ("create", "argoproj.io", "workflowtaskresults", True),
-        ("patch", "argoproj.io", "workflowtaskresults", True),
-        ("patch", "", "pods", True),
-        ("watch", "", "pods", True),
-        ("create", "argoproj.io", "workflows", False),
-        ("delete", "", "pods", False),
-        ("get", "", "secrets", False),
-    ],
-)
-def test_workflow_pods_have_only_the_executors_permissions(
-    local_cluster: ClusterHandle, verb: str, group: str, resource: str, allowed: bool
-) -> None:
-    assert _can(local_cluster, "system:serviceaccount:wf:wf-workflow", verb, group, resource, "wf") is allowed
-
-
-def _can(handle: ClusterHandle, user: str, verb: str, group: str, resource: str, namespace: str) -> bool:
+def _can(kube: Kube, user: str, verb: str, group: str, resource: str, namespace: str) -> bool:
     from kubernetes import client
 
     resource, _, subresource = resource.partition("/")
@@ -212,8 +182,7 @@ def _can(handle: ClusterHandle, user: str, verb: str, group: str, resource: str,
             ),
         )
     )
-    with handle.api_client() as api:
-        return bool(client.AuthorizationV1Api(api).create_subject_access_review(review).status.allowed)
+    return bool(client.AuthorizationV1Api(kube.api_client).create_subject_access_review(review).status.allowed)
 
 
 def _seconds(value: datetime | str) -> float:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from wf.controller.client import connect
+from wf.controller.client import Kube
 from wf.controller.steps import parse_time
 from wf.core.constants import SIM_DURATION, SIM_EXIT_CODE
 
@@ -53,7 +53,8 @@ def step(name: str, *, needs: list[str] | None = None, **annotations: str) -> di
     return out
 
 
-def test_every_example_submits_and_watches_to_succeeded(local_cluster: ClusterHandle, tmp_path: Path) -> None:
+def test_every_example_submits_and_watches_to_succeeded(local_cluster: ClusterHandle, kube: Kube,
+                                                        tmp_path: Path) -> None:
     examples = sorted((ROOT / "examples").glob("*.yaml"))
     assert examples
     for example in examples:
@@ -72,15 +73,13 @@ def test_every_example_submits_and_watches_to_succeeded(local_cluster: ClusterHa
                 assert f" {s['name']}: Succeeded [" in result.stdout, (s["name"], result.stdout)
         name = next(line.split()[1].split("/")[1] for line in result.stdout.splitlines()
                     if line.startswith("Workflow "))
-        assert_placed_by_class(local_cluster, name, doc)
+        assert_placed_by_class(kube, name, doc)
 
 
-def assert_placed_by_class(handle: ClusterHandle, name: str, doc: dict[str, Any]) -> None:
+def assert_placed_by_class(kube: Kube, name: str, doc: dict[str, Any]) -> None:
     """Every pod of the workflow was bound by the scheduler to a node of its step's compute class and capacity
     (the job spec's, defaults per ../shared/DESIGN.md: the job's, else the class's first capacity)."""
-    from kubernetes import client
-
-    from wf.compile.mpijob import launcher_class
+    from wf.compile.kinds.mpijob import launcher_class
     from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
     from wf.model.catalog import load_catalog
 
@@ -95,17 +94,14 @@ def assert_placed_by_class(handle: ClusterHandle, name: str, doc: dict[str, Any]
             launcher = launcher_class(catalog, catalog.compute_class(cls))
             assert launcher
             wanted[s["name"]] = (launcher.name, launcher.default_capacity)
-    with handle.api_client() as api:
-        workflow = client.CustomObjectsApi(api).get_namespaced_custom_object(
-            "argoproj.io", "v1alpha1", handle.namespace, "workflows", name)
-        core = client.CoreV1Api(api)
-        pods = [n for n in workflow["status"]["nodes"].values() if n["type"] == "Pod"]
-        assert {n["templateName"] for n in pods} == wanted.keys(), pods
-        for node in pods:
-            assert node.get("hostNodeName"), node
-            labels = core.read_node(node["hostNodeName"]).metadata.labels
-            placed = (labels[CLASS_LABEL], labels[CAPACITY_LABEL])
-            assert placed == wanted[node["templateName"]], (name, node["displayName"], node["hostNodeName"], placed)
+    workflow = kube.custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", kube.namespace, "workflows", name)
+    pods = [n for n in workflow["status"]["nodes"].values() if n["type"] == "Pod"]
+    assert {n["templateName"] for n in pods} == wanted.keys(), pods
+    for node in pods:
+        assert node.get("hostNodeName"), node
+        labels = kube.core.read_node(node["hostNodeName"]).metadata.labels
+        placed = (labels[CLASS_LABEL], labels[CAPACITY_LABEL])
+        assert placed == wanted[node["templateName"]], (name, node["displayName"], node["hostNodeName"], placed)
 
 
 def test_a_failed_step_exits_1_naming_it(local_cluster: ClusterHandle, tmp_path: Path) -> None:
@@ -124,11 +120,11 @@ def test_a_failed_step_exits_1_naming_it(local_cluster: ClusterHandle, tmp_path:
     assert name in listed.stdout and "Failed" in listed.stdout
 
 
-def test_watch_survives_the_api_server_restarting(local_cluster: ClusterHandle, tmp_path: Path) -> None:
+def test_watch_survives_the_api_server_restarting(local_cluster: ClusterHandle, kube: Kube, tmp_path: Path) -> None:
     import wf
 
     path = job_file(tmp_path, "outage", [step("slow", **{SIM_DURATION: "25s"})])
-    (submitted,) = wf.submit(str(path), kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
+    (submitted,) = wf.submit(str(path), kube=kube)
     env = {**os.environ, "KUBECONFIG": str(local_cluster.kubeconfig)}
     watcher = subprocess.Popen([sys.executable, "-m", "wf", "watch", submitted.name, "-n", "wf", "--plain"], cwd=ROOT,
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -156,12 +152,11 @@ def test_watch_survives_the_api_server_restarting(local_cluster: ClusterHandle, 
             watcher.wait()
 
 
-def test_a_stale_resource_version_is_relisted(local_cluster: ClusterHandle, tmp_path: Path) -> None:
+def test_a_stale_resource_version_is_relisted(kube: Kube, tmp_path: Path) -> None:
     import wf
     from wf.controller.stream import KubeTransport, NamespaceStream
 
     path = job_file(tmp_path, "gone", [step("one")])
-    kube = connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
     (submitted,) = wf.submit(str(path), kube=kube)
     seen: list[str] = []
     stream = NamespaceStream(KubeTransport.workflows(kube, "wf", field_selector=f"metadata.name={submitted.name}"),
@@ -205,15 +200,12 @@ def test_an_unreachable_cluster_exits_3_without_a_traceback(local_cluster: Clust
         assert "cannot reach the API server" in result.stderr and "Traceback" not in result.stderr
 
 
-def developer_kubeconfig(handle: ClusterHandle, path: Path) -> Path:
+def developer_kubeconfig(handle: ClusterHandle, kube: Kube, path: Path) -> Path:
     """A kubeconfig acting as the wf-developer service account (the developer role), by a bound token."""
     from kubernetes import client
 
-    with handle.api_client() as api:
-        request = client.AuthenticationV1TokenRequest(
-            spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600))
-        token = client.CoreV1Api(api).create_namespaced_service_account_token(
-            "wf-developer", "wf", request).status.token
+    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600))
+    token = kube.core.create_namespaced_service_account_token("wf-developer", "wf", request).status.token
     config = yaml.safe_load(handle.kubeconfig.read_text())
     context = next(c for c in config["contexts"] if c["name"] == handle.context)
     user = context["context"]["user"]
@@ -226,9 +218,9 @@ def developer_kubeconfig(handle: ClusterHandle, path: Path) -> Path:
 
 
 def test_developer_role_forbidden_namespace_exits_3_with_the_rbac_message(
-    local_cluster: ClusterHandle, tmp_path: Path
+    local_cluster: ClusterHandle, kube: Kube, tmp_path: Path
 ) -> None:
-    dev = developer_kubeconfig(local_cluster, tmp_path / "dev-kubeconfig")
+    dev = developer_kubeconfig(local_cluster, kube, tmp_path / "dev-kubeconfig")
     forbidden = wf_cli(local_cluster, "list", "-n", "kube-system", kubeconfig=dev)
     assert forbidden.returncode == 3, forbidden.stderr
     assert "forbidden by RBAC" in forbidden.stderr
@@ -244,14 +236,13 @@ def test_developer_role_forbidden_namespace_exits_3_with_the_rbac_message(
 
 
 def test_a_spot_node_taken_away_is_an_interruption_and_the_job_still_succeeds(
-    local_cluster: ClusterHandle, tmp_path: Path
+    local_cluster: ClusterHandle, kube: Kube, tmp_path: Path
 ) -> None:
     from kubernetes import client
 
     import wf
 
     path = job_file(tmp_path, "spot", [step("train", **{SIM_DURATION: "40s"})], capacity="spot", retries=1)
-    kube = connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
     (submitted,) = wf.submit(str(path), kube=kube)
     result: list[Any] = []
     watcher = threading.Thread(target=lambda: result.append(wf.watch([submitted], kube=kube)), daemon=True)
@@ -291,31 +282,27 @@ def test_a_spot_node_taken_away_is_an_interruption_and_the_job_still_succeeds(
         local_cluster.cluster.up(merge_into=local_cluster.kubeconfig)  # puts the deleted node back
 
 
-def test_250_workflows_are_submitted_and_watched_through_one_stream(
-    local_cluster: ClusterHandle, tmp_path: Path
-) -> None:
+def test_250_workflows_are_submitted_and_watched_through_one_stream(kube: Kube, tmp_path: Path) -> None:
     import wf
 
     path = job_file(tmp_path, "many",
                     [{"name": "one", "command": ["true"], "resources": {"cpu": "100m", "memory": "64Mi"}}])
-    kube = connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
-    started = time.monotonic()
+    started, earlier_requests = time.monotonic(), kube.requests.total  # the client is the session's
     submitted = wf.submit([str(path)] * 250, kube=kube, rate=50, burst=50)
-    submit_requests = kube.requests.total
+    submit_requests = kube.requests.total - earlier_requests
     runs = wf.watch(submitted, kube=kube, with_cost=False)
     assert runs.succeeded, runs.failures[:5]
     stats = runs.outcome.stats["wf"]
     assert stats.lists == 1 and stats.watches <= 3, stats  # one stream served all 250
-    watch_requests = kube.requests.total - submit_requests
+    watch_requests = kube.requests.total - earlier_requests - submit_requests
     assert watch_requests <= 5, kube.requests.by_method
     print(f"\n250 workflows: {time.monotonic() - started:.0f}s, submit {submit_requests} requests, "
           f"watch {watch_requests} requests, stream {stats}")
 
 
-def test_logs_retry_stop_and_delete(local_cluster: ClusterHandle, tmp_path: Path) -> None:
+def test_logs_retry_stop_and_delete(local_cluster: ClusterHandle, kube: Kube, tmp_path: Path) -> None:
     import wf
 
-    kube = connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
     path = job_file(tmp_path, "ops", [step("prep"), step("train", needs=["prep"], **{SIM_EXIT_CODE: "3"})])
     (submitted,) = wf.submit(str(path), kube=kube)
     (first,) = wf.watch([submitted], kube=kube, with_cost=False).runs

@@ -16,11 +16,10 @@ from typing import Any
 import pytest
 
 from wf.cluster.executor import OUTPUTS_ANNOTATION
-from wf.controller.client import connect
+from wf.controller.client import Kube
 from wf.controller.steps import parse_time
 from wf.core.constants import SIM_DURATION, SIM_EXIT_CODE, STEP_LABEL
 
-from .conftest import ClusterHandle
 from .test_controller_e2e import job_file, step
 from .test_retries import (
     RECENTLY_STARTED_SECONDS,
@@ -38,11 +37,9 @@ ITEMS = 50
 PARALLELISM = 10
 
 
-def test_fan_out_conditions_exit_handlers_and_item_interruptions(local_cluster: ClusterHandle,
-                                                                 tmp_path: Path) -> None:
+def test_fan_out_conditions_exit_handlers_and_item_interruptions(kube: Kube, tmp_path: Path) -> None:
     import wf
 
-    kube = connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
     # The producer outlasts the wait for the interruption below, so the fan-out is watched from its start.
     outputs = json.dumps({"shards": list(range(ITEMS)), "score": "0.5"})
     producer = step("list", **{SIM_DURATION: "25s", OUTPUTS_ANNOTATION: outputs})

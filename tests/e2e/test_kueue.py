@@ -24,13 +24,14 @@ import yaml
 from wf.cluster.kueue import MUTATING, VALIDATING
 from wf.cluster.runtime import LocalCluster
 from wf.compile.workflow import compile_job
+from wf.controller.client import Kube
 from wf.controller.queue import Workload, parse_workload
 from wf.core.constants import KUEUE_QUEUE_LABEL as QUEUE_LABEL
 from wf.core.constants import SIM_DURATION, WORKFLOW_NAME_LABEL
 from wf.model.catalog import Catalog, load_catalog
 from wf.spec.job import TrainingJob
 
-from .conftest import ClusterHandle, become_subreaper, build_with_progress, stop_cluster
+from .conftest import ClusterHandle, become_subreaper, build_with_progress, connected, stop_cluster
 
 pytestmark = pytest.mark.cluster
 
@@ -93,14 +94,11 @@ def _job(team: str, cards: int, seconds: int, priority: str | None = None) -> Tr
 
 
 class Cluster:
-    def __init__(self, handle: ClusterHandle, catalog: Catalog) -> None:
-        from kubernetes import client
-
+    def __init__(self, handle: ClusterHandle, catalog: Catalog, kube: Kube) -> None:
         self.catalog = catalog
         self.handle = handle
-        self.api = handle.api_client()
-        self.custom = client.CustomObjectsApi(self.api)
-        self.core = client.CoreV1Api(self.api)
+        self.custom = kube.custom
+        self.core = kube.core
 
     def submit(self, job: TrainingJob) -> tuple[str, str]:
         manifest = compile_job(job, self.catalog)
@@ -169,11 +167,9 @@ class Sampler:
 
 @pytest.fixture
 def kq(queued_cluster: tuple[ClusterHandle, Catalog]) -> Iterator[Cluster]:
-    cluster = Cluster(*queued_cluster)
-    try:
-        yield cluster
-    finally:
-        cluster.api.close()
+    handle, catalog = queued_cluster
+    with connected(handle) as kube:
+        yield Cluster(handle, catalog, kube)
 
 
 def test_kueue_runs_with_webhooks_on_loopback(queued_cluster: tuple[ClusterHandle, Catalog]) -> None:
@@ -182,8 +178,8 @@ def test_kueue_runs_with_webhooks_on_loopback(queued_cluster: tuple[ClusterHandl
     handle, _ = queued_cluster
     status = {c.name: c for c in handle.cluster.status()}
     assert status["kueue"].running
-    with handle.api_client() as api:
-        admission = client.AdmissionregistrationV1Api(api)
+    with connected(handle) as kube:
+        admission = client.AdmissionregistrationV1Api(kube.api_client)
         mutating = admission.read_mutating_webhook_configuration(MUTATING)
         validating = admission.read_validating_webhook_configuration(VALIDATING)
     urls = [h.client_config.url for h in [*mutating.webhooks, *validating.webhooks]]
@@ -274,7 +270,7 @@ def test_a_workflow_deleted_while_queued_leaves_no_workload(kq: Cluster) -> None
 def test_a_multi_node_step_is_admitted_as_one_workload_and_runs(kq: Cluster) -> None:
     """Kueue's MPIJob integration: the MPIJob is created suspended, admitted with launcher and workers as the
     podsets of one workload, resumed, and the mpi-operator runs it; no pod of it queues on its own."""
-    from wf.compile.mpijob import JOB_NAME_LABEL
+    from wf.compile.kinds.mpijob import JOB_NAME_LABEL
 
     job = TrainingJob.model_validate({
         "apiVersion": "wf/v1", "kind": "TrainingJob", "metadata": {"name": f"omega-{uuid.uuid4().hex[:5]}"},
@@ -339,22 +335,16 @@ def _wf(kq: Cluster, *args: str) -> str:
     return result.stdout
 
 
-def _impersonating(handle: ClusterHandle, group: str) -> Any:
-    api = handle.api_client()
-    api.set_default_header("Impersonate-User", "alice@example.com")
-    api.set_default_header("Impersonate-Group", group)
-    return api
-
-
 def test_team_role_allows_its_work_and_nothing_elsewhere(queued_cluster: tuple[ClusterHandle, Catalog]) -> None:
-    from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
     handle, catalog = queued_cluster
     job = _job("alpha", 4, 2)
     manifest = compile_job(job, catalog)
-    with _impersonating(handle, "wf-team:alpha") as api:
-        custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    with connected(handle) as kube:
+        kube.api_client.set_default_header("Impersonate-User", "alice@example.com")
+        kube.api_client.set_default_header("Impersonate-Group", "wf-team:alpha")
+        custom, core = kube.custom, kube.core
         made = custom.create_namespaced_custom_object("argoproj.io", "v1alpha1", "alpha", "workflows", manifest)
         name = made["metadata"]["name"]
         custom.patch_namespaced_custom_object("argoproj.io", "v1alpha1", "alpha", "workflows", name,
@@ -396,8 +386,6 @@ def test_team_role_allows_its_work_and_nothing_elsewhere(queued_cluster: tuple[C
 def test_up_with_a_new_team_restarts_kueue_for_it(queued_cluster: tuple[ClusterHandle, Catalog],
                                                   tmp_path: Path) -> None:
     """Kueue reads its configuration (the managed namespaces) once: a new team must restart it. Runs last."""
-    from kubernetes import client
-
     from wf.cluster.kueue import GATE
 
     handle, _ = queued_cluster
@@ -413,9 +401,9 @@ def test_up_with_a_new_team_restarts_kueue_for_it(queued_cluster: tuple[ClusterH
     probe = {"metadata": {"generateName": "p-"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
     gates: list[str] = []
     deadline = time.monotonic() + 20  # Kueue learns of epsilon's LocalQueue from its watch, a moment after up
-    with handle.api_client() as api:
+    with connected(handle) as kube:
         while GATE not in gates and time.monotonic() < deadline:
-            pod = client.CoreV1Api(api).create_namespaced_pod("epsilon", probe, dry_run="All")
+            pod = kube.core.create_namespaced_pod("epsilon", probe, dry_run="All")
             gates = [g.name for g in pod.spec.scheduling_gates or []]
             time.sleep(0.3)
     assert GATE in gates, gates  # unlabelled, yet queued: epsilon's LocalQueue is named `default`

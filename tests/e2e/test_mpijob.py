@@ -20,8 +20,7 @@ import yaml
 
 from wf.cluster.nodes import node_manifest
 from wf.compile.interruptions import is_interruption
-from wf.compile.mpijob import JOB_NAME_LABEL, JOB_ROLE_LABEL, WORKER_LOST_MESSAGE
-from wf.controller.client import connect
+from wf.compile.kinds.mpijob import JOB_NAME_LABEL, JOB_ROLE_LABEL, WORKER_LOST_MESSAGE
 from wf.core.constants import CLASS_LABEL, SIM_DURATION, SIM_EXIT_CODE, WORKFLOW_NAME_LABEL, ZONE_LABEL
 from wf.model.catalog import Catalog
 from wf.model.nodegroups import node_groups
@@ -40,11 +39,6 @@ COMMAND = ["mpirun", "-n", "16", "python3", "run_pretraining.py", "--do_train"]
 @pytest.fixture(scope="module")
 def catalog(local_cluster: ClusterHandle) -> Catalog:
     return Catalog.from_yaml_text(local_cluster.cluster.catalog_file.read_text(), "cluster catalog")
-
-
-@pytest.fixture(scope="module")
-def kube(local_cluster: ClusterHandle) -> Any:
-    return connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +154,7 @@ def test_a_launcher_exiting_non_zero_fails_the_workflow_as_the_applications_fail
     # Argo's message: the main container's exit and argoexec's error, naming the requirement that matched.
     assert attempt["message"] == ("main: Error (exit code 1): failure condition "
                                   "'{status.replicaStatuses.Launcher.failed gt [0]}' evaluated true"), tree
-    assert not is_interruption(attempt["phase"], attempt["message"])
+    assert not is_interruption(attempt["message"])
     _delete(local_cluster, name)
 
 
@@ -194,7 +188,7 @@ def test_a_lost_worker_is_an_interruption_and_the_retried_step_succeeds(
         assert workflow["status"]["phase"] == "Succeeded", tree
         interrupted, retried = sorted(_pod_nodes(workflow), key=lambda n: n["startedAt"])
         assert WORKER_LOST_MESSAGE in interrupted["message"], tree
-        assert is_interruption(interrupted["phase"], interrupted["message"])
+        assert is_interruption(interrupted["message"])
         assert retried["phase"] == "Succeeded", tree
         assert len(_mpijobs(kube, ns, name)) == 2
         (view,) = wf.watch([name], namespace=ns, kube=kube, with_cost=False).outcome.views.values()

@@ -18,11 +18,10 @@ from typing import Any
 import pytest
 
 from wf.compile.workflow import ATTEMPTS_SUFFIX
-from wf.controller.client import connect
+from wf.controller.client import Kube
 from wf.controller.steps import parse_time
 from wf.core.constants import CAPACITY_LABEL, SIM_DURATION, SIM_EXIT_CODE
 
-from .conftest import ClusterHandle
 from .test_controller_e2e import job_file, step
 
 pytestmark = pytest.mark.cluster
@@ -35,10 +34,9 @@ RECENTLY_STARTED_SECONDS = 10
 NO_DEADLINE = "0001-01-01T00:00:00Z"
 
 
-def test_application_retries_and_interruptions(local_cluster: ClusterHandle, tmp_path: Path) -> None:
+def test_application_retries_and_interruptions(kube: Kube, tmp_path: Path) -> None:
     import wf
 
-    kube = connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
     jobs = {
         "twice": job_file(tmp_path, "retry-twice", [step("train", **{SIM_EXIT_CODE: "3"})], retries=2),
         "never": job_file(tmp_path, "retry-never", [step("train", **{SIM_EXIT_CODE: "3"})], retries=0),
@@ -130,12 +128,11 @@ NODE_LOSS_PATHS: dict[str, tuple[dict[str, Any], str, bool]] = {
 }
 
 
-def test_every_way_a_node_loss_reaches_argo_is_retried(local_cluster: ClusterHandle, tmp_path: Path) -> None:
+def test_every_way_a_node_loss_reaches_argo_is_retried(kube: Kube, tmp_path: Path) -> None:
     """Each pod state a node loss leaves is an interruption retry; OOM kills and bad images stay the program's.
     Also the Eviction API itself (what kubectl drain, Karpenter and the node termination handler call)."""
     import wf
 
-    kube = connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
     cases = [*NODE_LOSS_PATHS, "eviction-api"]
     names = {case: wf.submit(str(job_file(tmp_path, f"loss-{case}", [step("train", **{SIM_DURATION: "25s"})])),
                              kube=kube)[0].name for case in cases}
@@ -178,12 +175,11 @@ def test_every_way_a_node_loss_reaches_argo_is_retried(local_cluster: ClusterHan
             assert [a.outcome for a in train.attempts] == ["failed"], (case, train)
 
 
-def test_spot_fallback_runs_the_third_attempt_on_demand(local_cluster: ClusterHandle, tmp_path: Path) -> None:
+def test_spot_fallback_runs_the_third_attempt_on_demand(kube: Kube, tmp_path: Path) -> None:
     """cpu falls back after 2 Spot interruptions (eksctl/catalog.yaml): the podSpecPatch's `retries` expression
     moves the third attempt to an On-Demand node, and wf's view says where each attempt ran."""
     import wf
 
-    kube = connect(kubeconfig=str(local_cluster.kubeconfig), context=local_cluster.context)
     name = wf.submit(str(job_file(tmp_path, "fallback", [step("train", **{SIM_DURATION: "20s"})])), kube=kube)[0].name
     interrupted: list[str] = []
     deadline = time.monotonic() + 150

@@ -30,6 +30,7 @@ import pytest
 
 from wf.cluster.nodes import HOSTNAME_LABEL, node_manifest
 from wf.compile.schedulability import PodConstraints, explain, judge, pod_constraints
+from wf.controller.client import Kube
 from wf.core.constants import (
     ARCH_LABEL,
     CAPACITY_LABEL,
@@ -42,8 +43,6 @@ from wf.core.constants import (
 from wf.core.units import parse_quantity
 from wf.model.catalog import load_catalog
 from wf.model.nodegroups import NodeGroup, node_groups
-
-from .conftest import ClusterHandle
 
 pytestmark = pytest.mark.cluster
 
@@ -221,10 +220,8 @@ def rounds(cases: list[Case]) -> Iterator[list[tuple[Case, int]]]:
 
 
 @pytest.fixture
-def probe_nodes(local_cluster: ClusterHandle) -> Iterator[tuple[str, dict[str, dict[str, str]]]]:
+def probe_nodes(kube: Kube) -> Iterator[tuple[str, dict[str, dict[str, str]]]]:
     """SLOTS x one node per (group, instance type); yields the run id and each node's labels. Deleted after."""
-    from kubernetes import client
-
     run = uuid.uuid4().hex[:6]
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     manifests = []
@@ -240,21 +237,20 @@ def probe_nodes(local_cluster: ClusterHandle) -> Iterator[tuple[str, dict[str, d
                                                  "message": "probe node", "lastHeartbeatTime": now,
                                                  "lastTransitionTime": now}]
                 manifests.append(node)
-    with local_cluster.api_client() as api:
-        core = client.CoreV1Api(api)
-        try:
-            with ThreadPoolExecutor(8) as pool:
-                list(pool.map(core.create_node, manifests))
-                # Admission taints every new node not-ready; the node lifecycle controller lifts it at ~5 nodes/s
-                # (45 s for these). They are Ready from the start (the status above), so lift it here.
-                list(pool.map(
-                    lambda m: core.patch_node(m["metadata"]["name"], {"spec": {"taints": m["spec"]["taints"]}}),
-                    manifests))
-            _wait_ready(core, run, len(manifests))
-            yield run, {m["metadata"]["name"]: m["metadata"]["labels"] for m in manifests}
-        finally:
-            with ThreadPoolExecutor(8) as pool:
-                list(pool.map(lambda m: core.delete_node(m["metadata"]["name"]), manifests))
+    core = kube.core
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(core.create_node, manifests))
+            # Admission taints every new node not-ready; the node lifecycle controller lifts it at ~5 nodes/s
+            # (45 s for these). They are Ready from the start (the status above), so lift it here.
+            list(pool.map(
+                lambda m: core.patch_node(m["metadata"]["name"], {"spec": {"taints": m["spec"]["taints"]}}),
+                manifests))
+        _wait_ready(core, run, len(manifests))
+        yield run, {m["metadata"]["name"]: m["metadata"]["labels"] for m in manifests}
+    finally:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda m: core.delete_node(m["metadata"]["name"]), manifests))
 
 
 def _wait_ready(core: Any, run: str, count: int, timeout: float = 60) -> None:
@@ -272,27 +268,22 @@ def _wait_ready(core: Any, run: str, count: int, timeout: float = 60) -> None:
 
 
 @pytest.fixture
-def namespace(local_cluster: ClusterHandle) -> Iterator[str]:
-    from kubernetes import client
-
+def namespace(kube: Kube) -> Iterator[str]:
     name = f"sched-{uuid.uuid4().hex[:6]}"
-    with local_cluster.api_client() as api:
-        core = client.CoreV1Api(api)
-        core.create_namespace({"metadata": {"name": name}})
-        try:
-            deadline = time.monotonic() + 30
-            while not core.list_namespaced_service_account(name, field_selector="metadata.name=default").items:
-                assert time.monotonic() < deadline, "the controller-manager never created the default service account"
-                time.sleep(0.2)
-            yield name
-        finally:
-            core.delete_namespace(name)
+    core = kube.core
+    core.create_namespace({"metadata": {"name": name}})
+    try:
+        deadline = time.monotonic() + 30
+        while not core.list_namespaced_service_account(name, field_selector="metadata.name=default").items:
+            assert time.monotonic() < deadline, "the controller-manager never created the default service account"
+            time.sleep(0.2)
+        yield name
+    finally:
+        core.delete_namespace(name)
 
 
 def test_static_verdict_agrees_with_the_kube_scheduler(
-        local_cluster: ClusterHandle, probe_nodes: tuple[str, dict[str, dict[str, str]]], namespace: str) -> None:
-    from kubernetes import client
-
+        kube: Kube, probe_nodes: tuple[str, dict[str, dict[str, str]]], namespace: str) -> None:
     run, node_labels = probe_nodes
     groups = {g.name: g for g in node_groups(load_catalog())}
     cases = generate_cases(list(groups.values()))
@@ -302,10 +293,8 @@ def test_static_verdict_agrees_with_the_kube_scheduler(
     assert 0.3 <= fit_share <= 0.7, f"generated cases are lopsided: {fit_share:.0%} fit"
 
     started = time.monotonic()
-    with local_cluster.api_client() as api:
-        core = client.CoreV1Api(api)
-        for number, batch in enumerate(rounds(cases)):
-            _schedule(core, namespace, run, number, batch)
+    for number, batch in enumerate(rounds(cases)):
+        _schedule(kube.core, namespace, run, number, batch)
     took = time.monotonic() - started
 
     disagreements = {True: [], False: []}  # pinned?

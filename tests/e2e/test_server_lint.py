@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from wf.core.constants import ARGO_API_VERSION, ARGO_GROUP, ARGO_VERSION, CLASS_LABEL
+from wf.controller.client import Kube
+from wf.core.constants import CLASS_LABEL, CRON_WORKFLOW, WORKFLOW, WORKFLOW_TEMPLATE
 
 from .conftest import ClusterHandle
 
@@ -30,14 +31,14 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 FULL_CRDS = ROOT.parent / "shared" / "schemas" / "argo-workflows" / "v4.0.5" / "manifests" / "base" / "crds" / "full"
 CRD_FILES = ("argoproj.io_workflows.yaml", "argoproj.io_workflowtemplates.yaml", "argoproj.io_cronworkflows.yaml")
-KINDS = {"workflows": "Workflow", "workflowtemplates": "WorkflowTemplate", "cronworkflows": "CronWorkflow"}
+KINDS = {k.plural: k for k in (WORKFLOW, WORKFLOW_TEMPLATE, CRON_WORKFLOW)}
 SCHEDULE = "30 3 * * *"
 
 
 @pytest.fixture(scope="module")
-def full_crds(local_cluster: ClusterHandle) -> Iterator[list[str]]:
+def full_crds(kube: Kube) -> Iterator[list[str]]:
     """Argo's full CRDs server-side applied in place of the minimal ones for this module, then restored."""
-    from wf.cluster.install import platform_manifests
+    from wf.render.platform import load_manifest
 
     if not FULL_CRDS.is_dir():
         message = f"Argo's full CRDs are missing: {FULL_CRDS} (the shared schemas next to the repository)"
@@ -48,34 +49,33 @@ def full_crds(local_cluster: ClusterHandle) -> Iterator[list[str]]:
     # 2.4-2.6 MB of YAML each: the C loader reads them in a fraction of the pure-Python loader's time.
     full = [yaml.load((FULL_CRDS / name).read_text(), Loader=yaml.CSafeLoader) for name in CRD_FILES]
     names = [crd["metadata"]["name"] for crd in full]
-    minimal = [m for m in platform_manifests()
+    minimal = [m for m in load_manifest("argo-crds.yaml")
                if m["kind"] == "CustomResourceDefinition" and m["metadata"]["name"] in names]
     assert len(minimal) == len(full), "manifests/argo-crds.yaml lacks one of " + ", ".join(names)
-    with local_cluster.api_client() as api:
-        _apply_crds(api, full)
-        _wait_schema_served(api, full, strict=True)
-        print(f"\nfull CRDs applied and served in {time.monotonic() - started:.1f}s")
-        try:
-            yield names
-        finally:
-            _apply_crds(api, minimal)
-            _wait_schema_served(api, minimal, strict=False)
+    _apply_crds(kube, full)
+    _wait_schema_served(kube, full, strict=True)
+    print(f"\nfull CRDs applied and served in {time.monotonic() - started:.1f}s")
+    try:
+        yield names
+    finally:
+        _apply_crds(kube, minimal)
+        _wait_schema_served(kube, minimal, strict=False)
 
 
-def _apply_crds(api: Any, crds: list[dict[str, Any]]) -> None:
+def _apply_crds(kube: Kube, crds: list[dict[str, Any]]) -> None:
     """Server-side apply, forced, as the cluster's own field manager: the CRD's one owner swaps its whole
     definition, so nothing of the other version lingers (and `wf cluster up` would restore minimal ones)."""
     from kubernetes import client
 
     from wf.cluster.install import FIELD_MANAGER
 
-    extensions = client.ApiextensionsV1Api(api)
+    extensions = client.ApiextensionsV1Api(kube.api_client)
     for crd in crds:
         extensions.patch_custom_resource_definition(crd["metadata"]["name"], crd, field_manager=FIELD_MANAGER,
                                                     force=True, _content_type="application/apply-patch+yaml")
 
 
-def _wait_schema_served(api: Any, crds: list[dict[str, Any]], *, strict: bool, timeout: float = 60) -> None:
+def _wait_schema_served(kube: Kube, crds: list[dict[str, Any]], *, strict: bool, timeout: float = 60) -> None:
     """Each CRD stored as given and Established, and the API server validating with it: the CRD's handler is
     rebuilt asynchronously, so a probe whose `spec` is not an object must be refused (full) or accepted (minimal)."""
     import json
@@ -83,12 +83,13 @@ def _wait_schema_served(api: Any, crds: list[dict[str, Any]], *, strict: bool, t
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
-    extensions, custom = client.ApiextensionsV1Api(api), client.CustomObjectsApi(api)
+    extensions, custom = client.ApiextensionsV1Api(kube.api_client), kube.custom
     deadline = time.monotonic() + timeout
     for crd in crds:
         name = crd["metadata"]["name"]
         plural = crd["spec"]["names"]["plural"]
-        probe = {"apiVersion": "argoproj.io/v1alpha1", "kind": KINDS[plural], "metadata": {"generateName": "probe-"},
+        probe = {"apiVersion": KINDS[plural].api_version, "kind": KINDS[plural].kind,
+                 "metadata": {"generateName": "probe-"},
                  "spec": "not an object"}
         while True:
             stored = json.loads(extensions.read_custom_resource_definition(name, _preload_content=False).data)
@@ -97,7 +98,7 @@ def _wait_schema_served(api: Any, crds: list[dict[str, Any]], *, strict: bool, t
             refused = None
             if established and stored["spec"]["versions"] == crd["spec"]["versions"]:
                 try:
-                    custom.create_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, "wf", plural, probe,
+                    custom.create_namespaced_custom_object(WORKFLOW.group, WORKFLOW.version, "wf", plural, probe,
                                                            dry_run="All")
                     refused = False
                 except ApiException as exc:
@@ -161,9 +162,9 @@ def manifest(kind: str, **spec: Any) -> dict[str, Any]:
         **spec,
     }
     if kind == "Workflow":
-        return {"apiVersion": ARGO_API_VERSION, "kind": kind, "metadata": {"generateName": "typo-"},
+        return {"apiVersion": WORKFLOW.api_version, "kind": kind, "metadata": {"generateName": "typo-"},
                 "spec": workflow_spec}
-    return {"apiVersion": ARGO_API_VERSION, "kind": kind, "metadata": {"name": "typo"}, "spec": workflow_spec}
+    return {"apiVersion": WORKFLOW.api_version, "kind": kind, "metadata": {"name": "typo"}, "spec": workflow_spec}
 
 
 def test_a_value_only_the_crd_schema_refuses_fails_with_file_line_and_the_servers_message(

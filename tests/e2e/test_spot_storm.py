@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from wf.controller.client import connect
-from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, SIM_DURATION, STEP_LABEL
+from wf.core.constants import ARGO_WORKFLOW_LABEL, CAPACITY_LABEL, CLASS_LABEL, SIM_DURATION, STEP_LABEL
 
 from .conftest import (
     ClusterHandle,
     become_subreaper,
     build_with_progress,
+    connected,
     start_cluster,
     stop_cluster,
 )
@@ -38,7 +38,6 @@ WORKFLOWS = 30
 SHARDS = 3
 SHARE_LOST = 0.2
 SHARD_SECONDS = 100  # long enough to still be running when the pod GC acts on the vanished nodes (40-60 s)
-WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 
 
 @pytest.fixture(scope="module")
@@ -55,38 +54,39 @@ def storm_cluster(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest
 def test_a_spot_storm_loses_no_workflow(storm_cluster: ClusterHandle, tmp_path: Path) -> None:
     import wf
 
-    kube = connect(kubeconfig=str(storm_cluster.kubeconfig), context=storm_cluster.context)
-    shards = [f"shard-{i}" for i in range(SHARDS)]
-    steps = [step("prep", **{SIM_DURATION: "5s"}),
-             *(step(s, needs=["prep"], **{SIM_DURATION: f"{SHARD_SECONDS}s"}) for s in shards),
-             step("merge", needs=shards, **{SIM_DURATION: "5s"})]
-    started = time.monotonic()
-    names = [wf.submit(str(job_file(tmp_path, f"storm-{i:02d}", steps)), kube=kube)[0].name for i in range(WORKFLOWS)]
+    with connected(storm_cluster) as kube:
+        shards = [f"shard-{i}" for i in range(SHARDS)]
+        steps = [step("prep", **{SIM_DURATION: "5s"}),
+                 *(step(s, needs=["prep"], **{SIM_DURATION: f"{SHARD_SECONDS}s"}) for s in shards),
+                 step("merge", needs=shards, **{SIM_DURATION: "5s"})]
+        started = time.monotonic()
+        names = [wf.submit(str(job_file(tmp_path, f"storm-{i:02d}", steps)), kube=kube)[0].name
+                 for i in range(WORKFLOWS)]
 
-    running = _wait_for_running_shards(kube, WORKFLOWS * SHARDS // 2, timeout=180)
-    nodes = kube.core.list_node().items
-    spot = [n.metadata.name for n in nodes
-            if n.metadata.labels.get(CLASS_LABEL) == "cpu" and n.metadata.labels.get(CAPACITY_LABEL) == "spot"]
-    # 20% of the class's Spot nodes; the busiest ones, so the storm surely hits running steps.
-    load = Counter(pod.spec.node_name for pod in running)
-    lost = sorted(spot, key=lambda n: (-load[n], n))[:round(len(spot) * SHARE_LOST)]
-    for node in lost:
-        kube.core.delete_node(node)
-    storm_at = time.monotonic() - started
-    # Every unfinished pod bound to a lost node, listed after the deletions: nothing runs them any more.
-    hit = {(pod.metadata.labels[WORKFLOW_LABEL], pod.metadata.labels[STEP_LABEL])
-           for pod in kube.core.list_namespaced_pod(NAMESPACE, label_selector=WORKFLOW_LABEL).items
-           if pod.spec.node_name in lost and pod.status.phase not in ("Succeeded", "Failed")}
+        running = _wait_for_running_shards(kube, WORKFLOWS * SHARDS // 2, timeout=180)
+        nodes = kube.core.list_node().items
+        spot = [n.metadata.name for n in nodes
+                if n.metadata.labels.get(CLASS_LABEL) == "cpu" and n.metadata.labels.get(CAPACITY_LABEL) == "spot"]
+        # 20% of the class's Spot nodes; the busiest ones, so the storm surely hits running steps.
+        load = Counter(pod.spec.node_name for pod in running)
+        lost = sorted(spot, key=lambda n: (-load[n], n))[:round(len(spot) * SHARE_LOST)]
+        for node in lost:
+            kube.core.delete_node(node)
+        storm_at = time.monotonic() - started
+        # Every unfinished pod bound to a lost node, listed after the deletions: nothing runs them any more.
+        hit = {(pod.metadata.labels[ARGO_WORKFLOW_LABEL], pod.metadata.labels[STEP_LABEL])
+               for pod in kube.core.list_namespaced_pod(NAMESPACE, label_selector=ARGO_WORKFLOW_LABEL).items
+               if pod.spec.node_name in lost and pod.status.phase not in ("Succeeded", "Failed")}
 
-    final = {name: _wait_final(kube, name, timeout=420) for name in names}
-    elapsed = time.monotonic() - started
-    failed = {n: _node_tree(w) for n, w in final.items() if w["status"]["phase"] != "Succeeded"}
-    print(f"\nspot storm: {len(nodes)} nodes, {len(lost)} of {len(spot)} cpu Spot nodes deleted at "
-          f"{storm_at:.0f}s, {len(hit)} running steps on them; all {WORKFLOWS} workflows done in {elapsed:.0f}s")
-    assert not failed, "\n".join(f"{n}:\n{t}" for n, t in failed.items())
-    assert len(lost) == round(len(spot) * SHARE_LOST) and hit, (lost, load)
+        final = {name: _wait_final(kube, name, timeout=420) for name in names}
+        elapsed = time.monotonic() - started
+        failed = {n: _node_tree(w) for n, w in final.items() if w["status"]["phase"] != "Succeeded"}
+        print(f"\nspot storm: {len(nodes)} nodes, {len(lost)} of {len(spot)} cpu Spot nodes deleted at "
+              f"{storm_at:.0f}s, {len(hit)} running steps on them; all {WORKFLOWS} workflows done in {elapsed:.0f}s")
+        assert not failed, "\n".join(f"{n}:\n{t}" for n, t in failed.items())
+        assert len(lost) == round(len(spot) * SHARE_LOST) and hit, (lost, load)
 
-    views = wf.watch(names, namespace=NAMESPACE, kube=kube, with_cost=False).outcome.views
+        views = wf.watch(names, namespace=NAMESPACE, kube=kube, with_cost=False).outcome.views
     interrupted = {(view.name, row.name) for view in views.values() for row in view.steps if row.interruptions}
     seen = Counter(a.message.split(" namespace ")[0].rsplit(" ", 1)[0] if a.message.startswith("can't") else a.message
                    for view in views.values() for row in view.steps for a in row.attempts if a.interrupted)
@@ -112,7 +112,7 @@ def _wait_for_running_shards(kube: Any, count: int, timeout: float) -> list[Any]
     """The running shard pods once at least `count` of them run."""
     deadline = time.monotonic() + timeout
     while True:
-        pods = [p for p in kube.core.list_namespaced_pod(NAMESPACE, label_selector=WORKFLOW_LABEL).items
+        pods = [p for p in kube.core.list_namespaced_pod(NAMESPACE, label_selector=ARGO_WORKFLOW_LABEL).items
                 if p.status.phase == "Running" and p.metadata.labels.get(STEP_LABEL, "").startswith("shard-")]
         if len(pods) >= count:
             return pods

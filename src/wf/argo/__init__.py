@@ -6,10 +6,8 @@ Importing this package loads neither hera nor pydantic (it sits on the `wf compi
 
 from wf.argo.schema import KINDS, validate
 from wf.argo.size import ARGO_MAX_WORKFLOW_BYTES, ETCD_MAX_REQUEST_BYTES, json_size, size_problems
-from wf.core.constants import ARGO_API_VERSION as API_VERSION
 
 __all__ = [
-    "API_VERSION",
     "ARGO_MAX_WORKFLOW_BYTES",
     "ETCD_MAX_REQUEST_BYTES",
     "KINDS",

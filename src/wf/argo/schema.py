@@ -14,13 +14,23 @@ from functools import cache
 from pathlib import Path as FilePath
 from typing import Any
 
-from wf.core.constants import ARGO_API_VERSION as API_VERSION
-from wf.core.constants import ARGO_KINDS, ARGO_VERSION, DNS1123_SUBDOMAIN, DNS1123_SUBDOMAIN_MAX, QUANTITY
+from wf.core.constants import (
+    ARGO_KINDS,
+    CLUSTER_WORKFLOW_TEMPLATE,
+    CRON_WORKFLOW,
+    DNS1123_SUBDOMAIN,
+    DNS1123_SUBDOMAIN_MAX,
+    QUANTITY,
+    WORKFLOW,
+    WORKFLOW_TEMPLATE,
+)
 from wf.core.errors import FieldPath, Problem
 
 # The kinds `wf lint` validates, and the hera model (swagger definition) of each.
-KIND_MODELS = {kind: f"io.argoproj.workflow.{ARGO_VERSION}.{kind}" for kind in ARGO_KINDS}
-KINDS: tuple[str, ...] = ARGO_KINDS
+KIND_MODELS = {k.kind: f"io.argoproj.workflow.{k.version}.{k.kind}" for k in ARGO_KINDS.values()}
+KINDS: tuple[str, ...] = tuple(ARGO_KINDS)
+# Every Argo kind's: they are one group and version.
+_API_VERSION = WORKFLOW.api_version
 
 # Written by `python -m wf.argo.generate` from hera's models.
 TABLE_PATH = FilePath(__file__).with_name("fields.json")
@@ -29,7 +39,7 @@ Path = FieldPath
 
 # Argo's own caps (workflow/validate): names of templates are used as label values (63), and a
 # CronWorkflow's runs append "-<unix time>" to its name (52 + 11 = 63).
-_ARGO_NAME_LIMITS = {"WorkflowTemplate": 63, "ClusterWorkflowTemplate": 63, "CronWorkflow": 52}
+_ARGO_NAME_LIMITS = {WORKFLOW_TEMPLATE.kind: 63, CLUSTER_WORKFLOW_TEMPLATE.kind: 63, CRON_WORKFLOW.kind: 52}
 
 
 class _Model:
@@ -74,9 +84,9 @@ def validate(manifest: Any) -> list[Problem]:
     problems: list[Problem] = []
     api_version = manifest.get("apiVersion")
     if api_version is None:
-        problems.append(Problem.at((), f"missing required field 'apiVersion' (expected '{API_VERSION}')"))
-    elif isinstance(api_version, str) and api_version != API_VERSION:
-        problems.append(Problem.at(("apiVersion",), f"apiVersion must be '{API_VERSION}', got {_show(api_version)}"))
+        problems.append(Problem.at((), f"missing required field 'apiVersion' (expected '{_API_VERSION}')"))
+    elif isinstance(api_version, str) and api_version != _API_VERSION:
+        problems.append(Problem.at(("apiVersion",), f"apiVersion must be '{_API_VERSION}', got {_show(api_version)}"))
     kind = manifest.get("kind")
     model = _kind_models().get(kind) if isinstance(kind, str) else None
     if model is None:

@@ -20,7 +20,7 @@ from wf.core.errors import ClusterError
 
 if TYPE_CHECKING:
     import boto3
-    from botocore.credentials import ReadOnlyCredentials
+    from botocore.credentials import Credentials, ReadOnlyCredentials
 
 TOKEN_PREFIX = "k8s-aws-v1."
 CLUSTER_ID_HEADER = "x-k8s-aws-id"
@@ -28,6 +28,7 @@ PRESIGN_EXPIRES_SECONDS = 60
 TOKEN_LIFETIME = timedelta(minutes=14)
 REFRESH_MARGIN = timedelta(minutes=1)
 STS_API_VERSION = "2011-06-15"
+ROLE_SESSION_NAME = "EKSGetTokenAuth"
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,13 @@ def presign_token(cluster_name: str, credentials: ReadOnlyCredentials, region: s
 
 
 def session_for(profile: str | None = None, role_arn: str | None = None, region: str | None = None) -> boto3.Session:
+    """A session of the profile (or the default chain), or of `role_arn` assumed from it. The assumed role's
+    credentials renew themselves before they expire (botocore's refreshable credentials, as for a role named in
+    an AWS profile): STS gives them for an hour, and a watch of a day's training outlives many."""
     import boto3
     import botocore.exceptions
+    import botocore.session
+    from botocore.credentials import CredentialResolver, DeferredRefreshableCredentials
 
     try:
         session = boto3.Session(profile_name=profile, region_name=region)
@@ -76,18 +82,37 @@ def session_for(profile: str | None = None, role_arn: str | None = None, region:
         raise ClusterError(f"AWS profile {profile!r} not found") from exc
     if not role_arn:
         return session
-    try:
-        assumed = session.client("sts").assume_role(RoleArn=role_arn, RoleSessionName="EKSGetTokenAuth")["Credentials"]
-    except botocore.exceptions.BotoCoreError as exc:
-        raise ClusterError(f"cannot assume {role_arn}: {exc}") from exc
-    except botocore.exceptions.ClientError as exc:
-        raise ClusterError(f"cannot assume {role_arn}: {exc.response['Error'].get('Message', exc)}") from exc
-    return boto3.Session(
-        aws_access_key_id=assumed["AccessKeyId"],
-        aws_secret_access_key=assumed["SecretAccessKey"],
-        aws_session_token=assumed["SessionToken"],
-        region_name=region,
-    )
+
+    def assume() -> dict[str, Any]:
+        try:
+            found = session.client("sts", region_name=region).assume_role(
+                RoleArn=role_arn, RoleSessionName=ROLE_SESSION_NAME)["Credentials"]
+            return {"access_key": found["AccessKeyId"], "secret_key": found["SecretAccessKey"],
+                    "token": found["SessionToken"], "expiry_time": found["Expiration"].isoformat()}
+        except botocore.exceptions.ClientError as exc:
+            message = exc.response.get("Error", {}).get("Message", exc)
+            raise ClusterError(f"cannot assume {role_arn}: {message}") from exc
+        except botocore.exceptions.BotoCoreError as exc:
+            raise ClusterError(f"cannot assume {role_arn}: {exc}") from exc
+
+    credentials = DeferredRefreshableCredentials(assume, "assume-role")
+    credentials.get_frozen_credentials()  # a role that can't be assumed is an error now, not at the first request
+    assumed = botocore.session.Session()
+    assumed.register_component("credential_provider", CredentialResolver([_Given(credentials)]))
+    return boto3.Session(botocore_session=assumed, region_name=region)
+
+
+class _Given:
+    """A credential provider holding credentials made elsewhere (the assumed role's, which refresh themselves)."""
+
+    METHOD = "assume-role"
+    CANONICAL_NAME = "wf-assume-role"
+
+    def __init__(self, credentials: Credentials) -> None:
+        self._credentials = credentials
+
+    def load(self) -> Credentials:
+        return self._credentials
 
 
 class TokenSource:

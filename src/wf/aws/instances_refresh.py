@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from wf.core.errors import ClusterError, InputError
+from wf.model.accelerators import GAUDI_RESOURCE, NEURON_RESOURCE, NVIDIA_GPU_RESOURCE
 from wf.model.instances import InstanceType, data_path, format_table, known_instance_types
 
 PRICING_REGION = "us-east-1"  # the Pricing API is served from a few regions only; us-east-1 is one
-_GPU_RESOURCES = {"NVIDIA": "nvidia.com/gpu", "Habana": "habana.ai/gaudi"}
-_NEURON_RESOURCE = "aws.amazon.com/neuron"
+_GPU_RESOURCES = {"NVIDIA": NVIDIA_GPU_RESOURCE, "Habana": GAUDI_RESOURCE}
 _ARCHES = {"x86_64": "amd64", "arm64": "arm64"}
 
 
@@ -48,7 +48,7 @@ def instance_from_ec2(info: dict[str, Any], previous: InstanceType | None = None
     if not neuron:  # older API answers describe Inferentia/Trainium only here
         neuron = sum(int(a["Count"]) for a in (info.get("InferenceAcceleratorInfo") or {}).get("Accelerators", []))
     if neuron:
-        accelerators[_NEURON_RESOURCE] = neuron
+        accelerators[NEURON_RESOURCE] = neuron
     network = info["NetworkInfo"]
     return InstanceType(
         name=name,

@@ -1,7 +1,8 @@
-"""The `wf` command line. Each area registers its own commands; this module maps errors to exit codes.
+"""The `wf` command line: each area's module declares its commands on its own `app` (command groups such as
+`wf cluster` inside it), this one joins them and maps errors to exit codes.
 
-Command modules import the Kubernetes client and boto3 inside command bodies only, so that `wf compile`
-and `wf lint` start fast (see benchmarks/).
+Command modules import the Kubernetes client, boto3, rich's tables and the compiler inside command bodies only,
+so that `wf --help` and `wf compile` start fast (benchmarks/startup.py).
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ import gc
 import sys
 
 import typer
-from rich.console import Console
 
+from wf.cli import cluster, generate, instances, kueue, offline, platform, workflows
+from wf.cli.output import print_line
 from wf.core.errors import InputError, WfError
 
 app = typer.Typer(
@@ -20,18 +22,12 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # Click's plain help: typer's rich help imports rich, markdown-it and pygments, which made `wf --help` cost
+    # three times the rest of the start-up (benchmarks/startup.py).
+    rich_markup_mode=None,
 )
-# soft_wrap: one problem per line whatever the width, so CI can parse `file:line: field: message`.
-err = Console(stderr=True, soft_wrap=True)
-
-
-def _register() -> None:
-    # Each area registers its own commands; their modules import the Kubernetes client and boto3 only inside
-    # command bodies, so registering them all costs `wf compile` nothing.
-    from wf.cli import cluster, generate, instances, kueue, offline, workflows
-
-    for module in (offline, workflows, generate, kueue, cluster, instances):
-        module.register(app)
+for area in (offline, workflows, generate, kueue, platform, cluster, instances):
+    app.add_typer(area.app)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -39,15 +35,15 @@ def main(argv: list[str] | None = None) -> None:
     # with the default threshold the cyclic collector re-walks them hundreds of times and doubles `wf compile`'s
     # time. Collecting less often changes nothing else: nearly all of it is freed by reference counting.
     gc.set_threshold(20_000, 10, 10)
-    _register()
     try:
         rc = app(args=argv, standalone_mode=False)
     except WfError as exc:
         if isinstance(exc, InputError):
+            # One problem per line whatever the width, so CI can parse `file:line: field: message`.
             for problem in exc.problems:
-                err.print(str(problem), markup=False, highlight=False)
+                print_line(str(problem), err=True)
         else:
-            err.print(f"error: {exc}", markup=False, highlight=False)
+            print_line(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 
 from wf.cli.options import CatalogOption, Format, ReportOutput
+from wf.cli.output import console, print_line, print_report, print_table
 from wf.core.errors import ClusterError
 
 if TYPE_CHECKING:
@@ -30,14 +30,17 @@ class Runtime(str, Enum):
 
 NameOption = Annotated[str, typer.Option("--name", help="Cluster name; its context is wf-<name>.")]
 
+app = typer.Typer()
+cluster_app = typer.Typer(help="The local cluster: a real control plane, simulated node groups and Argo's controller.",
+                          no_args_is_help=True)
+app.add_typer(cluster_app, name="cluster")
+
 
 class BuildProgress:
     """One line per component with its current step and elapsed time, refreshed every second."""
 
     def __init__(self, only: list[str] | None = None) -> None:
-        from rich.console import Console
-
-        self.console = Console(stderr=True)
+        self.console = console(err=True)
         self.only = only
         self.steps: dict[str, str] = {}
         self.started: dict[str, float] = {}
@@ -50,7 +53,7 @@ class BuildProgress:
             self.finished[comp.name] = elapsed
         if not self.console.is_terminal:
             # Logs (CI) get one line per step rather than a redrawn table.
-            self.console.print(f"{comp.name} {comp.version}: {step} ({elapsed:.0f}s)", highlight=False)
+            print_line(f"{comp.name} {comp.version}: {step} ({elapsed:.0f}s)", err=True)
 
     def render(self) -> Table:
         from rich.table import Table
@@ -94,143 +97,121 @@ class BuildProgress:
                 live.update(self.render())
 
 
-def register(app: typer.Typer) -> None:
-    cluster = typer.Typer(
-        help="The local cluster: a real control plane, simulated node groups and Argo's controller.",
-        no_args_is_help=True,
+@cluster_app.command("build")
+def build_cmd(
+    component: Annotated[list[str] | None, typer.Argument(help="Only these components (default: all).")] = None,
+) -> None:
+    """Build the pinned binaries from Go modules into ~/.cache/wf (skips what is already built)."""
+    from wf.cluster import build as buildmod
+
+    progress = BuildProgress(component or None)
+    results = progress.run(lambda: buildmod.build_all(component or None, progress=progress))
+    for result in results:
+        where = result.component.bin_dir(buildmod.cache_dir())
+        verb = f"built in {result.seconds:.0f}s" if result.built else "cached"
+        print_line(f"{result.component.name} {result.component.version}: {verb} -> {where}", err=True)
+
+
+@cluster_app.command("up")
+def up_cmd(
+    name: NameOption = "local",
+    nodes_per_group: Annotated[
+        int | None,
+        typer.Option("--nodes-per-group", min=0,
+                     help="Simulated nodes per node group [default: as before, else 1]."),
+    ] = None,
+    team_namespace: Annotated[
+        list[str] | None,
+        typer.Option("--team-namespace",
+                     help="Another namespace where workflows may run (repeatable); wf always is."),
+    ] = None,
+    catalog: CatalogOption = None,
+    runtime: Annotated[
+        Runtime, typer.Option("--runtime", help="kwok (processes, default) or kind (needs Docker).")
+    ] = Runtime.kwok,
+    autoscaler: Annotated[
+        str | None,
+        typer.Option("--autoscaler", help="karpenter: nodes provisioned on demand by Karpenter's kwok provider "
+                                          "from wf's NodePools, instead of a fixed count [default: as before, "
+                                          "else none]."),
+    ] = None,
+    queues: Annotated[
+        bool | None,
+        typer.Option("--queues/--no-queues",
+                     help="Run Kueue with the catalog's teams and quotas [default: as before, else off]."),
+    ] = None,
+) -> None:
+    """Start the local cluster (or repair a dead component of a running one) and merge its context.
+
+    Without --catalog, a cluster brought up before keeps the catalog it had.
+    """
+    from wf.cluster.kubeconfig import user_kubeconfig_path
+    from wf.cluster.runtime import LocalCluster
+
+    cluster_ = LocalCluster(name)
+    if runtime is Runtime.kind:
+        from wf.cluster.kind import up_with_kind
+        from wf.model.catalog import load_catalog
+
+        nodes = 1 if nodes_per_group is None else nodes_per_group
+        config = up_with_kind(load_catalog(catalog), nodes, name, cluster_.workdir)
+        print_line(f"kind cluster wf-{name} created from {config}", err=True)
+        return
+    started = time.monotonic()
+    progress = BuildProgress()
+    state = progress.run(
+        lambda: cluster_.up(
+            nodes_per_group=nodes_per_group,
+            namespaces=team_namespace or (),
+            catalog_path=catalog,
+            merge_into=user_kubeconfig_path(),
+            say=lambda msg: print_line(msg, err=True),
+            build_progress=progress,
+            autoscaler=autoscaler,
+            queues=queues,
+        )
     )
+    print_line(f"cluster {name} is up in {time.monotonic() - started:.0f}s: context {state.context}, "
+               f"workflows run in namespace wf; `wf cluster status --name {name}` lists its processes", err=True)
 
-    @cluster.command("build")
-    def build_cmd(
-        component: Annotated[list[str] | None, typer.Argument(help="Only these components (default: all).")] = None,
-    ) -> None:
-        """Build the pinned binaries from Go modules into ~/.cache/wf (skips what is already built)."""
-        from wf.cluster import build as buildmod
 
-        progress = BuildProgress(component or None)
-        results = progress.run(lambda: buildmod.build_all(component or None, progress=progress))
-        for result in results:
-            where = result.component.bin_dir(buildmod.cache_dir())
-            verb = f"built in {result.seconds:.0f}s" if result.built else "cached"
-            progress.console.print(f"{result.component.name} {result.component.version}: {verb} -> {where}",
-                                   highlight=False)
+@cluster_app.command("down")
+def down_cmd(name: NameOption = "local") -> None:
+    """Stop every process of the local cluster, remove its context and its state."""
+    from wf.cluster.runtime import LocalCluster
 
-    @cluster.command("up")
-    def up_cmd(
-        name: NameOption = "local",
-        nodes_per_group: Annotated[
-            int | None,
-            typer.Option("--nodes-per-group", min=0,
-                         help="Simulated nodes per node group [default: as before, else 1]."),
-        ] = None,
-        team_namespace: Annotated[
-            list[str] | None,
-            typer.Option("--team-namespace",
-                         help="Another namespace where workflows may run (repeatable); wf always is."),
-        ] = None,
-        catalog: CatalogOption = None,
-        runtime: Annotated[
-            Runtime, typer.Option("--runtime", help="kwok (processes, default) or kind (needs Docker).")
-        ] = Runtime.kwok,
-        autoscaler: Annotated[
-            str | None,
-            typer.Option("--autoscaler", help="karpenter: nodes provisioned on demand by Karpenter's kwok provider "
-                                              "from wf's NodePools, instead of a fixed count [default: as before, "
-                                              "else none]."),
-        ] = None,
-        queues: Annotated[
-            bool | None,
-            typer.Option("--queues/--no-queues",
-                         help="Run Kueue with the catalog's teams and quotas [default: as before, else off]."),
-        ] = None,
-    ) -> None:
-        """Start the local cluster (or repair a dead component of a running one) and merge its context.
+    LocalCluster(name).down(say=lambda msg: print_line(msg, err=True))
 
-        Without --catalog, a cluster brought up before keeps the catalog it had.
-        """
-        from rich.console import Console
 
-        from wf.cluster.kubeconfig import user_kubeconfig_path
-        from wf.cluster.runtime import LocalCluster
+@cluster_app.command("status")
+def status_cmd(
+    name: NameOption = "local",
+    output: ReportOutput = Format.text.value,
+) -> None:
+    """Each process of the local cluster: pid, port, log file and whether it runs. Exit 1 if any is down."""
+    from rich.table import Table
 
-        console = Console(stderr=True)
-        cluster_ = LocalCluster(name)
-        if runtime is Runtime.kind:
-            from wf.cluster.kind import up_with_kind
-            from wf.model.catalog import load_catalog
+    from wf.cluster.runtime import LocalCluster
+    from wf.core.errors import WorkFailed
 
-            nodes = 1 if nodes_per_group is None else nodes_per_group
-            config = up_with_kind(load_catalog(catalog), nodes, name, cluster_.workdir)
-            console.print(f"kind cluster wf-{name} created from {config}", highlight=False)
-            return
-        started = time.monotonic()
-        progress = BuildProgress()
-        state = progress.run(
-            lambda: cluster_.up(
-                nodes_per_group=nodes_per_group,
-                namespaces=team_namespace or (),
-                catalog_path=catalog,
-                merge_into=user_kubeconfig_path(),
-                say=lambda msg: console.print(msg, highlight=False),
-                build_progress=progress,
-                autoscaler=autoscaler,
-                queues=queues,
-            )
-        )
-        console.print(
-            f"cluster {name} is up in {time.monotonic() - started:.0f}s: context {state.context}, "
-            f"workflows run in namespace wf; `wf cluster status --name {name}` lists its processes",
-            highlight=False,
-        )
+    cluster_ = LocalCluster(name)
+    components = cluster_.status()
+    if output == Format.json.value:
+        state = cluster_.state()
+        print_report({
+            "name": name,
+            "exists": cluster_.exists(),
+            "context": state.context if state else None,
+            "kubeconfig": state.kubeconfig if state else None,
+            "components": [asdict(c) for c in components],
+        })
+    elif components:
+        table = Table("component", "pid", "port", "running", "log")
+        for c in components:
+            table.add_row(c.name, str(c.pid or "-"), str(c.port or "-"), "yes" if c.running else "NO", c.log)
+        print_table(table)
+    if not components:
+        raise ClusterError(f"cluster {name} does not exist (wf cluster up --name {name})")
+    if not all(c.running for c in components):
+        raise WorkFailed(f"cluster {name}: not running: " + ", ".join(c.name for c in components if not c.running))
 
-    @cluster.command("down")
-    def down_cmd(name: NameOption = "local") -> None:
-        """Stop every process of the local cluster, remove its context and its state."""
-        from rich.console import Console
-
-        from wf.cluster.runtime import LocalCluster
-
-        console = Console(stderr=True)
-        LocalCluster(name).down(say=lambda msg: console.print(msg, highlight=False))
-
-    @cluster.command("status")
-    def status_cmd(
-        name: NameOption = "local",
-        output: ReportOutput = Format.text.value,
-    ) -> None:
-        """Each process of the local cluster: pid, port, log file and whether it runs. Exit 1 if any is down."""
-        from rich.console import Console
-        from rich.table import Table
-
-        from wf.cluster.runtime import LocalCluster
-        from wf.core.errors import WorkFailed
-
-        cluster_ = LocalCluster(name)
-        components = cluster_.status()
-        if output == Format.json.value:
-            state = cluster_.state()
-            typer.echo(
-                json.dumps(
-                    {
-                        "name": name,
-                        "exists": cluster_.exists(),
-                        "context": state.context if state else None,
-                        "kubeconfig": state.kubeconfig if state else None,
-                        "components": [asdict(c) for c in components],
-                    },
-                    indent=2,
-                )
-            )
-        elif components:
-            table = Table("component", "pid", "port", "running", "log")
-            for c in components:
-                table.add_row(c.name, str(c.pid or "-"), str(c.port or "-"), "yes" if c.running else "NO", c.log)
-            from wf.controller.view import print_table
-
-            print_table(Console(), table)
-        if not components:
-            raise ClusterError(f"cluster {name} does not exist (wf cluster up --name {name})")
-        if not all(c.running for c in components):
-            raise WorkFailed(f"cluster {name}: not running: " + ", ".join(c.name for c in components if not c.running))
-
-    app.add_typer(cluster, name="cluster")

@@ -7,16 +7,19 @@ from typing import Annotated
 
 import typer
 
-app = typer.Typer(help="Instance facts (vCPU, memory, accelerators, price) that placement and cost read.",
-                  no_args_is_help=True)
+from wf.cli.output import print_line, print_table
+
+app = typer.Typer()
+instances_app = typer.Typer(help="Instance facts (vCPU, memory, accelerators, price) that placement and cost read.",
+                            no_args_is_help=True)
+app.add_typer(instances_app, name="instances")
 
 
-@app.command("list")
+@instances_app.command("list")
 def list_command(
     family: Annotated[str | None, typer.Argument(help="Only this family, e.g. dl1 or c7g.")] = None,
 ) -> None:
     """The table, with its source and date."""
-    from rich.console import Console
     from rich.table import Table
 
     from wf.model.instances import AS_OF, SOURCE, known_instance_types
@@ -31,19 +34,18 @@ def list_command(
         saving = f"{it.spot_savings:.0%}" if it.spot_savings is not None else "-"
         table.add_row(name, str(it.vcpu), f"{it.memory_mib // 1024}Gi", it.arch, accelerators, str(it.efa),
                       str(it.max_pods), f"{it.price_on_demand:.4f}", saving)
-    from wf.controller.view import print_table
-
-    console = Console()
-    print_table(console, table)
-    console.print(f"source: {SOURCE}", style="dim", highlight=False)
+    print_table(table)
+    print_line(f"source: {SOURCE}", style="dim")
 
 
-@app.command("refresh")
+@instances_app.command("refresh")
 def refresh_command(
     types: Annotated[
         list[str] | None, typer.Argument(help="Instance types (default: every type in the table).")
     ] = None,
-    region: Annotated[str, typer.Option("--region", help="Region whose specs and prices to read.")] = "us-east-1",
+    pricing_region: Annotated[
+        str, typer.Option("--pricing-region", help="AWS region whose instance specs and prices to read.")
+    ] = "us-east-1",
     no_prices: Annotated[bool, typer.Option("--no-prices", help="Specs only (no Pricing API calls).")] = False,
     file: Annotated[
         Path | None, typer.Option("--file", help="Write the table here instead of the packaged one.")
@@ -52,12 +54,8 @@ def refresh_command(
     """Re-read the table from the EC2 and Pricing APIs (needs AWS credentials) and print what changed."""
     from wf.aws.instances_refresh import refresh_instance_table, write_table
 
-    result = refresh_instance_table(types, region=region, with_prices=not no_prices)
+    result = refresh_instance_table(types, region=pricing_region, with_prices=not no_prices)
     for change in result.changes:
-        typer.echo(change)
+        print_line(change)
     path = write_table(result, file)
-    typer.echo(f"{len(result.changes)} changes; wrote {path}", err=True)
-
-
-def register(root: typer.Typer) -> None:
-    root.add_typer(app, name="instances")
+    print_line(f"{len(result.changes)} changes; wrote {path}", err=True)

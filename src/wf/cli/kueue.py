@@ -7,20 +7,19 @@ from typing import Annotated
 
 import typer
 
-from wf.cli.options import (
-    CatalogOption,
-    ContextOption,
-    EksOption,
-    FileOption,
-    GeneratedOutput,
-    KubeconfigOption,
-    RegionOption,
-    emit,
-)
+from wf.cli.options import CatalogOption, FileOption, with_target
+from wf.cli.output import emit, print_table
+from wf.controller.client import Target, connect
 from wf.core.errors import InputError
 
+app = typer.Typer()
+kueue_app = typer.Typer(help="Team queues (Kueue) and team permissions from the catalog's `queues:`.",
+                        no_args_is_help=True)
+app.add_typer(kueue_app, name="kueue")
 
-def kueue_generate(catalog: CatalogOption = None, output: GeneratedOutput = "yaml", file: FileOption = None) -> None:
+
+@kueue_app.command("generate")
+def kueue_generate(catalog: CatalogOption = None, file: FileOption = None) -> None:
     """Kueue ResourceFlavors, a ClusterQueue per team (one cohort), LocalQueues and WorkloadPriorityClasses."""
     from wf.model.catalog import load_catalog
     from wf.render import kueue
@@ -28,7 +27,8 @@ def kueue_generate(catalog: CatalogOption = None, output: GeneratedOutput = "yam
     emit(kueue.render(load_catalog(catalog)), file)
 
 
-def kueue_roles(catalog: CatalogOption = None, output: GeneratedOutput = "yaml", file: FileOption = None) -> None:
+@kueue_app.command("roles")
+def kueue_roles(catalog: CatalogOption = None, file: FileOption = None) -> None:
     """A Role and RoleBinding per team namespace: run, stop, retry and delete workflows; read pods and logs."""
     from wf.model.catalog import load_catalog
     from wf.render import team_roles
@@ -36,25 +36,22 @@ def kueue_roles(catalog: CatalogOption = None, output: GeneratedOutput = "yaml",
     emit(team_roles.render(load_catalog(catalog)), file)
 
 
+@app.command("queue")
+@with_target(namespaced=False)
 def queue_command(
     team: Annotated[str | None, typer.Option("--team", help="One team (default: every team).")] = None,
     catalog: CatalogOption = None,
-    context: ContextOption = None,
-    kubeconfig: KubeconfigOption = None,
-    eks_cluster: EksOption = None,
-    region: RegionOption = None,
+    *,
+    target: Target,
 ) -> None:
     """Each team's usage, quota, borrowing and pending work per compute class (from Kueue's workloads)."""
-    from rich.console import Console
     from rich.table import Table
 
     from wf.controller.catalog_source import resolve_catalog
-    from wf.controller.client import connect
     from wf.controller.queue import QueueReader, team_table
-    from wf.controller.view import print_table
     from wf.render.kueue import queues_of
 
-    kube = connect(kubeconfig=kubeconfig, context=context, namespace=None, eks_cluster=eks_cluster, region=region)
+    kube = connect(target)
     resolved = resolve_catalog(kube, str(catalog) if catalog else None)
     queues = queues_of(resolved)
     try:
@@ -65,13 +62,4 @@ def queue_command(
     table = Table("team", "class", "capacity", "resource", "used", "quota", "borrowed", "pending")
     for row in team_table(resolved, QueueReader(kube), teams):
         table.add_row(*row)
-    print_table(Console(), table)
-
-
-def register(app: typer.Typer) -> None:
-    kueue_app = typer.Typer(help="Team queues (Kueue) and team permissions from the catalog's `queues:`.",
-                            no_args_is_help=True)
-    kueue_app.command("generate")(kueue_generate)
-    kueue_app.command("roles")(kueue_roles)
-    app.add_typer(kueue_app, name="kueue")
-    app.command("queue")(queue_command)
+    print_table(table)

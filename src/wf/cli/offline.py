@@ -3,30 +3,18 @@
 from __future__ import annotations
 
 import json
-import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 
-from wf.cli.options import (
-    CatalogOption,
-    ContextOption,
-    EksOption,
-    FileOption,
-    KubeconfigOption,
-    LintOutput,
-    NamespaceOption,
-    ObjectOutput,
-    Output,
-    RegionOption,
-    emit,
-)
+from wf.cli.options import CatalogOption, FileOption, LintOutput, ObjectOutput, Output, with_target
+from wf.cli.output import emit, print_document, print_line, print_report
+from wf.controller.client import Target, connect
 from wf.core.errors import WfError, WorkFailed
 
-_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+app = typer.Typer()
 
 
 class Kind(str, Enum):
@@ -35,13 +23,7 @@ class Kind(str, Enum):
     cron = "CronWorkflow"
 
 
-def dump(data: Any, output: Output | str) -> str:
-    if Output(output) is Output.json:
-        # Indented for a person at a terminal; compact (C encoder, 4x faster on large DAGs) for pipes and files.
-        return json.dumps(data, indent=2 if sys.stdout.isatty() else None) + "\n"
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
-
-
+@app.command("compile")
 def compile_command(
     job: Annotated[Path, typer.Argument(help="Job spec (kind: TrainingJob).")],
     output: ObjectOutput = Output.yaml.value,
@@ -58,7 +40,7 @@ def compile_command(
 
     manifest = compile_job(load_job(job), load_catalog(catalog), kind=kind.value if kind else None)
     check_compiled(manifest)
-    emit(dump(manifest, output or Output.yaml), file)
+    print_document(manifest, output or Output.yaml.value, file)
 
 
 def check_compiled(manifest: dict[str, Any]) -> None:
@@ -70,6 +52,8 @@ def check_compiled(manifest: dict[str, Any]) -> None:
         raise WfError(f"internal error: the compiled manifest is invalid ({detail}); please report it")
 
 
+@app.command("lint")
+@with_target()
 def lint_command(
     paths: Annotated[
         list[Path], typer.Argument(help="Files or folders: job specs, Argo manifests, catalogs, eksctl configs.")
@@ -79,23 +63,17 @@ def lint_command(
         bool, typer.Option("--server", help="Also dry-run every manifest against the API server.")
     ] = False,
     catalog: CatalogOption = None,
-    context: ContextOption = None,
-    namespace: NamespaceOption = None,
-    kubeconfig: KubeconfigOption = None,
-    eks_cluster: EksOption = None,
-    region: RegionOption = None,
+    *,
+    target: Target,
 ) -> None:
     """Validate job specs and Argo manifests offline and prove every step can schedule (exit 1 on findings)."""
     from wf.lint.documents import lint_paths
 
     result = lint_paths(paths, catalog)
     if server:
-        from wf.controller.client import connect
         from wf.controller.server_lint import server_problems
 
-        kube = connect(kubeconfig=kubeconfig, context=context, namespace=namespace, eks_cluster=eks_cluster,
-                       region=region)
-        result.problems += server_problems(result.manifests, kube, namespace=namespace)
+        result.problems += server_problems(result.manifests, connect(target), namespace=target.namespace)
     if output == "json":
         payload = {
             "ok": not result.errors,
@@ -104,15 +82,15 @@ def lint_command(
             "skipped": result.skipped,
             "problems": [p.to_json() for p in result.problems],
         }
-        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        print_report(payload)
     else:
         for problem in result.problems:
-            typer.echo(str(problem))
+            print_line(str(problem))
         summary = f"{result.files} files, {result.documents} documents: "
         warnings = len(result.problems) - len(result.errors)
         summary += f"{len(result.errors)} errors" if result.errors else "ok"
         summary += f", {warnings} warnings" if warnings else ""
-        typer.echo(summary, err=True)
+        print_line(summary, err=True)
     if result.errors:
         raise typer.Exit(WorkFailed.exit_code)
 
@@ -122,6 +100,7 @@ class SchemaFor(str, Enum):
     catalog = "catalog"
 
 
+@app.command("schema")
 def schema_command(
     of: Annotated[SchemaFor, typer.Option("--for", help="Which document's schema.")] = SchemaFor.job,
     file: FileOption = None,
@@ -135,8 +114,3 @@ def schema_command(
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     emit(json.dumps(schema, indent=2) + "\n", file)
 
-
-def register(app: typer.Typer) -> None:
-    app.command("compile")(compile_command)
-    app.command("lint")(lint_command)
-    app.command("schema")(schema_command)

@@ -1,27 +1,32 @@
 """The command line's shared vocabulary: every command area takes its common options from here, so one flag
 means one thing everywhere (as in kubectl).
 
-* `-o/--output` is the output FORMAT (yaml, json, text), never a file.
+* `-o/--output` is the output FORMAT (yaml, json, text) where a command has a choice of formats, never a file;
+  commands with one format (the lock-file generators) have no -o.
 * `--file FILE` writes a generated document to a file instead of stdout (every generator: compile, schema,
-  eksctl/karpenter generate, instances refresh); a shell redirect does the same for stdout.
-* `-n/--namespace` is the namespace a command acts in; `--context`, `--kubeconfig` (and `--eks-cluster`
-  with `--region`) choose the cluster; `--catalog` the compute-class catalog.
+  eksctl/karpenter/kueue generate, kueue roles, instances refresh); a shell redirect does the same for stdout.
+* The cluster a command acts on is one `Target`, declared once by `with_target`: `--context`, `--kubeconfig`,
+  `-n/--namespace`, or `--eks-cluster` with `--region` (the EKS cluster's region, nothing else) and `--role-arn`.
+* `--catalog` is the compute-class catalog.
 """
 
 from __future__ import annotations
 
-import sys
+import functools
+import inspect
+import typing
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from wf.core.errors import InputError
+from wf.controller.client import Target
 
 
 class Output(str, Enum):
-    """Formats of a Kubernetes object or generated document."""
+    """Formats of a Kubernetes object: a compiled manifest, a workflow, a list of them."""
 
     yaml = "yaml"
     json = "json"
@@ -32,12 +37,6 @@ class Format(str, Enum):
 
     text = "text"
     json = "json"
-
-
-class Generated(str, Enum):
-    """Formats of generated multi-document YAML (eksctl, Karpenter)."""
-
-    yaml = "yaml"
 
 
 def _format_of(kind: type[Enum], *aliases: str) -> Any:
@@ -61,7 +60,6 @@ ObjectOutput = Annotated[str | None, _format_of(Output)]
 ReportOutput = Annotated[str, _format_of(Format)]
 # `wf lint --format` came first (a published flag) and stays an alias.
 LintOutput = Annotated[str, _format_of(Format, "--format")]
-GeneratedOutput = Annotated[str, _format_of(Generated)]
 
 FileOption = Annotated[Path | None, typer.Option("--file", help="Write to this file instead of stdout.",
                                                     dir_okay=False)]
@@ -71,25 +69,52 @@ CatalogOption = Annotated[
     typer.Option("--catalog", help="Compute-class catalog file (default: WF_CATALOG, else, against a cluster, the "
                                    "one installed there, else eksctl/catalog.yaml)."),
 ]
-ContextOption = Annotated[str | None, typer.Option("--context", help="Kubeconfig context (default: the current one).")]
-NamespaceOption = Annotated[str | None, typer.Option("-n", "--namespace", help="Namespace (default: the context's).")]
-KubeconfigOption = Annotated[
-    str | None, typer.Option("--kubeconfig", help="Kubeconfig file (default: KUBECONFIG, ~/.kube/config).")
-]
-EksOption = Annotated[
-    str | None,
-    typer.Option("--eks-cluster", help="EKS cluster name: endpoint and token from AWS, no kubeconfig needed."),
-]
-RegionOption = Annotated[str | None, typer.Option("--region", help="AWS region of --eks-cluster.")]
 PlainOption = Annotated[bool, typer.Option("--plain", help="Plain lines even on a terminal.")]
 
 
-def emit(text: str, file: Path | None) -> None:
-    """Generated text to `file` (--file) or stdout."""
-    if file is None:
-        sys.stdout.write(text)
-        return
-    try:
-        file.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot write: {exc.strerror}", file=file) from None
+# The Target's fields as options, in the order help lists them.
+_TARGET_OPTIONS: dict[str, Any] = {
+    "context": Annotated[str | None, typer.Option("--context", help="Kubeconfig context (default: the current one).")],
+    "namespace": Annotated[str | None, typer.Option("-n", "--namespace", help="Namespace (default: the context's).")],
+    "kubeconfig": Annotated[
+        str | None, typer.Option("--kubeconfig", help="Kubeconfig file (default: KUBECONFIG, ~/.kube/config).")
+    ],
+    "eks_cluster": Annotated[
+        str | None,
+        typer.Option("--eks-cluster", help="EKS cluster name: endpoint and token from AWS, no kubeconfig needed."),
+    ],
+    "region": Annotated[
+        str | None,
+        typer.Option("--region", help="AWS region of the EKS cluster (--eks-cluster, or a context whose "
+                                      "`aws eks get-token` names none)."),
+    ],
+    "role_arn": Annotated[
+        str | None, typer.Option("--role-arn", help="IAM role to assume for the EKS cluster's token.")
+    ],
+}
+
+
+def with_target(*, namespaced: bool = True) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a command the cluster-target options: it declares one `target: Target` parameter, and its CLI takes
+    --context, -n/--namespace, --kubeconfig, --eks-cluster, --region and --role-arn in its place. A command that
+    acts across namespaces (`namespaced=False`) has no -n rather than one it ignores."""
+    options = {name: option for name, option in _TARGET_OPTIONS.items() if namespaced or name != "namespace"}
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        hints = typing.get_type_hints(command, include_extras=True)
+        own = [p.replace(annotation=hints[p.name]) for p in inspect.signature(command).parameters.values()
+               if p.name != "target"]
+        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=option)
+                 for name, option in options.items()]
+
+        @functools.wraps(command)
+        def run(**values: Any) -> None:
+            target = Target(**{name: values.pop(name) for name in options})
+            command(**values, target=target)
+
+        # typer reads the parameters from the signature and the annotations: it sees the options, not `target`.
+        run.__signature__ = inspect.Signature([*own, *added], return_annotation=None)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in (*own, *added)}
+        return run
+
+    return decorate

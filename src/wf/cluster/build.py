@@ -8,6 +8,7 @@ for every component keeps one code path. Binaries already present are skipped, s
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -15,22 +16,23 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 from wf.core.errors import ClusterError
 
-KUBERNETES_VERSION = "1.36.3"
-ETCD_VERSION = "3.6.16"
-KWOK_VERSION = "0.8.0"
+# The releases the local cluster builds and runs (not the API versions of their kinds: see wf.core.constants).
+KUBERNETES_RELEASE = "1.36.3"
+ETCD_RELEASE = "3.6.16"
+KWOK_RELEASE = "0.8.0"
 # v4.0.5 is the only v4.0.x the proxy lists, but v4.0.7 resolves and fixes CVE-2026-54526 (fixed in 4.0.6).
-ARGO_VERSION = "4.0.7"
-KARPENTER_VERSION = "1.15.0"
+ARGO_RELEASE = "4.0.7"
+KARPENTER_RELEASE = "1.15.0"
 # Karpenter 1.15.0's go.mod says `go 1.26.9`; the local Go may be older. The module proxy serves Go
 # toolchains as the module golang.org/toolchain, so naming the version makes `go` fetch it from there.
 KARPENTER_GO = "go1.26.9"
-KUEUE_VERSION = "0.17.0"
-MPI_OPERATOR_VERSION = "0.6.0"
+KUEUE_RELEASE = "0.17.0"
+MPI_OPERATOR_RELEASE = "0.6.0"
 
 _K8S_VERSION_PKGS = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
 _BUILD_DATE = "1970-01-01T00:00:00Z"  # fixed, so rebuilding the same version gives the same bytes
@@ -87,6 +89,14 @@ _MPI_HEALTH_PATCH = SourcePatch(
 # With its own certificate management off (the API server reaches the webhooks on loopback with a CA we
 # generate), Kueue reads its metrics server's certificate from a fixed /etc path and exits without it; a
 # local cluster must not write to /etc, so the directory comes from the environment.
+# Karpenter binds its metrics and health probe servers to ":<port>" (every interface); the ports come from
+# METRICS_PORT and HEALTH_PROBE_PORT (wf.cluster.karpenter_kwok), the address is loopback's.
+_KARPENTER_LOOPBACK_PATCHES = tuple(
+    SourcePatch(file="pkg/operator/operator.go", old=f'fmt.Sprintf(":%d", options.FromContext(ctx).{port})',
+                new=f'fmt.Sprintf("127.0.0.1:%d", options.FromContext(ctx).{port})')
+    for port in ("MetricsPort", "HealthProbePort")
+)
+
 _KUEUE_METRICS_CERT_PATCH = SourcePatch(
     file="cmd/kueue/main.go",
     old='metricsCertPath := "/etc/kueue/metrics/certs"',
@@ -141,9 +151,20 @@ class Component:
         """Where the asset `path` (as listed in `assets`) is kept."""
         return self.assets_dir(cache) / Path(path).name
 
+    @property
+    def patches_fingerprint(self) -> str:
+        return hashlib.sha256(json.dumps([astuple(p) for p in self.patches]).encode()).hexdigest()[:16]
+
+    def patches_stamp(self, cache: Path) -> Path:
+        """Records the patches the cached binaries were built with: a build from other patches is stale."""
+        return cache / self.name / self.version / "patches"
+
     def is_built(self, cache: Path) -> bool:
-        return all((self.bin_dir(cache) / b).is_file() for b in self.binaries) and all(
-            self.asset(cache, a).exists() for a in self.assets
+        stamp = self.patches_stamp(cache)
+        return (
+            all((self.bin_dir(cache) / b).is_file() for b in self.binaries)
+            and all(self.asset(cache, a).exists() for a in self.assets)
+            and (not self.patches or (stamp.is_file() and stamp.read_text() == self.patches_fingerprint))
         )
 
 
@@ -175,40 +196,40 @@ def _argo_ldflags(version: str) -> tuple[str, ...]:
 
 def components() -> list[Component]:
     """The pinned components, slowest-to-fail first so a broken proxy shows up early."""
-    k8s_minor = "0." + KUBERNETES_VERSION.split(".", 1)[1]
+    k8s_minor = "0." + KUBERNETES_RELEASE.split(".", 1)[1]
     return [
         Component(
             name="kubernetes",
-            version=KUBERNETES_VERSION,
+            version=KUBERNETES_RELEASE,
             module="k8s.io/kubernetes",
             packages=tuple(
                 f"k8s.io/kubernetes/cmd/{c}"
                 for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
             ),
-            version_ldflags=_k8s_ldflags(KUBERNETES_VERSION),
+            version_ldflags=_k8s_ldflags(KUBERNETES_RELEASE),
             replace_staging_with=k8s_minor,
         ),
         # etcd's version is a constant in go.etcd.io/etcd/api/v3/version, so it needs no stamping.
         Component(
             name="etcd",
-            version=ETCD_VERSION,
+            version=ETCD_RELEASE,
             module="go.etcd.io/etcd/server/v3",
             packages=("go.etcd.io/etcd/server/v3",),
             names=("etcd",),
         ),
         Component(
             name="kwok",
-            version=KWOK_VERSION,
+            version=KWOK_RELEASE,
             module="sigs.k8s.io/kwok",
             packages=("sigs.k8s.io/kwok/cmd/kwok", "sigs.k8s.io/kwok/cmd/kwokctl"),
-            version_ldflags=(f"-X sigs.k8s.io/kwok/pkg/consts.Version=v{KWOK_VERSION}",),
+            version_ldflags=(f"-X sigs.k8s.io/kwok/pkg/consts.Version=v{KWOK_RELEASE}",),
         ),
         Component(
             name="argo",
-            version=ARGO_VERSION,
+            version=ARGO_RELEASE,
             module="github.com/argoproj/argo-workflows/v4",
             packages=("github.com/argoproj/argo-workflows/v4/cmd/workflow-controller",),
-            version_ldflags=_argo_ldflags(ARGO_VERSION),
+            version_ldflags=_argo_ldflags(ARGO_RELEASE),
             patches=(_ARGO_HEALTH_PATCH,),
             commit_variable="github.com/argoproj/argo-workflows/v4.gitCommit",
         ),
@@ -216,11 +237,12 @@ def components() -> list[Component]:
         # instances, for a local cluster whose nodes come and go (`wf cluster up --nodes autoscaler`).
         Component(
             name="karpenter",
-            version=KARPENTER_VERSION,
+            version=KARPENTER_RELEASE,
             module="sigs.k8s.io/karpenter",
             packages=("sigs.k8s.io/karpenter/kwok",),
             names=("karpenter-kwok",),
             toolchain=KARPENTER_GO,
+            patches=_KARPENTER_LOOPBACK_PATCHES,
             optional=True,
             assets=(
                 "kwok/charts/crds/karpenter.sh_nodepools.yaml",
@@ -230,11 +252,11 @@ def components() -> list[Component]:
         ),
         Component(
             name="kueue",
-            version=KUEUE_VERSION,
+            version=KUEUE_RELEASE,
             module="sigs.k8s.io/kueue",
             packages=("sigs.k8s.io/kueue/cmd/kueue",),
             version_ldflags=(
-                f"-X sigs.k8s.io/kueue/pkg/version.GitVersion=v{KUEUE_VERSION}",
+                f"-X sigs.k8s.io/kueue/pkg/version.GitVersion=v{KUEUE_RELEASE}",
                 f"-X sigs.k8s.io/kueue/pkg/version.BuildDate={_BUILD_DATE}",
             ),
             commit_variable="sigs.k8s.io/kueue/pkg/version.GitCommit",
@@ -244,11 +266,11 @@ def components() -> list[Component]:
         ),
         Component(
             name="mpi-operator",
-            version=MPI_OPERATOR_VERSION,
+            version=MPI_OPERATOR_RELEASE,
             module="github.com/kubeflow/mpi-operator",
             packages=("github.com/kubeflow/mpi-operator/cmd/mpi-operator",),
             version_ldflags=(
-                f"-X github.com/kubeflow/mpi-operator/pkg/version.Version=v{MPI_OPERATOR_VERSION}",
+                f"-X github.com/kubeflow/mpi-operator/pkg/version.Version=v{MPI_OPERATOR_RELEASE}",
                 f"-X github.com/kubeflow/mpi-operator/pkg/version.Built={_BUILD_DATE}",
             ),
             patches=(_MPI_HEALTH_PATCH,),
@@ -393,6 +415,7 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
         for name in comp.binaries:
             os.replace(staging_bin / name, final / name)
         if comp.patches:
+            comp.patches_stamp(cache).write_text(comp.patches_fingerprint)
             shutil.rmtree(src / "patched")  # 70+ MB, recreated by the next build anyway
         out.write(f"# built {comp.name} {comp.version} in {time.monotonic() - started:.0f}s\n")
     if progress:

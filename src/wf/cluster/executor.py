@@ -23,6 +23,15 @@ own mechanism: the exit code, message and a zero duration as `sim.wf.dev/*` anno
 resource pod. The created object's name is kept on the pod, so a restarted executor resumes the wait instead of
 creating a second object. Only `create` of a namespaced kind is simulated: what wf compiles.
 
+Checkpoints. A workflow pod annotated `sim.wf.dev/checkpoints: N` models a program that saves N checkpoints
+evenly over its work (`sim.wf.dev/duration`, the whole step's) in the location its step's checkpoint gives it
+(WF_CHECKPOINT_URI or WF_CHECKPOINT_DIR, the same for every attempt). When such a pod is Running this process looks
+up the furthest checkpoint an earlier attempt left in that location, in the workflow's checkpoint ledger
+(wf.controller.checkpoints: the twin's artifact store, a ConfigMap), and ends the pod with exit 0 once the work left
+after it is done, as it ends resource pods. A pod that ends before (its node lost) leaves its last checkpoint: the
+one it passed on its way, recorded for the next attempt; a step without a location keeps nothing and starts over.
+Signals are not simulated, so no checkpoint is saved on SIGTERM.
+
 Run by `wf cluster up` with the cluster's admin kubeconfig: python -m wf.cluster.executor --kubeconfig PATH
 """
 
@@ -34,30 +43,33 @@ import logging
 import re
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from wf.cluster.resource_conditions import ConditionError, Conditions, Verdict
+from wf.compile.checkpoints import DIR_ENV, URI_ENV
+from wf.controller.checkpoints import AttemptRecord, Saved, last_checkpoint, ledger_name, parse_ledger
 from wf.core.constants import (
-    ARGO_GROUP,
-    ARGO_VERSION,
+    ARGO_NODE_ID_ANNOTATION,
+    ARGO_REPORT_OUTPUTS_COMPLETED_LABEL,
+    ARGO_WORKFLOW_LABEL,
     DOMAIN,
+    SIM_CHECKPOINTS,
     SIM_DURATION,
     SIM_EXIT_CODE,
     SIM_MESSAGE,
     SIM_OUTPUTS,
-    WORKFLOW_TASK_RESULTS,
+    WORKFLOW,
+    WORKFLOW_TASK_RESULT,
 )
 
 OUTPUTS_ANNOTATION = SIM_OUTPUTS
-WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
-COMPLETED_LABEL = "workflows.argoproj.io/report-outputs-completed"
-NODE_ID_ANNOTATION = "workflows.argoproj.io/node-id"
 TEMPLATE_ENV = "ARGO_TEMPLATE"
-GROUP, VERSION, PLURAL = ARGO_GROUP, ARGO_VERSION, WORKFLOW_TASK_RESULTS
 # The object a resource pod created ("<API path>"), so a restarted executor waits on it rather than create another.
 RESOURCE_ANNOTATION = f"sim.{DOMAIN}/resource"
 CHECK_INTERVAL_ENV = "RESOURCE_STATE_CHECK_INTERVAL"
@@ -76,7 +88,7 @@ def task_result(pod: dict[str, Any]) -> dict[str, Any] | None:
     annotations = meta.get("annotations") or {}
     template = _template(pod)
     declared = (template or {}).get("outputs") or {}
-    if not declared.get("parameters") and not declared.get("artifacts") or NODE_ID_ANNOTATION not in annotations:
+    if not declared.get("parameters") and not declared.get("artifacts") or ARGO_NODE_ID_ANNOTATION not in annotations:
         return None
     given = _annotated_values(annotations.get(OUTPUTS_ANNOTATION))
     outputs: dict[str, Any] = {}
@@ -86,18 +98,19 @@ def task_result(pod: dict[str, Any]) -> dict[str, Any] | None:
              else str((p.get("valueFrom") or {}).get("default", ""))}
             for p in declared["parameters"]]
     if declared.get("artifacts"):
-        prefix = f"{meta.get('namespace')}/{(meta.get('labels') or {}).get(WORKFLOW_LABEL)}/{meta.get('name')}"
+        prefix = f"{meta.get('namespace')}/{(meta.get('labels') or {}).get(ARGO_WORKFLOW_LABEL)}/{meta.get('name')}"
         outputs["artifacts"] = [
             {"name": a["name"], "path": a.get("path", ""), "s3": {"key": f"{prefix}/{a['name']}.tgz"}}
             for a in declared["artifacts"]]
     return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "WorkflowTaskResult",
+        "apiVersion": WORKFLOW_TASK_RESULT.api_version,
+        "kind": WORKFLOW_TASK_RESULT.kind,
         "metadata": {
-            "name": annotations[NODE_ID_ANNOTATION],
+            "name": annotations[ARGO_NODE_ID_ANNOTATION],
             "namespace": meta.get("namespace"),
-            "labels": {WORKFLOW_LABEL: (meta.get("labels") or {}).get(WORKFLOW_LABEL, ""), COMPLETED_LABEL: "true"},
-            "ownerReferences": [r for r in meta.get("ownerReferences") or [] if r.get("kind") == "Workflow"],
+            "labels": {ARGO_WORKFLOW_LABEL: (meta.get("labels") or {}).get(ARGO_WORKFLOW_LABEL, ""),
+                       ARGO_REPORT_OUTPUTS_COMPLETED_LABEL: "true"},
+            "ownerReferences": [r for r in meta.get("ownerReferences") or [] if r.get("kind") == WORKFLOW.kind],
         },
         "outputs": outputs,
     }
@@ -210,16 +223,182 @@ _DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+def _seconds(text: str) -> float | None:
+    """A Go duration in seconds, None if it is not one."""
+    if text and re.fullmatch(f"(?:{_DURATION_PART.pattern})+", text):
+        return sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(text))
+    return None
+
+
+def _main_env(pod: dict[str, Any]) -> dict[str, str]:
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        if container.get("name") == MAIN_CONTAINER:
+            return {str(e.get("name")): str(e.get("value") or "") for e in container.get("env") or []}
+    return {}
+
+
 def _check_interval(pod: dict[str, Any]) -> float:
     """RESOURCE_STATE_CHECK_INTERVAL of the main container (a Go duration), else Argo's default."""
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        if container.get("name") != MAIN_CONTAINER:
-            continue
-        for env in container.get("env") or []:
-            text = str(env.get("value") or "") if env.get("name") == CHECK_INTERVAL_ENV else ""
-            if text and re.fullmatch(f"(?:{_DURATION_PART.pattern})+", text):
-                return sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(text))
-    return DEFAULT_CHECK_INTERVAL
+    seconds = _seconds(_main_env(pod).get(CHECK_INTERVAL_ENV, ""))
+    return DEFAULT_CHECK_INTERVAL if seconds is None else seconds
+
+
+@dataclass(frozen=True)
+class CheckpointedRun:
+    """A Running pod whose simulated program checkpoints: what it must do, and from where it started."""
+
+    pod: str
+    namespace: str
+    workflow: str
+    owners: tuple[dict[str, Any], ...]  # the Workflow's owner reference, for the ledger
+    location: str | None  # None: the step has no checkpoint location, so nothing survives the attempt
+    work_seconds: float  # the whole step's work
+    checkpoints: int  # saved evenly over the work
+    started: float  # epoch seconds the program started
+    resumed: Saved = Saved()
+
+    @property
+    def ends(self) -> float:
+        """When the work left after the resumed checkpoint is done."""
+        return self.started + self.work_seconds * (1 - self.resumed.progress)
+
+    def ended_at(self, now: float) -> AttemptRecord | None:
+        """The record of the attempt ending at `now` (interrupted before `ends`, or done): its last checkpoint is the
+        furthest it passed, the run time that holds is kept."""
+        if self.location is None:
+            return None
+        progress = min(1.0, self.resumed.progress + max(0.0, now - self.started) / self.work_seconds)
+        reached = int(progress * self.checkpoints + 1e-9)
+        saved = Saved(reached, reached / self.checkpoints) if reached / self.checkpoints > self.resumed.progress \
+            else self.resumed
+        return AttemptRecord(self.location, self.resumed, saved,
+                             (saved.progress - self.resumed.progress) * self.work_seconds)
+
+
+def checkpointed_run(pod: dict[str, Any]) -> CheckpointedRun | None:
+    """The checkpointing program a Running workflow pod simulates (resumed from nothing yet), or None when the pod
+    is no such pod, already has its end, or is going."""
+    meta = pod.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    status = pod.get("status") or {}
+    if (status.get("phase") != "Running" or meta.get("deletionTimestamp") or SIM_EXIT_CODE in annotations
+            or not str(annotations.get(SIM_CHECKPOINTS, "")).isdigit() or int(annotations[SIM_CHECKPOINTS]) < 1):
+        return None
+    env = _main_env(pod)
+    started = next((c.get("state", {}).get("running", {}).get("startedAt") for c in status.get("containerStatuses")
+                    or [] if c.get("name") == MAIN_CONTAINER), None) or status.get("startTime")
+    if not started:
+        return None
+    return CheckpointedRun(
+        pod=meta.get("name", ""), namespace=meta.get("namespace", ""),
+        workflow=(meta.get("labels") or {}).get(ARGO_WORKFLOW_LABEL, ""),
+        owners=tuple(r for r in meta.get("ownerReferences") or [] if r.get("kind") == WORKFLOW.kind),
+        location=env.get(URI_ENV) or env.get(DIR_ENV) or None,
+        work_seconds=max(_seconds(str(annotations.get(SIM_DURATION, ""))) or 1.0, 1e-3),
+        checkpoints=int(annotations[SIM_CHECKPOINTS]),
+        started=datetime.fromisoformat(str(started).replace("Z", "+00:00")).timestamp())
+
+
+class CheckpointPlayer:
+    """Plays the checkpointing programs of Running pods: resumes each from its location's last checkpoint, ends it
+    when its work is done, records what an interrupted one left. One timer thread for every pod."""
+
+    def __init__(self, api: Any, clock: Callable[[], float] = time.time) -> None:
+        from kubernetes.client import CoreV1Api
+
+        self.core = CoreV1Api(api)
+        self.clock = clock
+        self.runs: dict[str, CheckpointedRun] = {}  # pod uid -> its program, until the pod ends
+        self.done: set[str] = set()  # uids this process ended
+        self.changed = threading.Condition()
+        threading.Thread(target=self._timer, name="checkpointed programs", daemon=True).start()
+
+    def observe(self, pod: dict[str, Any], deleted: bool = False) -> None:
+        uid = (pod.get("metadata") or {}).get("uid", "")
+        with self.changed:
+            run = self.runs.get(uid)
+        if run is not None:
+            if deleted or checkpointed_run(pod) is None:  # ended: done, failed, or going with its node
+                with self.changed:
+                    self.runs.pop(uid, None)
+                if uid not in self.done and (record := run.ended_at(self.clock())) is not None:
+                    self._record(run, record)
+                    log.info("checkpointed pod %s/%s interrupted: %s kept", run.namespace, run.pod, record.saved)
+                self.done.discard(uid)
+            return
+        if deleted or uid in self.done or (run := checkpointed_run(pod)) is None:
+            return
+        if (location := run.location) is not None:
+            records = self._ledger(run)
+            own = records.get(run.pod)  # this process restarted while the pod ran
+            run = replace(run, resumed=own.resumed if own else last_checkpoint(records, location))
+            if own is None:
+                self._record(run, AttemptRecord(location, run.resumed))
+        log.info("checkpointed pod %s/%s runs %s", run.namespace, run.pod, run.resumed)
+        with self.changed:
+            self.runs[uid] = run
+            self.changed.notify()
+
+    def _timer(self) -> None:
+        while True:
+            with self.changed:
+                due = [(uid, run) for uid, run in self.runs.items() if run.ends <= self.clock()]
+                if not due:
+                    soonest = min((run.ends for run in self.runs.values()), default=self.clock() + 60)
+                    self.changed.wait(max(0.05, soonest - self.clock()))
+                    continue
+                for uid, _ in due:
+                    self.done.add(uid)
+            for uid, run in due:
+                try:
+                    if (record := run.ended_at(run.ends)) is not None:
+                        self._record(run, record)
+                    self._end(run)
+                except Exception:  # the pod is left Running: the next event of it plays it again
+                    log.exception("ending checkpointed pod %s/%s", run.namespace, run.pod)
+                    with self.changed:
+                        self.done.discard(uid)
+                        self.runs.pop(uid, None)
+
+    def _end(self, run: CheckpointedRun) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self.core.patch_namespaced_pod(run.pod, run.namespace, {"metadata": {"annotations": {
+                SIM_EXIT_CODE: "0", SIM_DURATION: "0s"}}})
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def _ledger(self, run: CheckpointedRun) -> dict[str, AttemptRecord]:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return parse_ledger(self.core.read_namespaced_config_map(ledger_name(run.workflow), run.namespace).data)
+        except ApiException as exc:
+            if exc.status == 404:
+                return {}
+            raise
+
+    def _record(self, run: CheckpointedRun, record: AttemptRecord) -> None:
+        """One key per attempt in the ledger: concurrent attempts of one workflow never overwrite each other."""
+        from kubernetes.client.exceptions import ApiException
+
+        name, data = ledger_name(run.workflow), {run.pod: record.encode()}
+        try:
+            self.core.patch_namespaced_config_map(name, run.namespace, {"data": data})
+            return
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        body = {"metadata": {"name": name, "namespace": run.namespace, "ownerReferences": list(run.owners)},
+                "data": data}
+        try:
+            self.core.create_namespaced_config_map(run.namespace, body)
+        except ApiException as exc:
+            if exc.status != 409:  # another attempt created it meanwhile
+                raise
+            self.core.patch_namespaced_config_map(name, run.namespace, {"data": data})
 
 
 class _Refused(Exception):
@@ -352,12 +531,13 @@ def serve(kubeconfig: Path) -> None:
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
-    from wf.controller.client import connect
+    from wf.controller.client import Target, connect
     from wf.controller.stream import KubeTransport, NamespaceStream
 
-    api = connect(kubeconfig=str(kubeconfig)).api_client
+    api = connect(Target(kubeconfig=str(kubeconfig))).api_client
     core, custom = CoreV1Api(api), CustomObjectsApi(api)
     resources = ResourceExecutor(api)
+    programs = CheckpointPlayer(api)
     reported: set[str] = set()
 
     def report(pod: dict[str, Any]) -> None:
@@ -366,24 +546,27 @@ def serve(kubeconfig: Path) -> None:
             return
         meta = result["metadata"]
         try:
-            custom.create_namespaced_custom_object(GROUP, VERSION, meta["namespace"], PLURAL, result)
+            custom.create_namespaced_custom_object(WORKFLOW_TASK_RESULT.group, WORKFLOW_TASK_RESULT.version,
+                                                   meta["namespace"], WORKFLOW_TASK_RESULT.plural, result)
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            custom.patch_namespaced_custom_object(GROUP, VERSION, meta["namespace"], PLURAL, meta["name"], result)
+            custom.patch_namespaced_custom_object(WORKFLOW_TASK_RESULT.group, WORKFLOW_TASK_RESULT.version,
+                                                  meta["namespace"], WORKFLOW_TASK_RESULT.plural, meta["name"], result)
         reported.add(uid)
         log.info("reported outputs of %s/%s (node %s)", meta["namespace"], pod["metadata"]["name"], meta["name"])
 
     def handle(kind: str, pod: dict[str, Any]) -> None:
         deleted = kind == "DELETED"
         resources.observe(pod, deleted)
+        programs.observe(pod, deleted)
         if deleted:
             reported.discard(pod["metadata"].get("uid", ""))
         else:
             report(pod)
 
     while True:
-        stream = NamespaceStream(KubeTransport(core.list_pod_for_all_namespaces, label_selector=WORKFLOW_LABEL),
+        stream = NamespaceStream(KubeTransport(core.list_pod_for_all_namespaces, label_selector=ARGO_WORKFLOW_LABEL),
                                  sink=handle, on_trouble=lambda message: log.warning("watching pods: %s", message))
         try:
             stream.run()

@@ -1,73 +1,33 @@
-"""Put wf's platform objects into the local cluster: Argo's CRDs and ConfigMap, namespaces, RBAC, the
-catalog ConfigMap and the simulated nodes. Everything is server-side applied, so a repeated `up` that has
-nothing to change changes nothing.
+"""Put wf's platform objects into the local cluster: Argo's CRDs, the MPIJob CRD, and, from the same rendering
+as `wf platform render` (wf.render.platform), namespaces, RBAC, Argo's ConfigMap, the catalog and artifact
+repository ConfigMaps; then the record of the components the local cluster runs as processes, and the simulated
+nodes. Everything is server-side applied, so a repeated `up` that has nothing to change changes nothing.
 
 Imports the Kubernetes client; only the cluster commands import this module.
 """
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from wf.cluster import mpi
+from wf.cluster import build, mpi
 from wf.cluster.nodes import SIMULATED_ANNOTATION, node_manifests
-from wf.compile.artifacts import repository_configmap
-from wf.core.constants import ARGO_GROUP, CATALOG_CONFIGMAP, CATALOG_KEY, CATALOG_NAMESPACE
+from wf.core.constants import MPIJOB, WORKFLOW
 from wf.core.errors import ClusterError
 from wf.model.catalog import Catalog, Taint
+from wf.render import platform
+from wf.render.platform import WORKFLOW_NAMESPACE, Versions
 
 FIELD_MANAGER = "wf-cluster"
-WORKFLOW_NAMESPACE = "wf"
-CONTROLLER_NAMESPACE = "argo"
-# Applied in this order: namespaces before what lives in them, CRDs before the controller starts.
-MANIFEST_FILES = ("namespaces.yaml", "argo-crds.yaml", "workflow-controller-configmap.yaml", "rbac.yaml")
 
 
-def manifests_dir() -> Path:
-    """manifests/ of the repository, which the package carries as wf/manifests (a symlink in the source tree,
-    copied into wheels), so an installed wf has the same objects a platform engineer applies by hand."""
-    directory = Path(__file__).resolve().parents[1] / "manifests"
-    if not (directory / "argo-crds.yaml").is_file():
-        raise ClusterError(f"wf's manifests are missing from {directory}: reinstall wf")
-    return directory
-
-
-def _load(name: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all((manifests_dir() / name).read_text()) if d]
-
-
-def platform_manifests() -> list[dict[str, Any]]:
-    return [doc for name in MANIFEST_FILES for doc in _load(name)]
-
-
-def workflow_namespace_manifests(namespace: str) -> list[dict[str, Any]]:
-    """Another namespace where workflows may run: the namespace plus rbac.yaml's service accounts, roles
-    and bindings (written for `wf`), re-targeted at it. Without wf-workflow there, Argo could not create
-    the pods (the controller's workflowDefaults name that service account)."""
-    docs: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}]
-    for doc in _load("rbac.yaml"):
-        doc = copy.deepcopy(doc)
-        doc["metadata"]["namespace"] = namespace
-        for subject in doc.get("subjects") or []:
-            if subject.get("kind") == "ServiceAccount":
-                subject["namespace"] = namespace
-        docs.append(doc)
-    return docs
-
-
-def catalog_configmap(catalog: Catalog) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": CATALOG_CONFIGMAP, "namespace": CATALOG_NAMESPACE},
-        "data": {CATALOG_KEY: catalog.to_yaml()},
-    }
+def pinned_versions() -> Versions:
+    """The versions the local cluster builds, which the platform bundle pins too."""
+    built = {c.name: c.version for c in build.components()}
+    return Versions(argo=built["argo"], kueue=built["kueue"], mpi_operator=built[mpi.OPERATOR])
 
 
 def install(
@@ -77,23 +37,22 @@ def install(
     no longer wanted (namespaces are never deleted: they may hold someone's work)."""
     from kubernetes.dynamic import DynamicClient
 
-    from wf.controller.client import connect
+    from wf.controller.client import Target, connect
 
-    api_client = connect(kubeconfig=str(kubeconfig)).api_client
+    api_client = connect(Target(kubeconfig=str(kubeconfig))).api_client
     try:
         client = DynamicClient(api_client)
-        for manifest in [*platform_manifests(), *mpi.crd_manifests()]:
+        rendered = platform.local_objects(catalog, namespaces)
+        namespaces_first = [o for o in rendered if o["kind"] == "Namespace"]
+        for manifest in [*namespaces_first, *platform.load_manifest("argo-crds.yaml"), *mpi.crd_manifests()]:
             apply(client, manifest)
-        for namespace in namespaces:
-            if namespace != WORKFLOW_NAMESPACE:
-                for manifest in workflow_namespace_manifests(namespace):
-                    apply(client, manifest)
-        for group in (ARGO_GROUP, mpi.CRD_GROUP):
+        for group in (WORKFLOW.group, MPIJOB.group):
             wait_crds_established(client, group)
-        apply(client, catalog_configmap(catalog))
-        if catalog.artifacts:  # compiled workflows with artifacts name this repository (artifactRepositoryRef)
-            for namespace in namespaces:
-                apply(client, repository_configmap(catalog.artifacts, namespace))
+        for manifest in rendered:
+            if manifest["kind"] != "Namespace":
+                apply(client, manifest)
+        # Kueue, when the cluster runs it, adds itself to this record once it serves (wf.cluster.kueue).
+        apply(client, platform.local_marker(pinned_versions(), kueue_running=False))
         wanted = node_manifests(catalog, nodes_per_group)
         for node in wanted:
             _ensure_node(client, node)
@@ -167,10 +126,10 @@ def apply_objects(kubeconfig: Path, docs: Sequence[dict[str, Any]]) -> None:
     """Apply `docs` in order; CustomResourceDefinitions first, and established before the rest."""
     from kubernetes.dynamic import DynamicClient
 
-    from wf.controller.client import connect
+    from wf.controller.client import Target, connect
 
     crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
-    api_client = connect(kubeconfig=str(kubeconfig)).api_client
+    api_client = connect(Target(kubeconfig=str(kubeconfig))).api_client
     try:
         client = DynamicClient(api_client)
         for crd in crds:

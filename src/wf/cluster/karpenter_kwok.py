@@ -26,8 +26,9 @@ NAME = "karpenter"
 BINARY = "karpenter-kwok"
 NODECLASS = {"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass", "metadata": {"name": "wf"}}
 NODECLASS_REF = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "wf"}
-# Spot price when the instance facts have no measured saving: the usual EC2 Spot discount.
-_DEFAULT_SPOT_SAVINGS = 0.6
+# The Spot savings of a type the instance facts have none for (every offering needs a price): the usual EC2
+# Spot discount.
+_UNKNOWN_SPOT_SAVINGS = 0.6
 
 
 def crd_files() -> list[Path]:
@@ -69,8 +70,7 @@ def instance_types(catalog: Catalog) -> list[dict[str, Any]]:
                 "operatingSystems": ["linux"],
                 "resources": group.allocatable(name),
             })
-            savings = facts.spot_savings if facts.spot_savings is not None else _DEFAULT_SPOT_SAVINGS
-            price = facts.price_on_demand * (1 - savings if group.capacity == "spot" else 1)
+            price = facts.spot_price(_UNKNOWN_SPOT_SAVINGS) if group.capacity == "spot" else facts.price_on_demand
             entry["offerings"].append({
                 "Price": price,
                 "Available": True,

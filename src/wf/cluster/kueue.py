@@ -31,13 +31,13 @@ from typing import Any
 import yaml
 
 from wf.cluster import build, processes
-from wf.core.constants import KUEUE_GROUP, KUEUE_LOCAL_QUEUE, KUEUE_QUEUE_LABEL
+from wf.core.constants import KUEUE_LOCAL_QUEUE, KUEUE_QUEUE_LABEL, MPIJOB, WORKLOAD
 from wf.core.errors import ClusterError
 from wf.model.catalog import Catalog
-from wf.render import kueue, team_roles
+from wf.render import kueue, platform, team_roles
 
 NAME = "kueue"
-NAMESPACE = "kueue-system"
+NAMESPACE = platform.KUEUE_NAMESPACE
 MUTATING = "wf-kueue-mutating"
 GATE = "kueue.x-k8s.io/admission"  # the scheduling gate Kueue's pod webhook adds until admission
 VALIDATING = "wf-kueue-validating"
@@ -46,14 +46,14 @@ VALIDATING = "wf-kueue-validating"
 _WEBHOOKS = (
     ("mpod.kb.io", "/mutate--v1-pod", MUTATING, ("", "v1", "pods"), ("CREATE",), True),
     ("vpod.kb.io", "/validate--v1-pod", VALIDATING, ("", "v1", "pods"), ("CREATE", "UPDATE"), True),
-    ("mmpijob.kb.io", "/mutate-kubeflow-org-v2beta1-mpijob", MUTATING, ("kubeflow.org", "v2beta1", "mpijobs"),
+    ("mmpijob.kb.io", "/mutate-kubeflow-org-v2beta1-mpijob", MUTATING, (MPIJOB.group, MPIJOB.version, MPIJOB.plural),
      ("CREATE",), True),
-    ("vmpijob.kb.io", "/validate-kubeflow-org-v2beta1-mpijob", VALIDATING, ("kubeflow.org", "v2beta1", "mpijobs"),
-     ("CREATE", "UPDATE"), True),
+    ("vmpijob.kb.io", "/validate-kubeflow-org-v2beta1-mpijob", VALIDATING,
+     (MPIJOB.group, MPIJOB.version, MPIJOB.plural), ("CREATE", "UPDATE"), True),
     ("mworkload.kb.io", "/mutate-kueue-x-k8s-io-v1beta2-workload", MUTATING,
-     ("kueue.x-k8s.io", "v1beta2", "workloads"), ("CREATE",), False),
+     (WORKLOAD.group, WORKLOAD.version, WORKLOAD.plural), ("CREATE",), False),
     ("vworkload.kb.io", "/validate-kueue-x-k8s-io-v1beta2-workload", VALIDATING,
-     ("kueue.x-k8s.io", "v1beta2", "workloads", "workloads/status"), ("CREATE", "UPDATE"), False),
+     (WORKLOAD.group, WORKLOAD.version, WORKLOAD.plural, f"{WORKLOAD.plural}/status"), ("CREATE", "UPDATE"), False),
 )
 
 
@@ -109,16 +109,16 @@ class LocalKueue:
         created while they point at nothing would be refused."""
         from kubernetes.dynamic import DynamicClient
 
-        from wf.cluster.install import apply, wait_crds_established
-        from wf.controller.client import connect
+        from wf.cluster.install import apply, pinned_versions, wait_crds_established
+        from wf.controller.client import Target, connect
 
-        api_client = connect(kubeconfig=str(self.kubeconfig)).api_client
+        api_client = connect(Target(kubeconfig=str(self.kubeconfig))).api_client
         try:
             client = DynamicClient(api_client)
             say("installing Kueue's CRDs")
             for manifest in [_namespace(NAMESPACE), *crd_manifests()]:
                 apply(client, manifest)
-            wait_crds_established(client, KUEUE_GROUP)
+            wait_crds_established(client, WORKLOAD.group)
             state = self.state()
             if state is not None and self.running() and self._config_text(catalog, state) != self._written_config():
                 say("restarting Kueue: the catalog's teams changed")  # Kueue reads its configuration once
@@ -132,6 +132,10 @@ class LocalKueue:
             _wait_gating(api_client, kueue.queues_of(catalog).teams[0].namespaces[0], timeout)
             for manifest in [*kueue.objects(catalog), *team_roles.objects(catalog)]:
                 apply(client, manifest)
+            # The configuration the process runs with, where Kueue's Deployment reads it on a real cluster, and the
+            # record that Kueue runs here as a process: what `wf platform check` reads.
+            apply(client, platform.kueue_configmap(local_configuration(catalog, state, self.cert_dir)))
+            apply(client, platform.local_marker(pinned_versions(), kueue_running=True))
         finally:
             api_client.close()
         return state

@@ -19,7 +19,6 @@ from wf.cluster import build, processes
 from wf.core.errors import ClusterError
 
 OPERATOR = "mpi-operator"
-CRD_GROUP = "kubeflow.org"
 
 
 def _component() -> build.Component:

@@ -21,10 +21,10 @@ def wait_api_ready(
     kubeconfig_path: Path, timeout: float, say: Say, while_waiting: Callable[[], None] = lambda: None
 ) -> None:
     """Wait until the API server answers /readyz with our credentials, calling `while_waiting` every tick."""
-    from wf.controller.client import connect
+    from wf.controller.client import Target, connect
 
     say("waiting for the API server")
-    api_client = connect(kubeconfig=str(kubeconfig_path)).api_client
+    api_client = connect(Target(kubeconfig=str(kubeconfig_path))).api_client
     deadline = time.monotonic() + timeout
     last = ""
     next_tick = time.monotonic() + TICK_SECONDS
@@ -58,10 +58,10 @@ def wait_workloads_ready(
 
     from kubernetes import client as kclient
 
-    from wf.controller.client import connect
+    from wf.controller.client import Target, connect
 
     say("waiting for nodes, service accounts and the workflow controller")
-    api_client = connect(kubeconfig=str(kubeconfig_path)).api_client
+    api_client = connect(Target(kubeconfig=str(kubeconfig_path))).api_client
     core = kclient.CoreV1Api(api_client)
     deadline = time.monotonic() + timeout
     waiting = ""

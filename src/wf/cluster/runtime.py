@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from wf.cluster import build, karpenter_kwok, kubeconfig, mpi, processes
 from wf.cluster import kueue as local_kueue
-from wf.cluster.install import CONTROLLER_NAMESPACE, WORKFLOW_NAMESPACE
 from wf.cluster.readiness import wait_api_ready, wait_workloads_ready
 from wf.cluster.supervise import CONTROLLER, SIM_EXECUTOR, ComponentStatus, Say, Supervisor
 from wf.core.errors import InputError
+from wf.render.platform import CONTROLLER_NAMESPACE, WORKFLOW_NAMESPACE
 
 if TYPE_CHECKING:
     from wf.model.catalog import Catalog

@@ -23,9 +23,9 @@ from typing import Any
 import yaml
 
 from wf.cluster import build, processes
-from wf.cluster.install import CONTROLLER_NAMESPACE
 from wf.cluster.tuning import CONTROLLER_ARGS, KWOK_OPTIONS, KWOKCTL_OPTIONS, TUNING, requeue_time
 from wf.core.errors import ClusterError
+from wf.render.platform import CONTROLLER_NAMESPACE
 
 Say = Callable[[str], None]
 
@@ -33,7 +33,7 @@ CONTROLLER = "workflow-controller"
 # Reports the outputs of simulated pods as Argo's executor would (wf/sim_executor.py).
 SIM_EXECUTOR = "sim-executor"
 # Nothing is pulled under kwok; the image name only has to look like Argo's.
-EXECUTOR_IMAGE = f"quay.io/argoproj/argoexec:v{build.ARGO_VERSION}"
+EXECUTOR_IMAGE = f"quay.io/argoproj/argoexec:v{build.ARGO_RELEASE}"
 STAGES_FILE = Path(__file__).with_name("kwok-stages.yaml")
 # kwokctl's component names in the order processes must stop (dependents first).
 STOP_ORDER = ("kwok-controller", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
@@ -154,9 +154,9 @@ class Supervisor:
             # kwokctl would scan down from port 32767, so two clusters created at the same moment (parallel
             # test sessions) pick the same ports; ports the OS hands out at random do not collide.
             **{option: processes.free_port() for option in _PORT_OPTIONS},
-            "kubeVersion": f"v{build.KUBERNETES_VERSION}",
+            "kubeVersion": f"v{build.KUBERNETES_RELEASE}",
             **KWOKCTL_OPTIONS,
-            "etcdVersion": build.ETCD_VERSION,
+            "etcdVersion": build.ETCD_RELEASE,
         }
         flags = {name: dict(values) for name, values in TUNING.items()}
         # The API server reaches kwok's kubelet endpoint (pod logs) at the node's InternalIP.

@@ -1,7 +1,7 @@
 """The local cluster's sizing: flags that let the simulated cluster keep up with thousands of nodes and pods
 on two cores. Every flag was checked against the `--help` of the pinned binaries; each value says why.
 
-For a real EKS cluster the same Argo knobs are in manifests/eks/, sized for it.
+For a real EKS cluster the same Argo knobs are in the platform bundle (wf.render.platform), sized for it.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ KWOK_OPTIONS: dict[str, int | bool | str] = {
     "podsOnNodeSyncParallelism": 4,
 }
 
-# Argo's workflow-controller locally: the same reasoning as manifests/workflow-controller-deployment-patch.yaml
+# Argo's workflow-controller locally: the same reasoning as wf.render.platform.argo_controller_patch
 # for a real cluster, sized for a loopback API server.
 CONTROLLER_ARGS = (
     # Default 20/30: each pod costs Argo several requests (create, label patches, cleanup); with the

@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from wf.core.constants import ARGO_DEFAULT_ARTIFACT_REPOSITORY_ANNOTATION
 from wf.model.catalog import ArtifactStore
 
 CONFIGMAP = "wf-artifact-repositories"
@@ -26,5 +27,19 @@ def repository(store: ArtifactStore) -> dict[str, Any]:
 def repository_configmap(store: ArtifactStore, namespace: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": CONFIGMAP, "namespace": namespace,
-                         "annotations": {"workflows.argoproj.io/default-artifact-repository": KEY}},
+                         "annotations": {ARGO_DEFAULT_ARTIFACT_REPOSITORY_ANNOTATION: KEY}},
             "data": {KEY: yaml.safe_dump(repository(store), sort_keys=False)}}
+
+
+LIFECYCLE_FILE = "s3-lifecycle.json"
+
+
+def lifecycle_configuration(store: ArtifactStore) -> dict[str, Any]:
+    """The bucket's lifecycle rule removing checkpoints `keepDays` after they were written (S3 counts from each
+    object's last write, so a run's checkpoints go that long after its last save), for `aws s3api
+    put-bucket-lifecycle-configuration`. Chosen over a cleanup step on exit: it also removes the checkpoints of
+    runs that were deleted, stopped or never finished, and needs no credentials in the workflow."""
+    policy = store.checkpoints
+    return {"Rules": [{"ID": "wf-checkpoints", "Filter": {"Prefix": f"{policy.prefix}/"}, "Status": "Enabled",
+                       "Expiration": {"Days": policy.keep_days},
+                       "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1}}]}

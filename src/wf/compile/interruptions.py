@@ -7,6 +7,13 @@ every way a node loss reaches a pod is recognised by the message Argo derives fr
 by the phase Argo gives it. The signs are literal text without regular-expression syntax but for dots (escaped as
 `[.]`), so the same strings are a Go RE2 alternation in the expression and substring tests in Python. An
 application sign wins over an interruption sign: the program's failures are never retried on the interruption budget.
+
+Argo's `Error` phase alone says nothing about the node (a missing output file, a failed artifact upload or an
+executor error is `Error` too): only the signs do. Exit codes 143 and 137 are the one ambiguity: a drain's SIGTERM
+(or the SIGKILL after its grace period) and a program killed by itself or its supervisor end alike. Argo's
+expression retries them as interruptions (the window: such a program is retried on the interruption budget, at
+most `interruptionRetries` times); `wf get`, which can look at the node, calls them the program's when the node is
+still there and not being drained (`is_interruption(..., node_stayed=True)`).
 """
 
 from __future__ import annotations
@@ -16,13 +23,8 @@ from typing import Final
 
 from wf.core.constants import DOMAIN
 
-# Argo phase of an attempt whose pod vanished or failed outside its main container ("pod deleted",
-# "Pod failed before main container starts ...", a wait/init container's error).
-ERROR_PHASE: Final = "Error"
-
-
-# The MPIJob status counter a multi-node step's failure condition reads for its workers (wf.compile.mpijob): Argo's
-# message names the condition that matched.
+# The MPIJob status counter a multi-node step's failure condition reads for its workers (wf.compile.kinds.mpijob):
+# Argo's message names the condition that matched.
 MPI_WORKER_FAILED: Final = "replicaStatuses.Worker.failed"
 
 
@@ -31,6 +33,17 @@ class Sign:
     text: str  # literal text of Argo's node message
     source: str  # what produces it: kept next to the text so the list documents itself
 
+
+# Signs a drain and the program itself both give: only the attempt's node tells them apart.
+NODE_CONFIRMED_SIGNS: Final = (
+    Sign("exit code 143", "SIGTERM from outside the program: graceful deletion (drain and eviction by kubectl, "
+                          "Karpenter's interruption handling or the AWS node termination handler; "
+                          "scheduler preemption) seen by Argo as Failed before the pod disappeared; also a "
+                          "program's own SIGTERM"),
+    Sign("exit code 137", "SIGKILL after the deletion grace period ran out; an OOM kill, "
+                          "'OOMKilled (exit code 137)', is excluded below and stays the program's; also a "
+                          "program's own SIGKILL"),
+)
 
 INTERRUPTION_SIGNS: Final = (
     Sign("pod deleted", "Argo: the pod vanished before it reached a terminal phase (node deleted and pod GC, drain or "
@@ -41,6 +54,9 @@ INTERRUPTION_SIGNS: Final = (
     Sign("container did not complete successfully", "Argo: as above, after one of main and wait had exited 0"),
     Sign("can't find failed message for pod", "Argo: the pod Failed with no container status at all: the pod GC "
                                               "failing a pod bound to a vanished node before its containers started"),
+    Sign("before main container starts due to ContainerCreating",
+         "Argo: the pod failed while its containers were being created: the pod GC failing the pods of a vanished "
+         "node (a program that never started cannot have failed)"),
     Sign("imminent node shutdown", "kubelet graceful node shutdown (pod reason NodeShutdown), Spot reclaim on a node "
                                    "with shutdownGracePeriod"),
     Sign("node was low on resource", "kubelet node-pressure eviction (pod reason Evicted)"),
@@ -48,16 +64,11 @@ INTERRUPTION_SIGNS: Final = (
     Sign("Pod was rejected", "kubelet admission refused after the node changed under the pod "
                              "(UnexpectedAdmissionError, OutOfcpu, NodeAffinity)"),
     Sign("Preempted in order to admit critical pod", "kubelet critical-pod preemption"),
-    Sign("exit code 143", "SIGTERM from outside the program: graceful deletion (drain and eviction by kubectl, "
-                          "Karpenter's interruption handling or the AWS node termination handler; "
-                          "scheduler preemption) "
-                          "seen by Argo as Failed before the pod disappeared"),
-    Sign("exit code 137", "SIGKILL after the deletion grace period ran out; an OOM kill, 'OOMKilled (exit code 137)', "
-                          "is excluded below and stays the program's"),
-    Sign(MPI_WORKER_FAILED, "Argo's resource wait on a multi-node step's MPIJob, naming compile.mpijob's failure "
-                            "condition "
-                            "that matched: a worker pod failed, which is its node going away (a program that fails "
-                            "ends the launcher's mpirun, and the launcher's condition is named instead)"),
+    *NODE_CONFIRMED_SIGNS,
+    Sign(MPI_WORKER_FAILED, "Argo's resource wait on a multi-node step's MPIJob, naming compile.kinds.mpijob's "
+                            "failure condition that matched: a worker pod failed, which is its node going away (a "
+                            "program that fails ends the launcher's mpirun, and the launcher's condition is named "
+                            "instead)"),
 )
 
 APPLICATION_SIGNS: Final = (
@@ -69,13 +80,17 @@ APPLICATION_SIGNS: Final = (
 )
 
 
-def is_interruption(phase: str | None, message: str | None) -> bool:
-    """An attempt that ended because its node went away, not because the program failed (the same rule as
-    INTERRUPTION_EXPRESSION, for attempts Argo already finished)."""
+def is_interruption(message: str | None, node_stayed: bool | None = None) -> bool:
+    """An attempt that ended because its node went away, not because the program failed: the rule of
+    INTERRUPTION_EXPRESSION, for attempts Argo already finished. `node_stayed`: the attempt's node is still there
+    and not being drained (None: unknown, as for Argo), which makes a SIGTERM or SIGKILL exit the program's own."""
     text = message or ""
     if any(sign.text in text for sign in APPLICATION_SIGNS):
         return False
-    return phase == ERROR_PHASE or any(sign.text in text for sign in INTERRUPTION_SIGNS)
+    signs = [sign for sign in INTERRUPTION_SIGNS if sign.text in text]
+    if node_stayed and signs and all(sign in NODE_CONFIRMED_SIGNS for sign in signs):
+        return False
+    return bool(signs)
 
 
 def _alternation(signs: tuple[Sign, ...]) -> str:
@@ -84,11 +99,13 @@ def _alternation(signs: tuple[Sign, ...]) -> str:
 
 # The pod template's retryStrategy: retry only interruptions, on their own budget.
 INTERRUPTION_EXPRESSION: Final = (
-    f'(lastRetry.status == "{ERROR_PHASE}" || lastRetry.message matches "{_alternation(INTERRUPTION_SIGNS)}")'
+    f'lastRetry.message matches "{_alternation(INTERRUPTION_SIGNS)}"'
     f' && !(lastRetry.message matches "{_alternation(APPLICATION_SIGNS)}")'
 )
 # The wrapper's retryStrategy: retry the program's failures, never an interruption.
-APPLICATION_EXPRESSION: Final = f'lastRetry.status == "Failed" && !({INTERRUPTION_EXPRESSION})'
+# Argo's `Error` (a missing output, a failed upload, an executor error) is the program's too.
+APPLICATION_EXPRESSION: Final = (
+    f'(lastRetry.status == "Failed" || lastRetry.status == "Error") && !({INTERRUPTION_EXPRESSION})')
 
 
 # On the pod template, the number of interruptions after which the Spot fallback moves the step On-Demand: read

@@ -2,6 +2,8 @@
 
 Pods select on the labels every node group of the class carries (`wf.dev/compute-class`, `wf.dev/capacity`,
 `kubernetes.io/arch`), never on instance types, so eksctl and Karpenter node groups both satisfy them.
+`place_step` resolves a step's class and capacity; `place_pod` sizes a pod on them (a step's pod, or a multi-node
+step's replicas, wf.compile.kinds.mpijob). What a compiled template says back: wf.compile.readback.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from wf.compile.schedulability import PodConstraints, Shortfall, Verdict, judge
 from wf.core.errors import PathKey, Problem
 from wf.core.units import format_cpu, format_mib, parse_quantity
 from wf.model.accelerators import EFA_RESOURCE, HUGEPAGES_2MI, profile
-from wf.model.catalog import Catalog, ComputeClass
+from wf.model.catalog import Catalog, ComputeClass, PodSecurity
 from wf.model.nodegroups import NodeGroup, hugepages_for, node_group
 from wf.spec.job import TrainingJob
-from wf.spec.steps import Step
+from wf.spec.steps import Resources, Step
 
 # A pod asking for a whole node's allocatable never fits beside the node's DaemonSets (CNI, kube-proxy,
 # device plugins), so defaults derived from a node take this share of it.
@@ -57,20 +59,30 @@ def place_step(job: TrainingJob, index: int, catalog: Catalog, section: str = "s
     try:
         cls = catalog.compute_class(class_name)
     except KeyError:
-        known = ", ".join(catalog.class_names)
-        return None, [Problem.at(class_at, f"unknown compute class {class_name!r}; the catalog has: {known}")]
+        return None, [Problem.at(class_at, catalog.unknown_class(class_name))]
     problems: list[Problem] = []
     capacity = step.capacity or job.spec.capacity or cls.default_capacity
     if capacity not in cls.capacity:
         where = (*at, "capacity") if step.capacity else ("spec", "capacity")
         problems.append(Problem.at(where, f"compute class {cls.name!r} offers {' and '.join(cls.capacity)}, "
                                           f"not {capacity}"))
-    group = node_group(cls, catalog, capacity if capacity in cls.capacity else cls.default_capacity)
+        capacity = cls.default_capacity
+    placement, found = place_pod(catalog, cls, capacity, step.resources, step.accelerators, at)
+    problems += found
+    return (None, problems) if problems else (placement, [])
+
+
+def place_pod(catalog: Catalog, cls: ComputeClass, capacity: str, resources: Resources | None = None,
+              devices: int = 0, at: tuple[PathKey, ...] = ()) -> tuple[Placement | None, list[Problem]]:
+    """The placement of a pod asking for `resources` and `devices` accelerators on `cls` x `capacity` (defaults
+    where it asks for none), or the problems, at `at` + the field: a step's, or a multi-node step's replica."""
+    resources = resources or Resources()
+    group = node_group(cls, catalog, capacity)
     # What every node of the class offers: a request sized from it fits whichever type the autoscaler models.
     least = group.least_allocatable()
     device = cls.accelerator.resource if cls.accelerator else None
-    devices = step.accelerators
     per_node = cls.accelerator.count if cls.accelerator else 0
+    problems: list[Problem] = []
     if devices and not cls.accelerator:
         problems.append(Problem.at((*at, "accelerators"), f"compute class {cls.name!r} has no accelerators"))
     elif devices > per_node:
@@ -81,11 +93,11 @@ def place_step(job: TrainingJob, index: int, catalog: Catalog, section: str = "s
     sized = min(devices, per_node)
     share = Decimal(sized) / per_node if devices and per_node else None
 
-    cpu_millis = _millis(step.resources.cpu) if step.resources.cpu is not None else (
+    cpu_millis = _millis(resources.cpu) if resources.cpu is not None else (
         int(least["cpu"] * 1000 * _NODE_SHARE * share) // 1000 * 1000 if share else _DEFAULT_CPU_MILLIS)
     hugepages = hugepages_for(device, devices)
-    if step.resources.memory is not None:
-        memory_mib = int(parse_quantity(step.resources.memory) / _MIB)
+    if resources.memory is not None:
+        memory_mib = int(parse_quantity(resources.memory) / _MIB)
     elif share and prof.memory_mib_per_device:
         memory_mib = prof.memory_mib_per_device * sized
     elif share:
@@ -98,10 +110,12 @@ def place_step(job: TrainingJob, index: int, catalog: Catalog, section: str = "s
     if problems:
         return None, problems
 
+    # The accelerator's own needs go to the pods holding its devices; a class's explicit ones to all its pods.
+    relaxed = cls.relaxations if devices or cls.pod_security is not None else PodSecurity()
     requests = {"cpu": format_cpu(cpu_millis), "memory": format_mib(memory_mib)}
     limits = {"memory": format_mib(memory_mib)}
-    if step.resources.ephemeral_storage is not None:
-        requests["ephemeral-storage"] = str(step.resources.ephemeral_storage)
+    if resources.ephemeral_storage is not None:
+        requests["ephemeral-storage"] = str(resources.ephemeral_storage)
     if devices and device:
         exact = {device: str(devices)}
         if hugepages:
@@ -118,8 +132,8 @@ def place_step(job: TrainingJob, index: int, catalog: Catalog, section: str = "s
         tolerations=group.tolerations,
         requests=requests,
         limits=limits,
-        host_ipc=prof.host_ipc and devices > 0,
-        capabilities=prof.capabilities if devices else (),
+        host_ipc=relaxed.host_ipc,
+        capabilities=tuple(relaxed.capabilities),
         interruption_retries=cls.interruption_retries if cls.interruption_retries is not None
         else INTERRUPTION_RETRIES[capacity],
         on_demand_after=cls.spot_fallback_after if capacity == "spot" and "on-demand" in cls.capacity else None,

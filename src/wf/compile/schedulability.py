@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from wf.compile.readback import selected_labels
 from wf.core.constants import CLASS_LABEL
 from wf.core.units import parse_quantity
 from wf.model.nodegroups import NodeGroup
@@ -120,7 +121,7 @@ def explain(pod: PodConstraints, groups: list[NodeGroup]) -> str | None:
         return None
     if not verdicts:
         return "the catalog has no node groups"
-    wanted_class = pod.node_selector.get(CLASS_LABEL)
+    wanted_class = selected_labels(pod.node_selector, pod.affinity_terms).get(CLASS_LABEL)
     # The class the pod asks for is nearest, whatever other groups miss by: its reasons are the ones to fix.
     nearest = min(verdicts, key=lambda v: (v.group.compute_class != wanted_class, len(v.reasons), v.group.name))
     cls = nearest.group.compute_class

@@ -12,7 +12,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Literal
 
-from wf.compile import artifacts
+from wf.compile import artifacts, checkpoints
+from wf.compile.hardening import container_security, pod_security
 from wf.compile.interruptions import (
     APPLICATION_EXPRESSION,
     INTERRUPTION_EXPRESSION,
@@ -20,10 +21,18 @@ from wf.compile.interruptions import (
     SPOT_FALLBACK_ANNOTATION,
     capacity_expression,
 )
-from wf.compile.mpijob import mpijob_template, step_problems
-from wf.compile.placement import Placement, place_step
+from wf.compile.kinds import kind_of
+from wf.compile.placement import Placement
 from wf.compile.queueing import QueueAssignment, assign_queue
-from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
+from wf.core.constants import (
+    ARGO_KINDS,
+    CAPACITY_LABEL,
+    CLASS_LABEL,
+    EXECUTOR_ACCOUNT,
+    JOB_LABEL,
+    STEP_LABEL,
+    SUBMISSION_LABEL,
+)
 from wf.core.errors import InputError, Problem
 from wf.core.units import parse_duration
 from wf.model.catalog import Catalog
@@ -33,7 +42,6 @@ from wf.spec.references import Reference
 from wf.spec.steps import Count, SecretRef, Step, Volume
 
 Kind = Literal["Workflow", "WorkflowTemplate", "CronWorkflow"]
-API_VERSION = "argoproj.io/v1alpha1"
 # Entry and wrapper templates carry an upper-case letter, which step names (DNS-1123 labels) never do, so they
 # can't collide with a step's template.
 ENTRYPOINT = "Main"
@@ -63,16 +71,23 @@ def compile_job(
     placements: dict[str, Placement] = {}
     problems: list[Problem] = []
     for path, step in job.spec.step_entries():
-        placement, found = place_step(job, int(path[2]), catalog, str(path[1]))
+        placement, found = kind_of(step).place(job, int(path[2]), catalog, str(path[1]))
         if placement is not None:
             placements[step.name] = placement
-        problems += found + step_problems(job, int(path[2]), catalog, placement, str(path[1]))
+            problems += checkpoints.problems(job, step, placement, catalog)
+        problems += found
         if step.outputs and step.outputs.artifacts and catalog.artifacts is None:
             problems.append(Problem.at((*path, "outputs", "artifacts"),
                                        "the catalog names no artifact store (its `artifacts:`): "
                                        "artifacts have nowhere to go"))
     queue, found = assign_queue(catalog, job.spec.team, job.metadata.namespace or namespace, job.spec.priority)
     problems += found
+    account = job.spec.service_account
+    target = queue.namespace if queue else job.metadata.namespace or namespace
+    if account is not None and not catalog.allows_step_account(account, target):
+        problems.append(Problem.at(("spec", "serviceAccount"),
+                                   f"steps get the API token of the account they run as: the catalog's "
+                                   f"stepServiceAccounts does not allow {account!r} in namespace {target or 'any'}"))
     if problems:
         raise InputError([_locate(job, p) for p in problems])
     kind = kind or ("CronWorkflow" if job.spec.schedule else "Workflow")
@@ -100,7 +115,7 @@ def compile_job(
         }
     else:
         body = spec
-    return {"apiVersion": API_VERSION, "kind": kind, "metadata": metadata, "spec": body}
+    return {"apiVersion": ARGO_KINDS[kind].api_version, "kind": kind, "metadata": metadata, "spec": body}
 
 
 def _locate(job: TrainingJob, problem: Problem) -> Problem:
@@ -133,11 +148,27 @@ def _workflow_spec(job: TrainingJob, placements: dict[str, Placement], catalog: 
     if catalog.artifacts and any(s.outputs and s.outputs.artifacts for _, s in job.spec.step_entries()):
         spec["artifactRepositoryRef"] = dict(artifacts.REPOSITORY_REF)
         service_account = service_account or catalog.artifacts.service_accounts.get(namespace or "")
+    if catalog.artifacts and checkpoints.uses_artifact_store(job):
+        # The program writes its checkpoints to the bucket itself, with the namespace's role.
+        service_account = service_account or catalog.artifacts.service_accounts.get(namespace or "")
     if service_account:
         spec["serviceAccountName"] = service_account
-    if job.spec.volumes:
-        spec["volumes"] = [_volume(v) for v in job.spec.volumes]
+    # Argo's containers get the executor's token; the step's own container gets none unless the job named an
+    # account (which the catalog allows, see _account_problems): then it gets that account's.
+    spec["executor"] = {"serviceAccountName": EXECUTOR_ACCOUNT}
+    if job.spec.service_account is None:
+        spec["automountServiceAccountToken"] = False
+    spec["securityContext"] = pod_security()
+    if volumes := _volumes(job, catalog):
+        spec["volumes"] = volumes
     return spec
+
+
+def _volumes(job: TrainingJob, catalog: Catalog) -> list[dict[str, Any]]:
+    """The pod volumes of the job's steps: the job's own, then the catalog's that steps keep checkpoints on."""
+    return [_volume(v) for v in job.spec.volumes] + [
+        {"name": name, "persistentVolumeClaim": {"claimName": v.claim}}
+        for name, v in checkpoints.volumes(job, catalog).items()]
 
 
 def _inputs(step: Step) -> list[Reference]:
@@ -198,9 +229,13 @@ def _declared_inputs(refs: list[Reference], producers: dict[str, Step], with_pat
 
 def _step(job: TrainingJob, catalog: Catalog, step: Step, placement: Placement, producers: dict[str, Step],
           templates: list[dict[str, Any]], queue: QueueAssignment | None) -> dict[str, Any]:
-    """The DAG task running `step`, appending the templates behind it: the pod (interruptions retried inside),
-    the application-retry wrapper, and for a capped fan-out the wrapper that holds the loop and its cap."""
+    """The DAG task running `step`, appending the templates behind it: its kind's template (wf.compile.kinds: the
+    pod, or the resource template creating a multi-node step's MPIJob; interruptions retried inside), the
+    application-retry wrapper, and for a capped fan-out the wrapper that holds the loop and its cap."""
     refs = _inputs(step)
+    if (item := checkpoints.item_reference(job, step)) and item.input_name not in {r.input_name for r in refs}:
+        refs.append(item)
+    checkpointed = checkpoints.checkpoint_of(job, step)[0] is not None
     template = step.name
     wrappers: list[dict[str, Any]] = []
     retries = job.spec.retries if step.retries is None else step.retries
@@ -208,7 +243,7 @@ def _step(job: TrainingJob, catalog: Catalog, step: Step, placement: Placement, 
         template = step.name + ATTEMPTS_SUFFIX
         wrappers.append(_wrapper(template, step, refs, producers, {
             "retryStrategy": {"limit": retries, "expression": APPLICATION_EXPRESSION,
-                              "backoff": dict(APPLICATION_BACKOFF)}}))
+                              "backoff": dict(APPLICATION_BACKOFF)}}, checkpointed))
     loop = _loop(step)
     task: dict[str, Any] = {"name": step.name, "template": template}
     if loop and step.parallelism:
@@ -242,13 +277,9 @@ def _step(job: TrainingJob, catalog: Catalog, step: Step, placement: Placement, 
     if step.when is not None:
         task["when"] = _rewrite(step.when, lambda r: _from_dag(r, False))
     templates += wrappers
-    if step.nodes is None:
-        templates.append(_pod_template(job, step, placement, refs, producers, queue))
-    else:
-        index = next(i for i, s in enumerate(job.spec.steps) if s.name == step.name)
-        templates.append(mpijob_template(job, index, catalog,
-                                         lambda p: _pod_template(job, step, p, refs, producers, queue),
-                                         [_volume(v) for v in job.spec.volumes], queue))
+    templates.append(kind_of(step).render(job, step, catalog, placement,
+                                          lambda p: _pod_template(job, catalog, step, p, refs, producers, queue),
+                                          _volumes(job, catalog), queue))
     return task
 
 
@@ -263,11 +294,16 @@ def _loop(step: Step) -> dict[str, Any]:
     return {"withParam": _rewrite(items.strip(), lambda r: _from_dag(r, False))}
 
 
-def _wrapper(name: str, step: Step, refs: list[Reference], producers: dict[str, Step], extra: dict[str, Any]
-             ) -> dict[str, Any]:
-    """A DAG template around the step's pod that passes its inputs down and its outputs up."""
+def _wrapper(name: str, step: Step, refs: list[Reference], producers: dict[str, Step], extra: dict[str, Any],
+             checkpointed: bool) -> dict[str, Any]:
+    """A DAG template around the step's pod that passes its inputs down and its outputs up; to a checkpointed
+    step's pod also the application retry it runs in (the pod's own `retries` count only its interruptions)."""
     inner: dict[str, Any] = {"name": step.name, "template": step.name}
-    if arguments := _arguments(refs, producers, _from_inputs):
+    arguments = _arguments(refs, producers, _from_inputs)
+    if checkpointed:
+        arguments.setdefault("parameters", []).append(
+            {"name": checkpoints.APPLICATION_ATTEMPT_INPUT, "value": "{{retries}}"})
+    if arguments:
         inner["arguments"] = arguments
     template: dict[str, Any] = {"name": name, **extra}
     if declared := _declared_inputs(refs, producers, with_paths=False):
@@ -300,7 +336,7 @@ def _rewrite(text: str, replacement: Callable[[Reference], str]) -> str:
     return references.PATTERN.sub(sub, text)
 
 
-def _pod_template(job: TrainingJob, step: Step, placement: Placement, refs: list[Reference],
+def _pod_template(job: TrainingJob, catalog: Catalog, step: Step, placement: Placement, refs: list[Reference],
                   producers: dict[str, Step], queue: QueueAssignment | None) -> dict[str, Any]:
     def local(ref: Reference) -> str:
         return _local(ref, producers)
@@ -330,18 +366,19 @@ def _pod_template(job: TrainingJob, step: Step, placement: Placement, refs: list
         "resources": {"requests": placement.requests, "limits": placement.limits},
     }
     env = _env({**job.spec.env, **({k: _rewrite(v, local) if isinstance(v, str) else v for k, v in step.env.items()}
-                                   if refs else step.env)})
+                                   if refs else step.env)}) + checkpoints.container_env(job, step, catalog)
     if env:
         container["env"] = env
     if step.working_dir:
         container["workingDir"] = step.working_dir
-    if job.spec.volumes:
-        container["volumeMounts"] = [
-            {"name": v.name, "mountPath": v.mount_path, **({"readOnly": True} if v.read_only else {})}
-            for v in job.spec.volumes
-        ]
-    if placement.capabilities:
-        container["securityContext"] = {"capabilities": {"add": list(placement.capabilities)}}
+    mounts = [{"name": v.name, "mountPath": v.mount_path, **({"readOnly": True} if v.read_only else {})}
+              for v in job.spec.volumes] + checkpoints.volume_mounts(job, step, catalog)
+    if mounts:
+        container["volumeMounts"] = mounts
+    if (grace := checkpoints.grace_seconds(job, step)) is not None:
+        # The program saves on SIGTERM; the kubelet kills it this long after (lint keeps it inside Spot's notice).
+        pod_patch["terminationGracePeriodSeconds"] = grace
+    container["securityContext"] = container_security(placement)
     template: dict[str, Any] = {
         "name": step.name,
         "metadata": metadata,
@@ -352,7 +389,11 @@ def _pod_template(job: TrainingJob, step: Step, placement: Placement, refs: list
             "backoff": dict(INTERRUPTION_BACKOFF),
         },
     }
-    if declared := _declared_inputs(refs, producers, with_paths=True):
+    declared = _declared_inputs(refs, producers, with_paths=True)
+    if checkpoints.checkpoint_of(job, step)[0] is not None:
+        # Set by the step's application-retry wrapper, when it has one.
+        declared.setdefault("parameters", []).append({"name": checkpoints.APPLICATION_ATTEMPT_INPUT, "default": "0"})
+    if declared:
         template["inputs"] = declared
     if outputs := _outputs(step):
         template["outputs"] = outputs

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wf.controller.client import Kube, connect
+from wf.controller.client import Kube, Target, connect
 from wf.controller.cost import JobCost
 from wf.controller.submit import BATCH_LABEL, Submitted
 from wf.controller.view import Display
@@ -53,21 +53,23 @@ class Runs:
             f"{r.name}: {r.phase}" for r in self.runs if not r.succeeded and not r.failed_steps]
 
 
-def _kube(kube: Kube | None, **where: Any) -> Kube:
-    return kube or connect(**{k: v for k, v in where.items() if v is not None})
+def _kube(kube: Kube | None, **where: str | None) -> Kube:
+    return kube or connect(Target(**where))
 
 
 def submit(jobs: Any, *, dry_run: bool = False, parameters: dict[str, str] | None = None,
            catalog: str | Path | None = None, namespace: str | None = None, context: str | None = None,
            kubeconfig: str | None = None, eks_cluster: str | None = None, region: str | None = None,
-           rate: float = 20.0, burst: int = 40, kube: Kube | None = None) -> list[Submitted]:
+           role_arn: str | None = None, rate: float = 20.0, burst: int = 40,
+           kube: Kube | None = None) -> list[Submitted]:
     """Submit job files, folders or TrainingJob objects; compiled with the cluster's catalog unless given one."""
     from wf.controller.catalog_source import resolve_catalog
     from wf.controller.submit import load_jobs, submit_jobs
 
     sources = list(jobs) if isinstance(jobs, (list, tuple)) else [jobs]
     loaded = load_jobs(sources)
-    client = _kube(kube, context=context, kubeconfig=kubeconfig, eks_cluster=eks_cluster, region=region)
+    client = _kube(kube, context=context, kubeconfig=kubeconfig, eks_cluster=eks_cluster, region=region,
+                   role_arn=role_arn)
     resolved = resolve_catalog(client, str(catalog) if catalog else None)
     return submit_jobs(client, loaded, resolved, namespace=namespace, parameters=parameters, dry_run=dry_run,
                        rate=rate, burst=burst)
@@ -89,14 +91,15 @@ def _targets(workflows: Any, default_namespace: str) -> tuple[list[tuple[str, st
 
 def watch(workflows: Any = (), *, selector: str = "", namespace: str | None = None, context: str | None = None,
           kubeconfig: str | None = None, eks_cluster: str | None = None, region: str | None = None,
-          display: Display | None = None, with_cost: bool = True, catalog: str | Path | None = None,
-          kube: Kube | None = None) -> Runs:
+          role_arn: str | None = None, display: Display | None = None, with_cost: bool = True,
+          catalog: str | Path | None = None, kube: Kube | None = None) -> Runs:
     """Watch workflows (names or submit()'s results, or every one `selector` matches) to their end through one
     stream per namespace."""
     from wf.controller.catalog_source import resolve_catalog
     from wf.controller.watch import watch_workflows
 
-    client = _kube(kube, context=context, kubeconfig=kubeconfig, eks_cluster=eks_cluster, region=region)
+    client = _kube(kube, context=context, kubeconfig=kubeconfig, eks_cluster=eks_cluster, region=region,
+                   role_arn=role_arn)
     targets, batch = _targets(workflows, namespace or client.namespace)
     outcome = watch_workflows(client, targets, display=display, label_selector=selector or batch,
                               namespace=namespace, with_cost=with_cost,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import tempfile
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -42,6 +41,19 @@ class RequestCounter:
     def total(self) -> int:
         with self._lock:
             return sum(self.by_method.values())
+
+
+@dataclass(frozen=True)
+class Target:
+    """The cluster a command acts on, as the user names it: kubectl's choices (kubeconfig, context, namespace) or
+    an EKS cluster by name, region and, optionally, a role to assume for its token."""
+
+    context: str | None = None
+    namespace: str | None = None
+    kubeconfig: str | None = None
+    eks_cluster: str | None = None
+    region: str | None = None
+    role_arn: str | None = None
 
 
 @dataclass
@@ -85,6 +97,8 @@ def _instrument(api_client: ApiClient, counter: RequestCounter) -> None:
 
 
 def _ca_file(pem: bytes) -> str:
+    import tempfile
+
     handle, path = tempfile.mkstemp(prefix="wf-eks-ca-", suffix=".pem")
     with os.fdopen(handle, "wb") as out:  # mkstemp creates it 0600
         out.write(pem)
@@ -104,55 +118,53 @@ def _use_token_source(configuration: Any, source: Any) -> None:
     refresh(configuration)
 
 
-def connect(
-    *,
-    kubeconfig: str | None = None,
-    context: str | None = None,
-    namespace: str | None = None,
-    eks_cluster: str | None = None,
-    region: str | None = None,
-) -> Kube:
-    """A client for the chosen cluster: an EKS cluster by name, else the kubeconfig's context."""
+def connect(target: Target) -> Kube:
+    """A client for the target: an EKS cluster by name, else the kubeconfig's context."""
     from kubernetes import client as k8s
     from kubernetes import config as k8s_config
 
     from wf.aws import eks
 
     configuration = k8s.Configuration()
-    if eks_cluster:
-        if not region:
+    if target.eks_cluster:
+        if not target.region:
             raise InputError("--eks-cluster needs --region (e.g. --region us-east-1)")
-        session = eks.session_for(region=region)
-        endpoint = eks.describe_cluster(eks_cluster, region, session)
+        session = eks.session_for(role_arn=target.role_arn, region=target.region)
+        endpoint = eks.describe_cluster(target.eks_cluster, target.region, session)
         configuration.host = endpoint.server
         configuration.ssl_ca_cert = _ca_file(endpoint.ca_pem)
-        _use_token_source(configuration, eks.TokenSource(eks_cluster, region, session))
-        ctx_name, server, ns = endpoint.arn or eks_cluster, endpoint.server, namespace or DEFAULT_NAMESPACE
+        _use_token_source(configuration, eks.TokenSource(target.eks_cluster, target.region, session))
+        ctx_name, server = endpoint.arn or target.eks_cluster, endpoint.server
+        ns = target.namespace or DEFAULT_NAMESPACE
     else:
-        target = resolve_target(kubeconfig, context, namespace)
-        config = target.config
-        exec_user = eks.eks_exec_user(target.user)
+        resolved = resolve_target(target.kubeconfig, target.context, target.namespace)
+        config = resolved.config
+        exec_user = eks.eks_exec_user(resolved.user)
+        if target.role_arn and exec_user is None:
+            raise InputError(f"--role-arn needs an EKS cluster: --eks-cluster, or a context that runs "
+                             f"`aws eks get-token` (context {resolved.context!r} does not)")
         if exec_user is not None:
             # The aws CLI may be absent: strip the exec entry and sign the same token in-process.
             config = json.loads(json.dumps(config))
-            user_name = next(c["context"].get("user") for c in config["contexts"] if c["name"] == target.context)
+            user_name = next(c["context"].get("user") for c in config["contexts"] if c["name"] == resolved.context)
             for entry in config["users"]:
                 if entry["name"] == user_name:
                     entry["user"] = {}
         try:
             k8s_config.load_kube_config_from_dict(
-                config, context=target.context, client_configuration=configuration, persist_config=False
+                config, context=resolved.context, client_configuration=configuration, persist_config=False
             )
         except k8s_config.ConfigException as exc:
-            raise InputError(f"kubeconfig context {target.context!r}: {exc}", file=target.sources[0]) from exc
+            raise InputError(f"kubeconfig context {resolved.context!r}: {exc}", file=resolved.sources[0]) from exc
         if exec_user is not None:
-            exec_region = (exec_user.region or region or os.environ.get("AWS_REGION")
+            exec_region = (exec_user.region or target.region or os.environ.get("AWS_REGION")
                            or os.environ.get("AWS_DEFAULT_REGION"))
             if not exec_region:
-                raise InputError(f"context {target.context!r} runs `aws eks get-token` without --region; pass --region")
-            session = eks.session_for(exec_user.profile, exec_user.role_arn, exec_region)
+                raise InputError(f"context {resolved.context!r} runs `aws eks get-token` without --region; "
+                                 "pass --region")
+            session = eks.session_for(exec_user.profile, target.role_arn or exec_user.role_arn, exec_region)
             _use_token_source(configuration, eks.TokenSource(exec_user.cluster_name, exec_region, session))
-        ctx_name, server, ns = target.context, target.server, target.namespace
+        ctx_name, server, ns = resolved.context, resolved.server, resolved.namespace
     # Retries are ours (submit's idempotent retry, the watch's reconnect); urllib3's would hide outages.
     configuration.retries = 0
     api_client = k8s.ApiClient(configuration)
@@ -182,6 +194,16 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, ApiException):
         return exc.status in (0, 429, 500, 502, 503, 504)
     return isinstance(exc, (HTTPError, ConnectionError, TimeoutError))
+
+
+def lookup_errors() -> tuple[type[BaseException], ...]:
+    """What a look-up beside the main work (a node, a queue's workloads, events) may meet and do without: the
+    server's refusals and the network's failures. Anything else (a bug, credentials that cannot be renewed) is
+    not caught by the look-ups and ends the command."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    return (ApiException, HTTPError, ConnectionError, TimeoutError)
 
 
 def cluster_error(exc: BaseException, kube: Kube, doing: str, namespace: str | None = None) -> BaseException:

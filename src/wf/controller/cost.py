@@ -2,7 +2,8 @@
 
 A step is charged for the share of its node it reserved (the largest of its cpu, memory and accelerator
 requests over the node's allocatable) for as long as each attempt ran, at the price of the capacity it ran on,
-interrupted attempts included: that time was paid for, and it is reported apart as lost to interruptions.
+interrupted attempts included: that time was paid for. What an interruption lost, the work done twice (an
+interrupted attempt's run time less what its last checkpoint kept), is reported apart.
 On-Demand prices are list prices; the Spot estimate applies the Spot advisor's average savings for the type and
 is only indicative (real Spot prices move by zone and hour).
 """
@@ -16,7 +17,7 @@ from typing import Any
 
 from wf.compile.schedulability import template_requests
 from wf.controller.steps import Attempt, WorkflowView
-from wf.model.instances import ACCELERATOR_RESOURCES
+from wf.model.accelerators import ACCELERATOR_RESOURCES
 from wf.model.nodegroups import instance_allocatable
 
 _SHARED = ("cpu", "memory")
@@ -26,6 +27,7 @@ _SHARED = ("cpu", "memory")
 class NodeFacts:
     instance_type: str
     capacity: str | None  # "spot" | "on-demand" | None when the node carries no capacity label
+    draining: bool = False  # cordoned, or tainted by what takes nodes away (wf.controller.watch.DRAIN_TAINTS)
 
 
 @dataclass(frozen=True)
@@ -37,9 +39,9 @@ class StepCost:
     on_spot: bool
     instance_types: tuple[str, ...]
     unpriced_attempts: int  # attempts whose node (and so its type) is no longer known
-    # The share of the above spent on attempts whose node went away: paid for, then run again.
-    interrupted_node_hours: float = 0.0
-    interrupted_usd: float = 0.0  # at each interrupted attempt's own capacity's price, like estimate_usd
+    # The share of the above that interruptions made the step run again: paid for twice.
+    redone_node_hours: float = 0.0
+    redone_usd: float = 0.0  # at each interrupted attempt's own capacity's price, like estimate_usd
 
 
 @dataclass(frozen=True)
@@ -60,12 +62,12 @@ class JobCost:
         return sum(s.estimate_usd for s in self.steps)
 
     @property
-    def interrupted_node_hours(self) -> float:
-        return sum(s.interrupted_node_hours for s in self.steps)
+    def redone_node_hours(self) -> float:
+        return sum(s.redone_node_hours for s in self.steps)
 
     @property
-    def interrupted_usd(self) -> float:
-        return sum(s.interrupted_usd for s in self.steps)
+    def redone_usd(self) -> float:
+        return sum(s.redone_usd for s in self.steps)
 
 
 def node_share(requests: dict[str, Decimal], allocatable: dict[str, Decimal]) -> float:
@@ -92,7 +94,7 @@ def _attempt_cost(
     node_hours = attempt.seconds(now) / 3600 * node_share(requests, instance_allocatable(instance.name))
     on_demand = node_hours * instance.price_on_demand
     # Each attempt at its own capacity's price: a Spot fallback's On-Demand attempt is charged On-Demand.
-    spot_price = instance.spot_price_estimate if (facts.capacity or attempt.capacity) == "spot" else None
+    spot_price = instance.spot_price() if (facts.capacity or attempt.capacity) == "spot" else None
     spot = spot_price is not None
     estimate = on_demand if spot_price is None else node_hours * spot_price
     return node_hours, on_demand, estimate, spot, instance.name
@@ -122,8 +124,9 @@ def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, Node
                 unpriced += 1
                 continue
             hours, on_demand, estimate = hours + h, on_demand + od, estimate + est
-            if attempt.interrupted:
-                lost_hours, lost_usd = lost_hours + h, lost_usd + est
+            if redone := attempt.redone_seconds(now):
+                share = redone / attempt.seconds(now)
+                lost_hours, lost_usd = lost_hours + h * share, lost_usd + est * share
             on_spot = on_spot or spot
             if name not in types:
                 types.append(name)

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wf.controller.steps import WorkflowView, workflow_view
+from wf.core.constants import ARGO_POD_NAME_FORMAT_ANNOTATION
 from wf.core.errors import InputError
 
 Key = tuple[str, str]  # (namespace, name)
 
 _POD_TEMPLATE_KINDS = ("container", "script", "containerSet")
-_POD_NAME_FORMAT = "workflows.argoproj.io/pod-name-format"
 
 
 @dataclass(frozen=True)
@@ -35,9 +35,9 @@ def _slim_container(container: dict[str, Any]) -> dict[str, Any]:
 
 
 def _slim_template(template: dict[str, Any]) -> dict[str, Any]:
-    """A pod template with what placement, requests and reasons read (wf.compile.schedulability.pod_constraints, the
-    team queue's labels for wf.controller.queue): commands, env, images, retry strategies and annotations
-    dropped."""
+    """A pod template with what placement, requests and reasons read (wf.compile.readback.read_placement, including
+    the team queue's label; wf.compile.schedulability.pod_constraints): commands, env, images, retry strategies
+    and annotations dropped."""
     slim: dict[str, Any] = {
         k: template[k] for k in ("name", "nodeSelector", "affinity", "tolerations") if k in template
     }
@@ -60,7 +60,8 @@ def snapshot(workflow: dict[str, Any]) -> Snapshot:
     metadata = workflow.get("metadata") or {}
     stored = ((workflow.get("status") or {}).get("storedWorkflowTemplateSpec") or {}).get("templates") or []
     templates = [*stored, *((workflow.get("spec") or {}).get("templates") or [])]
-    annotations = {k: v for k, v in (metadata.get("annotations") or {}).items() if k == _POD_NAME_FORMAT}
+    annotations = {k: v for k, v in (metadata.get("annotations") or {}).items()
+                   if k == ARGO_POD_NAME_FORMAT_ANNOTATION}
     return Snapshot(
         view=workflow_view(workflow),
         workflow={

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from wf.core.errors import ClusterError, InputError
 
 DEFAULT_NAMESPACE = "default"
@@ -91,6 +89,8 @@ def read_kubeconfig(path: Path) -> dict[str, Any] | None:
         return None
     except OSError as exc:
         raise ClusterError(f"cannot read kubeconfig {path}: {exc.strerror}") from exc
+    import yaml  # here: the CLI imports this module at start-up (client.Target), and `wf --help` reads no YAML
+
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:

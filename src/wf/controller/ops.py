@@ -11,15 +11,17 @@ from typing import Any
 
 from wf.controller.client import Kube, api_errors
 from wf.controller.steps import FAILED_PHASES, TERMINAL_PHASES, containment, contents, pod_name, workflow_view
-from wf.core.constants import ARGO_GROUP as GROUP
-from wf.core.constants import ARGO_VERSION as VERSION
-from wf.core.constants import STEP_LABEL, WORKFLOW_NAME_LABEL, WORKFLOWS
+from wf.core.constants import (
+    ARGO_COMPLETED_LABEL,
+    ARGO_NODE_NAME_ANNOTATION,
+    ARGO_PHASE_LABEL,
+    ARGO_WORKFLOW_LABEL,
+    STEP_LABEL,
+    WORKFLOW,
+    WORKFLOW_NAME_LABEL,
+)
 from wf.core.errors import InputError
 
-WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
-COMPLETED_LABEL = "workflows.argoproj.io/completed"
-PHASE_LABEL = "workflows.argoproj.io/phase"
-NODE_NAME_ANNOTATION = "workflows.argoproj.io/node-name"
 MAIN_CONTAINER = "main"
 POD_GONE_WAIT_SECONDS = 60
 FOLLOW_DRAIN_SECONDS = 3.0
@@ -31,7 +33,7 @@ def get_workflow(kube: Kube, name: str, namespace: str | None = None) -> dict[st
     ns = namespace or kube.namespace
     with api_errors(kube, f"reading workflow {name}", ns):
         try:
-            return kube.custom.get_namespaced_custom_object(GROUP, VERSION, ns, WORKFLOWS, name)
+            return kube.custom.get_namespaced_custom_object(WORKFLOW.group, WORKFLOW.version, ns, WORKFLOW.plural, name)
         except ApiException as exc:
             if exc.status == 404:
                 raise InputError(f"no workflow {name!r} in namespace {ns} ({kube.context})") from None
@@ -49,9 +51,11 @@ def list_workflows(kube: Kube, namespace: str | None = None, *, all_namespaces: 
             if token:
                 kwargs["_continue"] = token
             if all_namespaces:
-                page = kube.custom.list_cluster_custom_object(GROUP, VERSION, WORKFLOWS, **kwargs)
+                page = kube.custom.list_cluster_custom_object(WORKFLOW.group, WORKFLOW.version, WORKFLOW.plural,
+                                                              **kwargs)
             else:
-                page = kube.custom.list_namespaced_custom_object(GROUP, VERSION, ns, WORKFLOWS, **kwargs)
+                page = kube.custom.list_namespaced_custom_object(WORKFLOW.group, WORKFLOW.version, ns, WORKFLOW.plural,
+                                                                 **kwargs)
             items.extend(page.get("items") or [])
             token = (page.get("metadata") or {}).get("continue")
             if not token:
@@ -68,26 +72,25 @@ def stop_workflow(kube: Kube, name: str, namespace: str | None = None) -> dict[s
         raise InputError(f"workflow {name} has already ended ({workflow['status']['phase']})")
     with api_errors(kube, f"stopping workflow {name}", ns):
         stopped = kube.custom.patch_namespaced_custom_object(
-            GROUP, VERSION, ns, WORKFLOWS, name, {"spec": {"shutdown": "Stop"}})
-        _delete_mpijobs(kube, name, ns)
+            WORKFLOW.group, WORKFLOW.version, ns, WORKFLOW.plural, name, {"spec": {"shutdown": "Stop"}})
+        _clean_up(kube, name, ns)
         return stopped
 
 
-def _delete_mpijobs(kube: Kube, name: str, ns: str) -> None:
-    """Multi-node steps' MPIJobs: Argo stops its own pods, not the launcher and workers the mpi-operator made
-    (their MPIJob is owned by the workflow, so only deleting the workflow would remove them)."""
+def _clean_up(kube: Kube, name: str, ns: str) -> None:
+    """What each step kind names for a stopped workflow (wf.compile.kinds): Argo stops only its own pods."""
     from kubernetes.client.exceptions import ApiException
 
-    from wf.compile import mpijob
+    from wf.compile.kinds import KINDS
 
-    group, version = mpijob.API_VERSION.split("/")
-    try:
-        kube.custom.delete_collection_namespaced_custom_object(
-            group, version, ns, "mpijobs", label_selector=f"{WORKFLOW_NAME_LABEL}={name}",
-            propagation_policy="Background")
-    except ApiException as exc:
-        if exc.status != 404:  # 404: no MPIJob kind on this cluster, so nothing to remove
-            raise
+    for cleanup in (c for kind in KINDS for c in kind.cleanup(name)):
+        try:
+            kube.custom.delete_collection_namespaced_custom_object(
+                cleanup.kind.group, cleanup.kind.version, ns, cleanup.kind.plural,
+                label_selector=cleanup.label_selector, propagation_policy="Background")
+        except ApiException as exc:
+            if exc.status != 404:  # 404: the kind is not installed on this cluster, so nothing to remove
+                raise
 
 
 def delete_workflow(kube: Kube, name: str, namespace: str | None = None) -> None:
@@ -97,7 +100,7 @@ def delete_workflow(kube: Kube, name: str, namespace: str | None = None) -> None
     with api_errors(kube, f"deleting workflow {name}", ns):
         try:
             # Its pods are owned by the workflow: the garbage collector removes them.
-            kube.custom.delete_namespaced_custom_object(GROUP, VERSION, ns, WORKFLOWS, name,
+            kube.custom.delete_namespaced_custom_object(WORKFLOW.group, WORKFLOW.version, ns, WORKFLOW.plural, name,
                                                         propagation_policy="Background")
         except ApiException as exc:
             if exc.status == 404:
@@ -158,8 +161,8 @@ def retry_plan(workflow: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     for key in ("message", "finishedAt", "conditions"):
         new["status"].pop(key, None)
     labels = new["metadata"].setdefault("labels", {})
-    labels[COMPLETED_LABEL] = "false"
-    labels[PHASE_LABEL] = "Running"
+    labels[ARGO_COMPLETED_LABEL] = "false"
+    labels[ARGO_PHASE_LABEL] = "Running"
     spec = new.setdefault("spec", {})
     spec.pop("shutdown", None)
     if spec.get("activeDeadlineSeconds") == 0:  # a terminated workflow had its deadline set to 0
@@ -191,7 +194,7 @@ def retry_workflow(kube: Kube, name: str, namespace: str | None = None,
         deadline = time.monotonic() + POD_GONE_WAIT_SECONDS
         remaining = set(pods)
         while remaining and time.monotonic() < deadline:
-            pods = kube.core.list_namespaced_pod(ns, label_selector=f"{WORKFLOW_LABEL}={name}").items
+            pods = kube.core.list_namespaced_pod(ns, label_selector=f"{ARGO_WORKFLOW_LABEL}={name}").items
             present = {p.metadata.name for p in pods}
             remaining &= present
             if remaining:
@@ -200,16 +203,17 @@ def retry_workflow(kube: Kube, name: str, namespace: str | None = None,
             raise InputError(f"pods {', '.join(sorted(remaining))} of {name} are still being deleted; "
                              "try again shortly")
         # Optimistic concurrency: the PUT carries the resourceVersion we read, so a concurrent change fails (409).
-        return kube.custom.replace_namespaced_custom_object(GROUP, VERSION, ns, WORKFLOWS, name, new)
+        return kube.custom.replace_namespaced_custom_object(WORKFLOW.group, WORKFLOW.version, ns, WORKFLOW.plural,
+                                                            name, new)
 
 
 def _pods_by_step(kube: Kube, name: str, ns: str, step: str | None) -> list[tuple[str, Any]]:
-    pods = [pod for selector in (WORKFLOW_LABEL, WORKFLOW_NAME_LABEL)  # Argo's pods; MPI launchers and workers
+    pods = [pod for selector in (ARGO_WORKFLOW_LABEL, WORKFLOW_NAME_LABEL)  # Argo's pods; MPI launchers and workers
             for pod in kube.core.list_namespaced_pod(ns, label_selector=f"{selector}={name}").items]
     out = []
     for pod in pods:
         labels = pod.metadata.labels or {}
-        node_name = (pod.metadata.annotations or {}).get(NODE_NAME_ANNOTATION, pod.metadata.name)
+        node_name = (pod.metadata.annotations or {}).get(ARGO_NODE_NAME_ANNOTATION, pod.metadata.name)
         step_name = labels.get(STEP_LABEL) or node_name.rsplit(".", 1)[-1]
         if step and step_name != step:
             continue

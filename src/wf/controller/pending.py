@@ -2,8 +2,9 @@
 
 Inputs are what the API already says: the scheduler's FailedScheduling message (Argo copies it into the
 node's message), the cluster-autoscaler's TriggeredScaleUp/NotTriggerScaleUp events when it runs, the pod's
-constraints (from its template) and the catalog's node groups. "Never" is decided from the catalog, not the
-scheduler: a node group scaled to zero looks the same to the scheduler as one that does not exist.
+constraints (from its template, read back by wf.compile.readback) and the catalog's node groups. "Never" is
+decided from the catalog, not the scheduler: a node group scaled to zero looks the same to the scheduler as one
+that does not exist.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from wf.compile.readback import read_placement
 from wf.compile.schedulability import Verdict, judge, pod_constraints
 from wf.compile.schedulability import explain as unschedulable_reason
-from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
 
 if TYPE_CHECKING:
     from wf.model.catalog import Catalog
@@ -44,17 +45,14 @@ def explain(
     events: list[tuple[str, str]] | None = None,
 ) -> Explanation:
     """Explain a Pending pod. nodes_per_group: current node count by node group name when readable."""
-    from wf.model.nodegroups import node_groups
-
-    selector = template.get("nodeSelector") or {}
-    cls_name, capacity = selector.get(CLASS_LABEL), selector.get(CAPACITY_LABEL)
+    placed = read_placement(template)
+    cls_name, capacity = placed.compute_class, placed.capacity
     if catalog is None or not cls_name:
         return Explanation("unknown", scheduler_message or "waiting to be scheduled")
     if cls_name not in catalog.class_names:
         return Explanation("never", f"compute class {cls_name!r} is not in the cluster's catalog "
                                     f"(known: {', '.join(catalog.class_names)})")
-    groups = [g for g in node_groups(catalog)
-              if g.compute_class == cls_name and (not capacity or g.capacity == capacity)]
+    groups = placed.node_groups(catalog)
     if not groups:
         offered = ", ".join(catalog.compute_class(cls_name).capacity)
         return Explanation("never", f"compute class {cls_name!r} has no {capacity} node groups (capacity: {offered})")

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
-from wf.core.constants import KUEUE_GROUP as API_GROUP
+from wf.compile.readback import read_placement
 from wf.core.constants import KUEUE_QUEUE_LABEL as QUEUE_LABEL
-from wf.core.constants import KUEUE_VERSION as VERSION
+from wf.core.constants import WORKLOAD
 from wf.core.units import parse_quantity
 from wf.model.quotas import flavor_quotas
 from wf.model.teams import RESOURCES, Team
@@ -26,7 +25,6 @@ if TYPE_CHECKING:
     from wf.controller.client import Kube
     from wf.model.catalog import Catalog, ComputeClass
 
-WORKLOADS = "workloads"
 _SHORT = re.compile(r"insufficient unused quota for ([A-Za-z0-9./_-]+) in flavor")
 _READ_EVERY_SECONDS = 2.0
 
@@ -131,12 +129,12 @@ def quota_wait(
     # No reason yet: Kueue has not tried to admit it (a second at most), so there is nothing to explain.
     if mine is None or mine.reserved or mine.finished or not mine.waiting:
         return None
-    selector = template.get("nodeSelector") or {}
+    placed = read_placement(template)
     try:
-        cls = catalog.compute_class(selector.get(CLASS_LABEL, ""))
+        cls = catalog.compute_class(placed.compute_class or "")
     except KeyError:
         return f"waiting for quota: {mine.waiting or 'not admitted yet'}"
-    capacity = selector.get(CAPACITY_LABEL, cls.default_capacity)
+    capacity = placed.capacity or cls.default_capacity
     short = _SHORT.findall(mine.waiting)
     resource = "accelerators" if cls.accelerator else next(
         (r for r in RESOURCES if r != "accelerators" and r in short), "cpu")
@@ -161,8 +159,9 @@ class QueueReader:
         self._read: dict[str, tuple[float, list[Workload] | None]] = {}
 
     def workloads(self, team: Team) -> list[Workload] | None:
-        """None when this user may not read them (a namespace outside their role, or no Kueue)."""
-        from kubernetes.client.exceptions import ApiException
+        """None when they can't be read: a namespace outside this user's role, no Kueue, or the API server out of
+        reach for the moment (a watch then shows its steps without the queue's reason, and asks again later)."""
+        from wf.controller.client import lookup_errors
 
         cached = self._read.get(team.name)
         if cached and time.monotonic() - cached[0] < _READ_EVERY_SECONDS:
@@ -170,16 +169,17 @@ class QueueReader:
         found: list[Workload] | None = []
         try:
             for namespace in team.namespaces:
-                items = self.kube.custom.list_namespaced_custom_object(API_GROUP, VERSION, namespace, WORKLOADS)
+                items = self.kube.custom.list_namespaced_custom_object(WORKLOAD.group, WORKLOAD.version, namespace,
+                                                                       WORKLOAD.plural)
                 found += [parse_workload(w) for w in items.get("items") or []]  # type: ignore[operator]
-        except ApiException:
+        except lookup_errors():
             found = None
         self._read[team.name] = (time.monotonic(), found)
         return found
 
     def pending_flavors(self, team: Team) -> dict[str, str]:
-        """Waiting workload name -> the flavor its pod selects (class x capacity labels of the pod)."""
-        from kubernetes.client.exceptions import ApiException
+        """Waiting workload name -> the flavor its pod selects (its class and capacity)."""
+        from wf.controller.client import lookup_errors
 
         out: dict[str, str] = {}
         waiting = {w.pod: w.name for w in self.workloads(team) or [] if not w.reserved and not w.finished}
@@ -188,11 +188,11 @@ class QueueReader:
         try:
             for namespace in team.namespaces:
                 for pod in self.kube.core.list_namespaced_pod(namespace, label_selector=QUEUE_LABEL).items:
-                    labels = pod.metadata.labels or {}
-                    if pod.metadata.name in waiting and CLASS_LABEL in labels:
-                        flavor = flavor_name(labels[CLASS_LABEL], labels.get(CAPACITY_LABEL, ""))
-                        out[waiting[pod.metadata.name]] = flavor
-        except ApiException:
+                    placed = read_placement({"metadata": {"labels": pod.metadata.labels or {}},
+                                             "spec": {"nodeSelector": pod.spec.node_selector or {}}})
+                    if pod.metadata.name in waiting and placed.compute_class:
+                        out[waiting[pod.metadata.name]] = flavor_name(placed.compute_class, placed.capacity or "")
+        except lookup_errors():
             return out
         return out
 
@@ -200,9 +200,8 @@ class QueueReader:
         self, catalog: Catalog | None, workflow: dict[str, Any], template: dict[str, Any], pod: str
     ) -> str | None:
         """Why a queued step's pod waits, in team terms; None if it does not queue or is admitted."""
-        labels = (template.get("metadata") or {}).get("labels") or {}
         namespace = (workflow.get("metadata") or {}).get("namespace")
-        if catalog is None or catalog.queues is None or QUEUE_LABEL not in labels or not namespace:
+        if catalog is None or catalog.queues is None or read_placement(template).queue is None or not namespace:
             return None
         team = catalog.queues.team_of_namespace(namespace)
         workloads = self.workloads(team) if team else None

@@ -9,9 +9,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from wf.core.constants import ARGO_GROUP as GROUP
-from wf.core.constants import ARGO_PLURALS
-from wf.core.constants import ARGO_VERSION as VERSION
+from wf.core.constants import ARGO_KINDS, CLUSTER_WORKFLOW_TEMPLATE
 from wf.core.errors import Problem
 from wf.core.loader import Document
 
@@ -44,23 +42,24 @@ def server_problems(
     problems = []
     for doc, manifest in manifests:
         kind = manifest["kind"]
-        plural = ARGO_PLURALS[kind]
+        api = ARGO_KINDS[kind]
         metadata = manifest.get("metadata") or {}
         ns = namespace or metadata.get("namespace") or kube.namespace
         name = metadata.get("name")
         # Refusals of the manifest are findings; anything else (unreachable, forbidden) is the cluster's error.
         with api_errors(kube, f"dry-run of {kind} from {doc.file}", ns):
             try:
-                if kind == "ClusterWorkflowTemplate":
+                if api == CLUSTER_WORKFLOW_TEMPLATE:
                     kube.custom.patch_cluster_custom_object(
-                        GROUP, VERSION, plural, name, manifest, dry_run="All", field_manager=FIELD_MANAGER,
+                        api.group, api.version, api.plural, name, manifest, dry_run="All", field_manager=FIELD_MANAGER,
                         force=True, _content_type="application/apply-patch+yaml")
                 elif name:
                     kube.custom.patch_namespaced_custom_object(
-                        GROUP, VERSION, ns, plural, name, manifest, dry_run="All", field_manager=FIELD_MANAGER,
-                        force=True, _content_type="application/apply-patch+yaml")
+                        api.group, api.version, ns, api.plural, name, manifest, dry_run="All",
+                        field_manager=FIELD_MANAGER, force=True, _content_type="application/apply-patch+yaml")
                 else:
-                    kube.custom.create_namespaced_custom_object(GROUP, VERSION, ns, plural, manifest, dry_run="All")
+                    kube.custom.create_namespaced_custom_object(api.group, api.version, ns, api.plural, manifest,
+                                                                dry_run="All")
             except ApiException as exc:
                 if exc.status not in (400, 404, 409, 422):
                     raise

@@ -3,17 +3,23 @@
 Argo records a step with a retryStrategy as a `Retry` node whose children are the attempts (`Pod` nodes); a
 step without one is a lone `Pod` node. Which attempts were interruptions (the node went away) rather than the
 program's failures is decided by wf.compile.interruptions, the rule the compiled retry strategies use too; those are
-counted, timed and priced apart from the application's own retries.
+counted, timed and priced apart from the application's own retries. Where a step and each attempt ran (class,
+capacity, Spot fallback) is read back from its template by the step's kind (wf.compile.kinds): a multi-node step's
+are its workers', not those of Argo's pod that creates their MPIJob.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from wf.compile.interruptions import ON_DEMAND, SPOT_FALLBACK_ANNOTATION, is_interruption
-from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
+from wf.compile.interruptions import is_interruption
+from wf.compile.kinds import kind_of_template
+from wf.compile.readback import CompiledPlacement
+from wf.controller.checkpoints import AttemptRecord, Saved
+from wf.core.constants import ARGO_POD_NAME_FORMAT_ANNOTATION
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed", "Error"})
 FAILED_PHASES = frozenset({"Failed", "Error"})
@@ -39,11 +45,17 @@ class Attempt:
     template: str
     interrupted: bool
     capacity: str | None = None  # the capacity the attempt's pod asked for (after any Spot fallback)
+    resumed: Saved | None = None  # the checkpoint it started from (None: unknown, the ledger has no record)
+    kept_seconds: float = 0.0  # of its run time, what the checkpoint it left holds (not run again)
 
     def seconds(self, now: datetime) -> float:
         if self.started is None:
             return 0.0
         return max(0.0, ((self.finished or now) - self.started).total_seconds())
+
+    def redone_seconds(self, now: datetime) -> float:
+        """Run time the step must run again: an interrupted attempt's, less what its last checkpoint kept."""
+        return max(0.0, self.seconds(now) - self.kept_seconds) if self.interrupted else 0.0
 
     @property
     def outcome(self) -> str:
@@ -76,9 +88,9 @@ class StepRow:
     def interruptions(self) -> int:
         return sum(1 for a in self.attempts if a.interrupted)
 
-    def interrupted_seconds(self, now: datetime) -> float:
-        """Run time lost to interruptions: the attempts that ran until their node went away."""
-        return sum(a.seconds(now) for a in self.attempts if a.interrupted)
+    def redone_seconds(self, now: datetime) -> float:
+        """Run time lost to interruptions: what the interrupted attempts ran that no checkpoint kept."""
+        return sum(a.redone_seconds(now) for a in self.attempts)
 
     @property
     def node(self) -> str | None:
@@ -124,28 +136,14 @@ class WorkflowView:
     def interruptions(self) -> int:
         return sum(s.interruptions for s in self.steps)
 
-    def interrupted_seconds(self, now: datetime) -> float:
-        return sum(s.interrupted_seconds(now) for s in self.steps)
+    def redone_seconds(self, now: datetime) -> float:
+        return sum(s.redone_seconds(now) for s in self.steps)
 
 
 def _templates(workflow: dict[str, Any]) -> dict[str, dict[str, Any]]:
     stored = ((workflow.get("status") or {}).get("storedWorkflowTemplateSpec") or {}).get("templates") or []
     own = (workflow.get("spec") or {}).get("templates") or []
     return {t.get("name", ""): t for t in [*stored, *own]}
-
-
-def _placement(template: dict[str, Any] | None) -> tuple[str | None, str | None]:
-    """Compute class and capacity from the template's node selector or required node affinity."""
-    if not template:
-        return None, None
-    selector = dict(template.get("nodeSelector") or {})
-    terms = ((((template.get("affinity") or {}).get("nodeAffinity") or {})
-              .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
-    for term in terms[:1]:
-        for expr in term.get("matchExpressions") or []:
-            if expr.get("operator") == "In" and len(expr.get("values") or []) == 1:
-                selector.setdefault(expr["key"], expr["values"][0])
-    return selector.get(CLASS_LABEL), selector.get(CAPACITY_LABEL)
 
 
 def _attempt(node: dict[str, Any], capacity: str | None) -> Attempt:
@@ -160,26 +158,16 @@ def _attempt(node: dict[str, Any], capacity: str | None) -> Attempt:
         finished=parse_time(node.get("finishedAt")),
         message=message,
         template=node.get("templateName") or "",
-        interrupted=phase in FAILED_PHASES and is_interruption(phase, message),
+        interrupted=phase in FAILED_PHASES and is_interruption(message),
         capacity=capacity,
     )
-
-
-def attempt_capacity(template: dict[str, Any] | None, retry_index: int) -> str | None:
-    """The capacity an attempt's pod asked for: the template's, or On-Demand once the Spot fallback's threshold
-    of interruptions is reached (the compiled podSpecPatch does the same with Argo's `retries`)."""
-    _, capacity = _placement(template)
-    after = (((template or {}).get("metadata") or {}).get("annotations") or {}).get(SPOT_FALLBACK_ANNOTATION)
-    if after is not None and after.isdigit() and retry_index >= int(after):
-        return ON_DEMAND
-    return capacity
 
 
 def pod_name(workflow: dict[str, Any], attempt: Attempt) -> str:
     """The pod Argo created for an attempt (workflow/util/pod_name.go: v2 "<wf>-<template>-<fnv32a(node name)>")."""
     name = (workflow.get("metadata") or {}).get("name", "")
     annotations = (workflow.get("metadata") or {}).get("annotations") or {}
-    if annotations.get("workflows.argoproj.io/pod-name-format") == "v1":
+    if annotations.get(ARGO_POD_NAME_FORMAT_ANNOTATION) == "v1":
         return attempt.node_id
     if name == attempt.node_name:
         return name
@@ -226,7 +214,15 @@ def workflow_view(workflow: dict[str, Any]) -> WorkflowView:
     status = workflow.get("status") or {}
     nodes: dict[str, dict[str, Any]] = status.get("nodes") or {}
     templates = _templates(workflow)
+    placements: dict[str, CompiledPlacement] = {}
     parent = containment(nodes)
+
+    def placed(template_name: str | None) -> CompiledPlacement:
+        """Where the template's step runs, as its kind reads it back (wf.compile.kinds), once per template."""
+        if (name := template_name or "") not in placements:
+            template = templates.get(name)
+            placements[name] = kind_of_template(template).read_back(template) if template else CompiledPlacement()
+        return placements[name]
 
     def retry_index(node_id: str) -> int:
         """An attempt's position among its Retry node's children: Argo's `retries` when it made the pod."""
@@ -251,22 +247,21 @@ def workflow_view(workflow: dict[str, Any]) -> WorkflowView:
             continue
         if kind == "Retry":
             pods = [nodes[n] for n in contents(nodes, parent, node_id) if nodes[n].get("type") == "Pod"]
-            attempts = tuple(sorted((_attempt(p, attempt_capacity(templates.get(p.get("templateName") or ""),
-                                                                   retry_index(p.get("id", ""))))
-                                     for p in pods),
+            attempts = tuple(sorted((_attempt(p, placed(p.get("templateName")).attempt_capacity(
+                                        retry_index(p.get("id", "")))) for p in pods),
                                     key=lambda a: (a.started or datetime.max.replace(tzinfo=UTC), a.node_id)))
         elif kind == "Pod":
-            attempts = (_attempt(node, attempt_capacity(templates.get(node.get("templateName") or ""), 0)),)
+            attempts = (_attempt(node, placed(node.get("templateName")).attempt_capacity(0)),)
         else:
             attempts = ()
         template_name = attempts[-1].template if attempts else node.get("templateName")
-        compute_class, capacity = _placement(templates.get(template_name or ""))
+        placement = placed(template_name)
         rows.append(StepRow(
             name=node.get("displayName") or node.get("name") or node_id,
             node_id=node_id,
             phase=node.get("phase") or "Pending",
-            compute_class=compute_class,
-            capacity=capacity,
+            compute_class=placement.compute_class,
+            capacity=placement.capacity,
             started=parse_time(node.get("startedAt")),
             finished=parse_time(node.get("finishedAt")),
             message=node.get("message") or "",
@@ -282,3 +277,20 @@ def workflow_view(workflow: dict[str, Any]) -> WorkflowView:
         finished=parse_time(status.get("finishedAt")),
         steps=tuple(rows),
     )
+
+
+def with_facts(view: WorkflowView, workflow: dict[str, Any], ledger: Mapping[str, AttemptRecord],
+               node_stayed: Callable[[str], bool | None]) -> WorkflowView:
+    """`view` with what Argo's node tree does not hold: where each attempt resumed and what its checkpoint kept
+    (the workflow's checkpoint ledger, by pod), and a SIGTERM or SIGKILL exit on a node that is still there and
+    not being drained told as the program's (`node_stayed(host)`; None: unknown, Argo's reading stands)."""
+
+    def refined(attempt: Attempt) -> Attempt:
+        record = ledger.get(pod_name(workflow, attempt))
+        interrupted = attempt.interrupted and is_interruption(
+            attempt.message, node_stayed(attempt.host) if attempt.host else None)
+        return replace(attempt, interrupted=interrupted, resumed=record.resumed if record else None,
+                       kept_seconds=record.kept_seconds if record and record.saved else 0.0)
+
+    return replace(view, steps=tuple(replace(row, attempts=tuple(refined(a) for a in row.attempts))
+                                     for row in view.steps))

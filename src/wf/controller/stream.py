@@ -2,9 +2,11 @@
 
 List, then watch from the list's resourceVersion with bookmarks; resume from the last resourceVersion seen
 after the server ends a watch or the connection drops (backoff while the API server is away); relist on
-410 Gone (the version was compacted away). A relist replays the current state of everything, so a terminal
-phase reached while disconnected is still delivered. The transport is injected so the algorithm is tested
-without a cluster.
+410 Gone, from a watch or from any page of a list (the version or the list's continue token was compacted
+away). A relist replays the current state of everything, so a terminal phase reached while disconnected is
+still delivered. A watch on which nothing arrives for SILENCE_SECONDS, not even a bookmark (the API server
+sends one about every minute), is taken as a connection gone silent (a dead peer, a stalled proxy or NAT) and
+resumed on a new connection. The transport is injected so the algorithm is tested without a cluster.
 """
 
 from __future__ import annotations
@@ -19,17 +21,22 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from wf.controller.client import Kube, is_transient
-from wf.core.constants import ARGO_GROUP as GROUP
-from wf.core.constants import ARGO_VERSION as VERSION
-from wf.core.constants import WORKFLOWS
+from wf.core.constants import WORKFLOW
 
 LIST_PAGE = 100  # workflows per list request: a relist of big workflows is held a page at a time, not whole
 WATCH_SECONDS = 240  # the server ends each watch after this; we resume from the last resourceVersion
-READ_TIMEOUT = WATCH_SECONDS + 30  # a silent connection longer than this is dead (bookmarks arrive every ~60 s)
+# The kube-apiserver's watch cache sends each watcher that asked for them a bookmark about every minute
+# (k8s.io/apiserver pkg/storage/cacher: bookmarkFrequency); two missed in a row mean a dead connection.
+SILENCE_SECONDS = 150.0
+CONNECT_TIMEOUT = 10.0
 
 
 class Gone(Exception):
     """The resourceVersion we resume from is too old (HTTP 410): relist."""
+
+
+class Silent(Exception):
+    """Nothing arrived on an open watch for the silence bound, not even a bookmark: resume on a new connection."""
 
 
 class Transport(Protocol):
@@ -62,8 +69,10 @@ class KubeTransport:
     filtered by label and field selectors. Bodies are read as JSON, not as the client's models: a watch of
     thousands of pods would spend most of its CPU building and dropping model objects."""
 
-    def __init__(self, list_call: Callable[..., Any], label_selector: str = "", field_selector: str = "") -> None:
+    def __init__(self, list_call: Callable[..., Any], label_selector: str = "", field_selector: str = "",
+                 silence: float = SILENCE_SECONDS) -> None:
         self.list_call = list_call
+        self.silence = silence
         self.selectors = {
             k: v for k, v in (("label_selector", label_selector), ("field_selector", field_selector)) if v
         }
@@ -72,8 +81,9 @@ class KubeTransport:
 
     @classmethod
     def workflows(cls, kube: Kube, namespace: str, label_selector: str = "", field_selector: str = "") -> KubeTransport:
-        return cls(functools.partial(kube.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, WORKFLOWS),
-                   label_selector, field_selector)
+        list_call = functools.partial(kube.custom.list_namespaced_custom_object, WORKFLOW.group, WORKFLOW.version,
+                                      namespace, WORKFLOW.plural)
+        return cls(list_call, label_selector, field_selector)
 
     def pages(self) -> Iterator[tuple[list[dict[str, Any]], str]]:
         """The list, a page at a time with its resourceVersion (the same for every page of one list)."""
@@ -82,7 +92,8 @@ class KubeTransport:
             kwargs: dict[str, Any] = {"limit": LIST_PAGE, **self.selectors}
             if token:
                 kwargs["_continue"] = token
-            page = json.loads(self.list_call(_preload_content=False, **kwargs).data)
+            page = json.loads(_gone_on_410(self.list_call, _preload_content=False,
+                                           _request_timeout=(CONNECT_TIMEOUT, self.silence), **kwargs).data)
             token = (page.get("metadata") or {}).get("continue")
             items, version = page.get("items") or [], str(page["metadata"]["resourceVersion"])
             del page  # one page in memory at a time: the caller drops its items before asking for the next
@@ -92,25 +103,22 @@ class KubeTransport:
                 return
 
     def watch(self, resource_version: str) -> Iterator[dict[str, Any]]:
-        from kubernetes.client.exceptions import ApiException
         from kubernetes.watch.watch import iter_resp_lines
+        from urllib3.exceptions import ReadTimeoutError
 
-        try:
-            response = self.list_call(
-                watch=True, resource_version=resource_version, allow_watch_bookmarks=True,
-                timeout_seconds=WATCH_SECONDS, _preload_content=False, _request_timeout=(10, READ_TIMEOUT),
-                **self.selectors,
-            )
-        except ApiException as exc:
-            if exc.status == 410:
-                raise Gone(str(exc.reason)) from exc
-            raise
+        response = _gone_on_410(
+            self.list_call, watch=True, resource_version=resource_version, allow_watch_bookmarks=True,
+            timeout_seconds=WATCH_SECONDS, _preload_content=False, _request_timeout=(CONNECT_TIMEOUT, self.silence),
+            **self.selectors,
+        )
         with self._lock:
             self._response = response
         try:
             for line in iter_resp_lines(response):
                 if line.strip():
                     yield json.loads(line)
+        except ReadTimeoutError as exc:
+            raise Silent(f"no event or bookmark for {self.silence:.0f}s") from exc
         finally:
             with self._lock:
                 self._response = None
@@ -130,6 +138,18 @@ class KubeTransport:
                     sock.shutdown(socket.SHUT_RDWR)
 
 
+def _gone_on_410(call: Callable[..., Any], **kwargs: Any) -> Any:
+    """`call(**kwargs)`, with HTTP 410 (a compacted resourceVersion, an expired continue token) as Gone."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return call(**kwargs)
+    except ApiException as exc:
+        if exc.status == 410:
+            raise Gone(str(exc.reason)) from exc
+        raise
+
+
 def _key(metadata: dict[str, Any]) -> tuple[str, str]:
     return metadata.get("namespace", ""), metadata.get("name", "")
 
@@ -143,6 +163,7 @@ class StreamStats:
     watches: int = 0
     relists_after_gone: int = 0
     reconnects: int = 0
+    silences: int = 0
     events: int = 0
     bookmarks: int = 0
 
@@ -246,7 +267,14 @@ class NamespaceStream:
                     self._wait("the API server ended the watch at once")
             except Gone:
                 self.stats.relists_after_gone += 1
+                if self.resource_version is None:
+                    # The list itself was gone (its continue token expired mid-way): list again, not in a loop.
+                    self._wait("the list expired while it was read")
                 self.resource_version = None
+            except Silent as exc:
+                # The server answered the watch: not an outage. The next watch resumes where this one stopped.
+                self.stats.silences += 1
+                self.on_trouble(f"{exc}: watching again on a new connection")
             except Exception as exc:
                 if self.stop_event.is_set():
                     return

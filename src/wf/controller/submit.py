@@ -16,9 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from wf.controller.client import Kube, api_errors, is_transient
-from wf.core.constants import ARGO_GROUP as GROUP
-from wf.core.constants import ARGO_PLURALS, DOMAIN, SUBMISSION_LABEL
-from wf.core.constants import ARGO_VERSION as VERSION
+from wf.core.constants import ARGO_KINDS, CRON_WORKFLOW, DOMAIN, SUBMISSION_LABEL
 from wf.core.errors import ClusterError, InputError
 
 # Groups the workflows of one `wf submit` so `--watch` follows them all with one label-selected stream.
@@ -104,7 +102,7 @@ def parse_parameters(pairs: list[str]) -> dict[str, str]:
 
 
 def _spec_of(manifest: dict[str, Any]) -> dict[str, Any]:
-    return manifest["spec"]["workflowSpec"] if manifest["kind"] == "CronWorkflow" else manifest["spec"]
+    return manifest["spec"]["workflowSpec"] if manifest["kind"] == CRON_WORKFLOW.kind else manifest["spec"]
 
 
 def set_parameters(manifest: dict[str, Any], values: dict[str, str], source: str) -> None:
@@ -158,7 +156,7 @@ def create(kube: Kube, manifest: dict[str, Any], *, dry_run: bool = False, attem
     """Create the object once, whatever the network does: after a transient failure look the submission up
     by its label before trying again, and never re-create while that lookup cannot be made."""
     namespace = manifest["metadata"]["namespace"]
-    plural = ARGO_PLURALS[manifest["kind"]]
+    api = ARGO_KINDS[manifest["kind"]]
     submission = manifest["metadata"].get("labels", {}).get(SUBMISSION_LABEL)
     doing = f"creating a {manifest['kind']} in {namespace}"
     uncertain = False  # a create may have happened without our hearing about it
@@ -169,12 +167,13 @@ def create(kube: Kube, manifest: dict[str, Any], *, dry_run: bool = False, attem
             try:
                 if uncertain and submission and not dry_run:
                     found = kube.custom.list_namespaced_custom_object(
-                        GROUP, VERSION, namespace, plural, label_selector=f"{SUBMISSION_LABEL}={submission}")
+                        api.group, api.version, namespace, api.plural,
+                        label_selector=f"{SUBMISSION_LABEL}={submission}")
                     if found.get("items"):
                         return found["items"][0]
                 kwargs = {"dry_run": "All"} if dry_run else {}
-                return kube.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, plural, manifest,
-                                                                   **kwargs)
+                return kube.custom.create_namespaced_custom_object(api.group, api.version, namespace, api.plural,
+                                                                   manifest, **kwargs)
             except Exception as exc:
                 if not is_transient(exc):
                     raise

@@ -1,4 +1,4 @@
-"""Showing workflows as they run, and tables that never cut a value.
+"""Showing workflows as they run, and the tables of steps, attempts and costs (the CLI prints them whole).
 
 One workflow: a step per row (a live table on a terminal, a line per step change otherwise). Several: a
 summary (workflows and steps by phase, interruptions retried, failed steps by name, the workflows running
@@ -17,11 +17,10 @@ from typing import IO, Protocol
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
-from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from wf.controller.cost import JobCost
+from wf.controller.cost import JobCost, StepCost
 from wf.controller.events import Key, WatchState
 from wf.controller.steps import StepRow, WorkflowView
 from wf.controller.summary import Summary, phase_of, running_seconds, summarize
@@ -45,18 +44,6 @@ def stamp() -> str:
     return datetime.now(UTC).strftime("%H:%M:%S")
 
 
-def print_table(console: Console, table: Table) -> None:
-    """Print a table with every value whole, as kubectl get does: on a pipe or a narrow terminal the lines
-    get as wide as the widest row needs (the terminal wraps them) instead of cutting values to `Suc…`."""
-    needed = Measurement.get(console, console.options.update_width(10**6), table).maximum
-    if needed <= console.width:
-        console.print(table)
-        return
-    wide = Console(file=console.file, width=needed, force_terminal=console.is_terminal,
-                   color_system=console.color_system, no_color=console.no_color)  # type: ignore[arg-type]
-    wide.print(table, crop=False)
-
-
 def step_note(row: StepRow, explanations: Mapping[str, str]) -> str:
     """What to say next to a step: why it waits, that it was interrupted, or why it failed."""
     notes = []
@@ -66,6 +53,8 @@ def step_note(row: StepRow, explanations: Mapping[str, str]) -> str:
             notes.append(waiting)
     if row.interruptions:
         notes.append(f"interrupted {row.interruptions}x (node taken away; retried, not counted as a retry)")
+    if row.attempts and (resumed := row.attempts[-1].resumed) is not None and resumed.checkpoint:
+        notes.append(f"resumed {resumed}")
     if row.phase in ("Failed", "Error"):
         notes.append(row.failure)
     return "; ".join(notes)
@@ -292,68 +281,66 @@ def money(usd: float) -> str:
     return "<0.0001" if usd > 0 else "0"
 
 
+# Shown once some work was done twice: what interruptions made the steps run again (wf.controller.cost).
+REDONE_COLUMNS = ("redone node-hours", "redone $")
+
+
+def _redone(cost: JobCost | StepCost) -> tuple[str, str]:
+    return f"{cost.redone_node_hours:.4f}", money(cost.redone_usd)
+
+
 def cost_table(name: str, cost: JobCost) -> Table:
     table = Table(title=f"cost of {name} (estimate)", title_justify="left")
-    interrupted = bool(cost.interrupted_node_hours)
-    columns = ("step", "instance", "node-hours", "On-Demand $", "estimate $") + (("lost to interruptions $",)
-                                                                             if interrupted else ())
+    redone = bool(cost.redone_node_hours)
+    columns = ("step", "instance", "node-hours", "On-Demand $", "estimate $") + (REDONE_COLUMNS if redone else ())
     for column in columns:
         table.add_column(column, justify="right" if column.endswith(("$", "hours")) else "left")
     for step in cost.steps:
         estimate = money(step.estimate_usd) + (" (Spot)" if step.on_spot else "")
         instance = ", ".join(step.instance_types) or ("node gone" if step.unpriced_attempts else "-")
-        lost = (money(step.interrupted_usd),) if interrupted else ()
-        table.add_row(step.step, instance, f"{step.node_hours:.4f}", money(step.on_demand_usd), estimate, *lost)
-    total_lost = (money(cost.interrupted_usd),) if interrupted else ()
+        table.add_row(step.step, instance, f"{step.node_hours:.4f}", money(step.on_demand_usd), estimate,
+                      *(_redone(step) if redone else ()))
     table.add_row("total", "", f"{cost.node_hours:.4f}", money(cost.on_demand_usd), money(cost.estimate_usd),
-                  *total_lost, style="bold")
+                  *(_redone(cost) if redone else ()), style="bold")
     return table
-
-
-def print_cost(console: Console, name: str, cost: JobCost) -> None:
-    print_table(console, cost_table(name, cost))
-    for assumption in cost.assumptions:
-        console.print(f"  assumption: {assumption}", markup=False, highlight=False)
 
 
 def attempts_table(view: WorkflowView, now: datetime) -> Table:
     """Every attempt of every step that took more than one: where it asked to run, where it ran, and why it ended."""
     table = Table(title=f"attempts of {view.name}", title_justify="left")
-    for column in ("step", "attempt", "capacity", "node", "time", "ended", "message"):
+    for column in ("step", "attempt", "capacity", "node", "resumed", "time", "redone", "ended", "message"):
         table.add_column(column, overflow="fold")
     for row in view.steps:
         if len(row.attempts) < 2:
             continue
         for number, attempt in enumerate(row.attempts, 1):
             table.add_row(row.name, str(number), attempt.capacity or "-", attempt.host or "-",
-                          duration(attempt.seconds(now)), attempt.outcome, attempt.message)
+                          str(attempt.resumed) if attempt.resumed else "-", duration(attempt.seconds(now)),
+                          duration(attempt.redone_seconds(now)) if attempt.interrupted else "-", attempt.outcome,
+                          attempt.message)
     return table
 
 
 def interruption_summary(view: WorkflowView, cost: JobCost | None, now: datetime) -> str:
     """Interruptions retried and what they cost, per workflow (the per-step figures are in the tables)."""
-    lost = f"{duration(view.interrupted_seconds(now))} of run time lost"
-    if cost is not None and cost.interrupted_node_hours:
-        lost += f", {cost.interrupted_node_hours:.4f} node-hours, ${money(cost.interrupted_usd)} (estimate)"
+    lost = f"{duration(view.redone_seconds(now))} of run time redone"
+    if cost is not None and cost.redone_node_hours:
+        lost += f", {cost.redone_node_hours:.4f} node-hours, ${money(cost.redone_usd)} (estimate)"
     return f"interruptions: {view.interruptions} retried, {lost}"
 
 
-def print_costs(console: Console, costs: Sequence[tuple[str, JobCost]]) -> None:
-    """One workflow's cost step by step; several workflows' costs a row each, with the total."""
-    priced = [(name, cost) for name, cost in costs if cost.steps]
-    if len(priced) == 1:
-        print_cost(console, *priced[0])
-        return
-    if not priced:
-        return
-    table = Table(title=f"cost of {len(priced)} workflows (estimate)", title_justify="left")
-    for column in ("workflow", "node-hours", "On-Demand $", "estimate $"):
+def costs_table(costs: Sequence[tuple[str, JobCost]]) -> Table:
+    """Several workflows' costs, a row each, with the total (one workflow gets `cost_table`, step by step)."""
+    table = Table(title=f"cost of {len(costs)} workflows (estimate)", title_justify="left")
+    redone = any(c.redone_node_hours for _, c in costs)
+    for column in ("workflow", "node-hours", "On-Demand $", "estimate $") + (REDONE_COLUMNS if redone else ()):
         table.add_column(column, justify="left" if column == "workflow" else "right")
-    for name, cost in priced:
-        table.add_row(name, f"{cost.node_hours:.4f}", money(cost.on_demand_usd), money(cost.estimate_usd))
-    table.add_row("total", f"{sum(c.node_hours for _, c in priced):.4f}",
-                  money(sum(c.on_demand_usd for _, c in priced)), money(sum(c.estimate_usd for _, c in priced)),
-                  style="bold")
-    print_table(console, table)
-    for assumption in dict.fromkeys(a for _, cost in priced for a in cost.assumptions):
-        console.print(f"  assumption: {assumption}", markup=False, highlight=False)
+    for name, cost in costs:
+        table.add_row(name, f"{cost.node_hours:.4f}", money(cost.on_demand_usd), money(cost.estimate_usd),
+                      *(_redone(cost) if redone else ()))
+    total_redone = (f"{sum(c.redone_node_hours for _, c in costs):.4f}",
+                    money(sum(c.redone_usd for _, c in costs))) if redone else ()
+    table.add_row("total", f"{sum(c.node_hours for _, c in costs):.4f}",
+                  money(sum(c.on_demand_usd for _, c in costs)), money(sum(c.estimate_usd for _, c in costs)),
+                  *total_redone, style="bold")
+    return table

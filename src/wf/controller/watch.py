@@ -17,11 +17,13 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from wf.controller.client import Kube, cluster_error
+from wf.compile.readback import node_capacity, read_placement
+from wf.controller.checkpoints import read_ledger
+from wf.controller.client import Kube, cluster_error, lookup_errors
 from wf.controller.cost import JobCost, NodeFacts, job_cost
 from wf.controller.events import Inbox, Key, Snapshot, WatchState, snapshot
 from wf.controller.queue import QueueReader
-from wf.controller.steps import StepRow, WorkflowView, pod_name
+from wf.controller.steps import StepRow, WorkflowView, pod_name, with_facts
 from wf.controller.stream import (
     KubeTransport,
     NamespaceStream,
@@ -29,12 +31,21 @@ from wf.controller.stream import (
     Transport,
 )
 from wf.controller.view import Display, detailed
-from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, EKS_CAPACITY_LABEL, INSTANCE_TYPE_LABEL
-from wf.core.errors import InputError
+from wf.core.constants import CLASS_LABEL, INSTANCE_TYPE_LABEL
+from wf.core.errors import ClusterError, InputError
 
 TICK_SECONDS = 1.0  # redraw durations this often while nothing happens
+# Taints of a node on its way out (a cordon, Karpenter's disruption, the AWS node termination handler's Spot and
+# rebalance notices, cluster-autoscaler's scale-down, a lost kubelet): a SIGTERM there was not the program's own.
+DRAIN_TAINTS = frozenset({
+    "node.kubernetes.io/unschedulable", "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
+    "node.kubernetes.io/out-of-service", "karpenter.sh/disrupted", "ToBeDeletedByClusterAutoscaler",
+    "aws-node-termination-handler/spot-itn", "aws-node-termination-handler/rebalance-recommendation",
+    "aws-node-termination-handler/asg-lifecycle-termination", "aws-node-termination-handler/scheduled-maintenance",
+})
 EXPLAIN_EVERY_SECONDS = 10.0
 NODE_COUNT_TTL_SECONDS = 30.0
+LOOKUP_RETRY_SECONDS = 30.0  # a side look-up the API server could not answer is asked again after this
 
 TransportFactory = Callable[[str, str, str], Transport]  # (namespace, label selector, field selector)
 
@@ -66,45 +77,73 @@ class Insight:
         self._catalog_loader = catalog_loader
         self._catalog: Any = None
         self._catalog_loaded = False
+        self._catalog_retry_at = 0.0
         self._nodes: dict[str, NodeFacts | None] = {}
         self._nodes_readable = True
+        self._nodes_away_until = 0.0
+        self._gone: set[str] = set()
         self._group_counts: dict[str, tuple[float, dict[str, int] | None]] = {}
         self._explained: dict[str, tuple[float, str]] = {}
         self.queue = QueueReader(kube)
 
     def _catalog_or_none(self) -> Any:
-        if not self._catalog_loaded:
+        """The cluster's catalog, read once; None without one. When the API server can't be reached it is asked
+        again a little later: a day's watch must not lose its explanations to a blip."""
+        if not self._catalog_loaded and time.monotonic() >= self._catalog_retry_at:
             self._catalog_loaded = True
             try:
                 self._catalog = self._catalog_loader()
             except InputError:
                 self._catalog = None
+            except ClusterError:
+                self._catalog_loaded, self._catalog_retry_at = False, time.monotonic() + LOOKUP_RETRY_SECONDS
         return self._catalog
 
     def node(self, name: str) -> NodeFacts | None:
         from kubernetes.client.exceptions import ApiException
 
-        if name in self._nodes or not self._nodes_readable:
+        if name in self._nodes or not self._nodes_readable or time.monotonic() < self._nodes_away_until:
             return self._nodes.get(name)
         try:
-            labels = self.kube.core.read_node(name).metadata.labels or {}
-        except ApiException as exc:
-            if exc.status == 403:
+            node = self.kube.core.read_node(name)
+        except lookup_errors() as exc:
+            status = exc.status if isinstance(exc, ApiException) else 0
+            if status == 403:
                 self._nodes_readable = False  # a developer role may not read nodes: cost stays unknown
-            self._nodes[name] = None
+            elif status == 404:
+                self._gone.add(name)
+            if status in (403, 404):
+                self._nodes[name] = None
+            else:  # out of reach for now: asked again a little later, not on every tick of an outage
+                self._nodes_away_until = time.monotonic() + LOOKUP_RETRY_SECONDS
             return None
-        eks_capacity = labels.get(EKS_CAPACITY_LABEL, "")
-        capacity = labels.get(CAPACITY_LABEL) or {"SPOT": "spot", "ON_DEMAND": "on-demand"}.get(eks_capacity)
-        facts = NodeFacts(labels[INSTANCE_TYPE_LABEL], capacity) if INSTANCE_TYPE_LABEL in labels else None
+        labels = node.metadata.labels or {}
+        draining = bool(node.spec and (node.spec.unschedulable or any(
+            t.key in DRAIN_TAINTS for t in node.spec.taints or [])))
+        facts = NodeFacts(labels[INSTANCE_TYPE_LABEL], node_capacity(labels), draining) \
+            if INSTANCE_TYPE_LABEL in labels else None
         self._nodes[name] = facts
         return facts
+
+    def node_stayed(self, name: str) -> bool | None:
+        """Whether an attempt's node is still there and not being drained (None: not known)."""
+        if (facts := self.node(name)) is not None:
+            return not facts.draining
+        return False if name in self._gone else None
+
+    def refine(self, workflow: dict[str, Any], view: WorkflowView) -> WorkflowView:
+        """The view with where attempts resumed, what their checkpoints kept, and exits told by their nodes (what
+        can't be read now is left out)."""
+        try:
+            ledger = read_ledger(self.kube, view.namespace, view.name)
+        except lookup_errors():
+            ledger = {}
+        return with_facts(view, workflow, ledger, self.node_stayed)
 
     def nodes(self) -> dict[str, NodeFacts]:
         return {name: facts for name, facts in self._nodes.items() if facts is not None}
 
     def _counts(self, compute_class: str) -> dict[str, int] | None:
-        from kubernetes.client.exceptions import ApiException
-
         from wf.core.constants import EKS_NODEGROUP_LABEL
 
         cached = self._group_counts.get(compute_class)
@@ -117,17 +156,15 @@ class Insight:
                 group = (node.metadata.labels or {}).get(EKS_NODEGROUP_LABEL, "")
                 found[group] = found.get(group, 0) + 1
             counts = found
-        except ApiException:
+        except lookup_errors():
             counts = None
         self._group_counts[compute_class] = (time.monotonic(), counts)
         return counts
 
     def _events(self, namespace: str, pod: str) -> list[tuple[str, str]]:
-        from kubernetes.client.exceptions import ApiException
-
         try:
             events = self.kube.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={pod}").items
-        except ApiException:
+        except lookup_errors():
             return []
         events.sort(key=lambda e: (e.last_timestamp or e.event_time or e.metadata.creation_timestamp
                                    or datetime.min.replace(tzinfo=UTC)))
@@ -151,7 +188,8 @@ class Insight:
         namespace = workflow["metadata"]["namespace"]
         events = self._events(namespace, pod_name(workflow, attempt))
         scheduler = next((m for r, m in reversed(events) if r == "FailedScheduling"), attempt.message)
-        compute_class = row.compute_class or ""
+        # The class of the pod that waits (a multi-node step's row shows its workers', but Argo's pod waits here).
+        compute_class = read_placement(template).compute_class
         text = explain(template, scheduler, self._catalog_or_none(),
                        nodes_per_group=self._counts(compute_class) if compute_class else None, events=events).text
         self._explained[attempt.node_id] = (time.monotonic(), text)
@@ -262,15 +300,16 @@ class _Consumer:
                 self.insight.node(row.node)
 
 
-def _costs(insight: Insight, state: WatchState) -> dict[Key, JobCost]:
-    """Each workflow's cost, from the facts of every node an attempt ran on (read while they still exist)."""
+def _refined(insight: Insight, state: WatchState) -> dict[Key, WorkflowView]:
+    """Each workflow's last view with its checkpoint ledger and the facts of every node an attempt ran on (read
+    while they still exist)."""
+    return {key: insight.refine(snap.workflow, snap.view) for key, snap in state.snapshots.items()}
+
+
+def _costs(insight: Insight, state: WatchState, views: dict[Key, WorkflowView]) -> dict[Key, JobCost]:
+    """Each workflow's cost, from the facts of every node an attempt ran on."""
     now = datetime.now(UTC)
-    costs = {}
-    for key, snap in state.snapshots.items():
-        for host in {a.host for row in snap.view.steps for a in row.attempts if a.host}:
-            insight.node(host)
-        costs[key] = job_cost(snap.view, snap.workflow, insight.nodes(), now)
-    return costs
+    return {key: job_cost(views[key], snap.workflow, insight.nodes(), now) for key, snap in state.snapshots.items()}
 
 
 def watch_workflows(
@@ -312,5 +351,7 @@ def watch_workflows(
     outcome.views = state.views
     outcome.deleted = set(state.deleted)
     if with_cost:
-        outcome.costs = _costs(insight, state)
+        refined = _refined(insight, state)
+        outcome.views = {**outcome.views, **refined}
+        outcome.costs = _costs(insight, state, refined)
     return outcome

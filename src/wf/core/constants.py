@@ -1,10 +1,12 @@
-"""The names wf shares with Kubernetes and Argo: label keys, Argo kinds and plurals, name patterns, quantities.
+"""The names wf shares with Kubernetes, Argo, Kueue and the mpi-operator: label keys, API kinds, name patterns,
+quantities.
 
 The compiler selects on the label keys, never on instance types, so node groups can change (or move from
 eksctl to Karpenter) without touching a workflow. Every module that names one of these imports it from here.
 """
 
 import re
+from dataclasses import dataclass
 from typing import Final
 
 # Labels and annotations that tie compiled workflows, node groups and the local cluster together.
@@ -24,6 +26,9 @@ SIM_EXIT_CODE: Final = f"sim.{DOMAIN}/exit-code"
 SIM_MESSAGE: Final = f"sim.{DOMAIN}/message"
 # Read by the local cluster's simulated executor (wf.cluster.executor): the step's output parameters, as JSON.
 SIM_OUTPUTS: Final = f"sim.{DOMAIN}/outputs"
+# With a duration: the simulated program saves this many checkpoints, evenly over its work, when its step has a
+# checkpoint location; the simulated executor then plays the pod, and a retry runs only the work left.
+SIM_CHECKPOINTS: Final = f"sim.{DOMAIN}/checkpoints"
 
 ARCH_LABEL: Final = "kubernetes.io/arch"
 OS_LABEL: Final = "kubernetes.io/os"
@@ -36,31 +41,75 @@ EKS_NODEGROUP_LABEL: Final = "eks.amazonaws.com/nodegroup"
 CAPACITIES: Final = ("spot", "on-demand")
 EKS_CAPACITY_VALUES: Final = {"spot": "SPOT", "on-demand": "ON_DEMAND"}
 
-# Argo's API: the group and version of its CRDs, and the resource (plural) of each kind wf reads or writes.
-ARGO_GROUP: Final = "argoproj.io"
-ARGO_VERSION: Final = "v1alpha1"
-ARGO_API_VERSION: Final = f"{ARGO_GROUP}/{ARGO_VERSION}"
-ARGO_PLURALS: Final = {
-    "Workflow": "workflows",
-    "WorkflowTemplate": "workflowtemplates",
-    "ClusterWorkflowTemplate": "clusterworkflowtemplates",
-    "CronWorkflow": "cronworkflows",
-}
-ARGO_KINDS: Final = tuple(ARGO_PLURALS)
-WORKFLOWS: Final = ARGO_PLURALS["Workflow"]
-# Not a kind a user writes: what Argo's executor reports a pod's outputs with.
-WORKFLOW_TASK_RESULTS: Final = "workflowtaskresults"
 
-# Kueue's API, and the labels by which a pod names its queue and the priority of its workload.
-KUEUE_GROUP: Final = "kueue.x-k8s.io"
-KUEUE_VERSION: Final = "v1beta2"
-KUEUE_API_VERSION: Final = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
-KUEUE_QUEUE_LABEL: Final = f"{KUEUE_GROUP}/queue-name"
-KUEUE_PRIORITY_LABEL: Final = f"{KUEUE_GROUP}/priority-class"
+@dataclass(frozen=True)
+class ApiKind:
+    """One kind of a Kubernetes API that wf reads or writes: a manifest names it by `api_version` and `kind`,
+    the API server's paths (and RBAC rules) by `group`, `version` and `plural`."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+_ARGO = ("argoproj.io", "v1alpha1")
+_KUEUE = ("kueue.x-k8s.io", "v1beta2")
+# Argo's CRDs: the kinds a user writes (and `wf lint` validates), by kind, then the one Argo's executor reports a
+# pod's outputs with.
+WORKFLOW: Final = ApiKind(*_ARGO, "Workflow", "workflows")
+WORKFLOW_TEMPLATE: Final = ApiKind(*_ARGO, "WorkflowTemplate", "workflowtemplates")
+CLUSTER_WORKFLOW_TEMPLATE: Final = ApiKind(*_ARGO, "ClusterWorkflowTemplate", "clusterworkflowtemplates")
+CRON_WORKFLOW: Final = ApiKind(*_ARGO, "CronWorkflow", "cronworkflows")
+ARGO_KINDS: Final = {k.kind: k for k in (WORKFLOW, WORKFLOW_TEMPLATE, CLUSTER_WORKFLOW_TEMPLATE, CRON_WORKFLOW)}
+WORKFLOW_TASK_RESULT: Final = ApiKind(*_ARGO, "WorkflowTaskResult", "workflowtaskresults")
+# Kubeflow's mpi-operator: what a multi-node step creates (wf.compile.kinds.mpijob).
+MPIJOB: Final = ApiKind("kubeflow.org", "v2beta1", "MPIJob", "mpijobs")
+# Kueue's: the queues `wf kueue generate` writes, and the Workloads by which Kueue admits pods.
+RESOURCE_FLAVOR: Final = ApiKind(*_KUEUE, "ResourceFlavor", "resourceflavors")
+CLUSTER_QUEUE: Final = ApiKind(*_KUEUE, "ClusterQueue", "clusterqueues")
+LOCAL_QUEUE: Final = ApiKind(*_KUEUE, "LocalQueue", "localqueues")
+WORKLOAD: Final = ApiKind(*_KUEUE, "Workload", "workloads")
+WORKLOAD_PRIORITY_CLASS: Final = ApiKind(*_KUEUE, "WorkloadPriorityClass", "workloadpriorityclasses")
+
+# Argo's labels and annotations that wf reads or writes (argo-workflows workflow/common/common.go).
+ARGO_DOMAIN: Final = "workflows.argoproj.io"
+# On a workflow's pods: the workflow's name (selects them for `wf logs`, `wf retry` and the simulated executor).
+ARGO_WORKFLOW_LABEL: Final = f"{ARGO_DOMAIN}/workflow"
+# On a workflow: "true" once it has finished; `wf retry` resets it so the controller takes the workflow up again.
+ARGO_COMPLETED_LABEL: Final = f"{ARGO_DOMAIN}/completed"
+# On a workflow: its phase, which `wf retry` sets back to Running.
+ARGO_PHASE_LABEL: Final = f"{ARGO_DOMAIN}/phase"
+# On a pod: the name of the workflow node it runs, whose last part names the step when wf's label is missing.
+ARGO_NODE_NAME_ANNOTATION: Final = f"{ARGO_DOMAIN}/node-name"
+# On a pod: the id of the workflow node it runs, the name of the WorkflowTaskResult that reports its outputs.
+ARGO_NODE_ID_ANNOTATION: Final = f"{ARGO_DOMAIN}/node-id"
+# On a workflow: "v1" when its pods are named by node id, not "<workflow>-<template>-<hash>" (v2).
+ARGO_POD_NAME_FORMAT_ANNOTATION: Final = f"{ARGO_DOMAIN}/pod-name-format"
+# On a WorkflowTaskResult: "true" once the executor has reported all of the pod's outputs.
+ARGO_REPORT_OUTPUTS_COMPLETED_LABEL: Final = f"{ARGO_DOMAIN}/report-outputs-completed"
+# On an artifact repositories ConfigMap: the key of the repository workflows use when they name none.
+ARGO_DEFAULT_ARTIFACT_REPOSITORY_ANNOTATION: Final = f"{ARGO_DOMAIN}/default-artifact-repository"
+
+# The labels by which a pod names its Kueue queue and the priority of its workload.
+KUEUE_QUEUE_LABEL: Final = f"{LOCAL_QUEUE.group}/queue-name"
+KUEUE_PRIORITY_LABEL: Final = f"{WORKLOAD_PRIORITY_CLASS.group}/priority-class"
 # Each team namespace's LocalQueue is named `default`: Kueue (LocalQueueDefaulting, GA in v0.17) then puts
 # every pod of a managed namespace that has no queue-name label into it, so a job that names neither team
 # nor namespace (its namespace comes from the kube context at submit time) still cannot bypass the quota.
 KUEUE_LOCAL_QUEUE: Final = "default"
+
+# Workflow pods' service accounts in every workflow namespace (manifests/rbac.yaml): the step's container runs as
+# STEP_ACCOUNT, which holds no permission and gets no API token; Argo's own containers authenticate as
+# EXECUTOR_ACCOUNT (the executor's Role), a multi-node step's resource pod as MPIJOB_EXECUTOR_ACCOUNT (the same
+# plus creating and reading MPIJobs).
+STEP_ACCOUNT: Final = "wf-workflow"
+EXECUTOR_ACCOUNT: Final = "wf-executor"
+MPIJOB_EXECUTOR_ACCOUNT: Final = "wf-mpijob-executor"
 
 # Where the platform publishes its catalog in a cluster: `wf submit` compiles with it (wf.controller.catalog_source).
 CATALOG_NAMESPACE: Final = "wf-system"

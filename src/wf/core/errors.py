@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import difflib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,20 @@ def format_path(path: Sequence[PathKey]) -> str:
     for key in path:
         out += f"[{key}]" if isinstance(key, int) else (f".{key}" if out else str(key))
     return out
+
+
+def listing(values: Iterable[object]) -> str:
+    """`prep, train` for a message listing choices, not Python's `['prep', 'train']`."""
+    return ", ".join(str(v) for v in values) or "none"
+
+
+def did_you_mean(word: object, choices: Iterable[object], shared: str = "", cutoff: float = 0.6) -> str:
+    """" (did you mean 'train'?)" when a choice is close to the misspelt `word`, else "". A prefix `shared` by
+    word and choices is left out of the comparison: after "workflow." every global would look close."""
+    text = str(word).removeprefix(shared)
+    shown = {str(c).removeprefix(shared): str(c) for c in choices}
+    close = difflib.get_close_matches(text, list(shown), n=1, cutoff=cutoff)
+    return f" (did you mean {shown[close[0]]!r}?)" if close else ""
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,10 @@ class Stream:
     def nodes(self) -> list[Node | None]:
         return list(yaml.compose_all(self.text, Loader=_Loader))
 
+    def composed(self) -> list[Node | None]:
+        """The node graphs for one use: the cached ones if a line lookup made them, else not kept."""
+        return self.__dict__.get("nodes") or list(yaml.compose_all(self.text, Loader=_Loader))
+
 
 @dataclass
 class Document:
@@ -72,6 +76,18 @@ class Document:
                 break
             node = child
         return node.start_mark.line + 1
+
+    def as_written(self, paths: Sequence[Sequence[PathKey]]) -> list[str | None]:
+        """The source text of the plain scalar at each path (`1.10`, `on`, `010`, `~` as typed, before YAML
+        made them numbers, booleans or null), or None where the path leads to no scalar."""
+        root = self.stream.composed()[self.index]
+        out: list[str | None] = []
+        for path in paths:
+            node: Node | None = root
+            for key in path:
+                node = _child(node, key) if node is not None else None
+            out.append(node.value if isinstance(node, ScalarNode) else None)
+        return out
 
     def problem(self, path: Sequence[PathKey], message: str) -> Problem:
         return self.locate(Problem.at(path, message))

@@ -2,6 +2,11 @@
 
 Every finding is a Problem (file, line, field, message). Argo manifests are validated strictly (fields from
 hera's models) and every pod they would create is checked against the catalog's node groups.
+
+Lint never says ok to what it did not check. A file with no document, and a document meant for a tool wf checks
+(an apiVersion of wf's, Argo's, eksctl's or Kueue's group, or a kind like one of theirs) whose kind or apiVersion
+wf does not know, are findings (exit 1). Other tools' documents (a ConfigMap, a CI pipeline) are skipped and
+listed; when nothing at all is left to check (an empty folder, only other tools' files), the input is bad (exit 2).
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ from typing import Any
 from wf import argo
 from wf.compile.schedulability import explain, pod_constraints
 from wf.compile.workflow import compile_job
-from wf.core.constants import ARGO_GROUP, ARGO_KINDS, KUEUE_GROUP
-from wf.core.errors import InputError, PathKey, Problem
+from wf.core.constants import ARGO_KINDS, CRON_WORKFLOW, ApiKind
+from wf.core.errors import InputError, PathKey, Problem, did_you_mean, listing
 from wf.core.loader import Document, load_documents
+from wf.lint.pod_security import privileges
 from wf.lint.queues import inadmissible
 from wf.model.catalog import Catalog, catalog_from_document, load_catalog
 from wf.model.nodegroups import NodeGroup, mixed_sizes, node_groups
@@ -24,6 +30,13 @@ from wf.render.kueue import KINDS as KUEUE_KINDS
 from wf.spec.job import job_from_document
 
 YAML_SUFFIXES = (".yaml", ".yml")
+# The kinds lint checks, with the apiVersion each is read at.
+CHECKED_KINDS = {"TrainingJob": "wf/v1", "Catalog": "wf/v1", "ClusterConfig": "eksctl.io/v1alpha5",
+                 **{name: k.api_version for name, k in {**ARGO_KINDS, **KUEUE_KINDS}.items()}}
+_CHECKED_GROUPS = {api.partition("/")[0] for api in CHECKED_KINDS.values()}
+# Groups whose every kind lint checks: any other kind there is a mistake.
+_OWN_GROUPS = ("wf", "eksctl.io")
+_FOREIGN = f"not a document wf lint checks ({listing(CHECKED_KINDS)}): nothing to check"
 _POD_TEMPLATE_KEYS = ("container", "script", "containerSet", "resource", "data")
 
 
@@ -46,10 +59,11 @@ def yaml_files(paths: Iterable[str | Path]) -> Iterator[Path]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            for child in sorted(path.rglob("*")):
-                rel = child.relative_to(path).parts
-                if child.suffix in YAML_SUFFIXES and child.is_file() and not any(p.startswith(".") for p in rel):
-                    yield child
+            found = [child for child in sorted(path.rglob("*")) if child.suffix in YAML_SUFFIXES and child.is_file()
+                     and not any(p.startswith(".") for p in child.relative_to(path).parts)]
+            if not found:
+                raise InputError("no YAML files (*.yaml, *.yml) in this folder: nothing to check", file=path)
+            yield from found
         elif path.is_file():
             yield path
         else:
@@ -83,6 +97,7 @@ Checker = Callable[[Document, _CatalogOnDemand, LintResult], list[Problem]]
 def lint_paths(paths: Iterable[str | Path], catalog: str | Path | None = None) -> LintResult:
     result = LintResult()
     source = _CatalogOnDemand(catalog)
+    foreign: list[Problem] = []  # other tools' documents, skipped
     for path in yaml_files(paths):
         result.files += 1
         try:
@@ -90,11 +105,17 @@ def lint_paths(paths: Iterable[str | Path], catalog: str | Path | None = None) -
         except InputError as exc:
             result.problems += exc.problems
             continue
+        if not docs:
+            result.problems.append(Problem(str(path), 1, None, "no YAML document in this file: nothing to check"))
         for doc in docs:
             result.documents += 1
             checker = _checker_for(doc)
             if checker is None:
-                result.skipped.append(f"{doc.file}:{doc.line_of(())}")
+                if unknown := _unknown_kind(doc):
+                    result.problems.append(unknown)
+                else:
+                    foreign.append(Problem(doc.file, doc.line_of(()), None, _FOREIGN))
+                    result.skipped.append(f"{doc.file}:{doc.line_of(())}")
                 continue
             severity = "warning" if checker is _lint_argo else "error"
             result.problems += [
@@ -106,6 +127,8 @@ def lint_paths(paths: Iterable[str | Path], catalog: str | Path | None = None) -
         from wf.lint.queues import check_kueue_objects
 
         result.problems += check_kueue_objects(source.catalog, result.kueue)
+    if foreign and len(foreign) == result.documents and not result.problems:
+        raise InputError(foreign)  # nothing was checked: "ok" would be a false green
     return result
 
 
@@ -118,13 +141,41 @@ def _checker_for(doc: Document) -> Checker | None:
         return _lint_job
     if api == "wf/v1" and kind == "Catalog":
         return _lint_catalog
-    if isinstance(api, str) and api.startswith(f"{ARGO_GROUP}/") and kind in ARGO_KINDS:
+    if _one_of(ARGO_KINDS, api, kind):
         return _lint_argo
     if api == "eksctl.io/v1alpha5" and kind == "ClusterConfig":
         return _lint_cluster_config
-    if isinstance(api, str) and api.startswith(f"{KUEUE_GROUP}/") and kind in KUEUE_KINDS:
+    if _one_of(KUEUE_KINDS, api, kind):
         return _collect_kueue
     return None
+
+
+def _unknown_kind(doc: Document) -> Problem | None:
+    """The finding for a document meant for a tool wf checks, whose kind or apiVersion wf does not know (a typo
+    must not pass as ok); None for another tool's document."""
+    data = doc.data
+    if not isinstance(data, dict):
+        return None
+    api, kind = data.get("apiVersion"), data.get("kind")
+    group = api.partition("/")[0] if isinstance(api, str) else None
+    if group is not None and group not in _CHECKED_GROUPS:
+        return None  # another tool's document: a ConfigMap, Kubeflow's TrainJob
+    expected = CHECKED_KINDS.get(kind) if isinstance(kind, str) else None
+    if expected is not None:
+        written = f"not {api!r}" if api is not None else "which is missing"
+        return doc.problem(("apiVersion",), f"{kind} is read at apiVersion {expected}, {written}")
+    ours = group in _OWN_GROUPS
+    # In Argo's and Kueue's groups (or with no apiVersion) only a near miss is a typo: they have kinds wf does not
+    # check (WorkflowTaskSet, Workload).
+    hint = did_you_mean(kind, CHECKED_KINDS, cutoff=0.6 if ours else 0.8) if isinstance(kind, str) else ""
+    if ours or hint:
+        return doc.problem(("kind",), f"unknown kind {kind!r}{hint}; wf lint checks {listing(CHECKED_KINDS)}")
+    return None
+
+
+def _one_of(kinds: dict[str, ApiKind], api: Any, kind: Any) -> bool:
+    """Whether a document is one of `kinds` at any version of its group: a wrong version is its checker's finding."""
+    return isinstance(api, str) and isinstance(kind, str) and kind in kinds and api.startswith(f"{kinds[kind].group}/")
 
 
 def _lint_job(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:
@@ -136,6 +187,7 @@ def _lint_job(doc: Document, source: _CatalogOnDemand, result: LintResult) -> li
     result.manifests.append((doc, manifest))
     # Their paths are into the compiled manifest, which has no lines: report them at the job's first line.
     found = argo.validate(manifest) + unschedulable(manifest, source.groups) + inadmissible(manifest, source.catalog)
+    found += privileges(manifest, source.catalog)
     return [replace(p, message=f"compiled workflow: {p.message}").in_file(doc.file, doc.line_of(()))
             for p in found] + _size(doc, manifest)
 
@@ -166,6 +218,7 @@ def _lint_argo(doc: Document, source: _CatalogOnDemand, result: LintResult) -> l
     if not problems:
         result.manifests.append((doc, manifest))
         found = unschedulable(manifest, source.groups) + inadmissible(manifest, source.catalog)
+        found += privileges(manifest, source.catalog)
         problems += [doc.locate(p) for p in found]
     return problems
 
@@ -178,7 +231,7 @@ def unschedulable(manifest: dict[str, Any], groups: list[NodeGroup]) -> list[Pro
     """A finding for every template whose pod no node group can hold."""
     spec = manifest.get("spec") or {}
     at: tuple[PathKey, ...] = ("spec",)
-    if manifest.get("kind") == "CronWorkflow":
+    if manifest.get("kind") == CRON_WORKFLOW.kind:
         spec, at = spec.get("workflowSpec") or {}, ("spec", "workflowSpec")
     defaults = {**(spec.get("templateDefaults") or {})}
     out = []

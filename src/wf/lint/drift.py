@@ -56,7 +56,7 @@ def read_cluster_config(config: ConfigSource) -> tuple[Document, str]:
 def generated_drift(catalog: Catalog, doc: Document, text: str) -> list[Problem]:
     want = cluster_config(catalog)
     have = doc.data
-    fix = f"regenerate with `wf eksctl generate --catalog {display_path(catalog.source)} -o {doc.file}`"
+    fix = f"regenerate with `wf eksctl generate --catalog {display_path(catalog.source)} --file {doc.file}`"
     problems: list[Problem] = []
     for key in ("apiVersion", "kind", "metadata", "availabilityZones"):
         problems += _diff(doc, (key,), have.get(key), want[key], "")

@@ -11,10 +11,8 @@ from typing import Any
 
 import yaml
 
-from wf.compile.interruptions import ON_DEMAND
-from wf.compile.mpijob import KIND as MPIJOB_KIND
-from wf.core.constants import CAPACITIES, CAPACITY_LABEL, CLASS_LABEL
-from wf.core.constants import KUEUE_QUEUE_LABEL as QUEUE_LABEL
+from wf.compile.kinds import kind_of_template
+from wf.core.constants import CRON_WORKFLOW
 from wf.core.errors import PathKey, Problem
 from wf.core.loader import Document
 from wf.core.units import parse_quantity
@@ -144,8 +142,8 @@ def admission_ceiling(catalog: Catalog, queues: Queues, team: Team, compute_clas
 
 
 def inadmissible(manifest: dict[str, Any], catalog: Catalog) -> list[Problem]:
-    """A finding for every queued template whose pods ask for more than their team can ever be admitted: a step's
-    pod, or all replicas of a multi-node step's MPIJob, which Kueue admits as one workload."""
+    """A finding for every queued template whose pods ask for more than their team can ever be admitted: what its
+    step kind says Kueue admits at once (a step's pod, or all replicas of a multi-node step's MPIJob)."""
     queues = catalog.queues
     namespace = (manifest.get("metadata") or {}).get("namespace")
     team = queues.team_of_namespace(namespace) if queues and namespace else None
@@ -153,22 +151,22 @@ def inadmissible(manifest: dict[str, Any], catalog: Catalog) -> list[Problem]:
         return []
     spec = manifest.get("spec") or {}
     at: tuple[PathKey, ...] = ("spec",)
-    if manifest.get("kind") == "CronWorkflow":
+    if manifest.get("kind") == CRON_WORKFLOW.kind:
         spec, at = spec.get("workflowSpec") or {}, ("spec", "workflowSpec")
     out = []
     for i, template in enumerate(spec.get("templates") or []):
         if not isinstance(template, dict):
             continue
-        for class_name, capacities, requests in _demands(template):
+        for demand in kind_of_template(template).demand(template):
             try:
-                cls = catalog.compute_class(class_name)
+                cls = catalog.compute_class(demand.compute_class)
             except KeyError:
                 continue  # an unknown class is the schedulability check's finding
-            for capacity in capacities or [cls.default_capacity]:
+            for capacity in demand.capacities or (cls.default_capacity,):
                 for resource in RESOURCES:
                     try:
                         name = resource_name(cls, resource)
-                        asked = requests[name]
+                        asked = demand.requests[name]
                     except KeyError:  # a class without accelerators, or a resource the pod does not ask for
                         continue
                     ceiling, how = admission_ceiling(catalog, queues, team, cls.name, capacity, resource)
@@ -178,56 +176,3 @@ def inadmissible(manifest: dict[str, Any], catalog: Catalog) -> list[Problem]:
                                    f"{name} on {cls.name} {capacity}, but team {team.name} can be admitted at most "
                                    f"{show_amount(resource, ceiling)} ({how}): it would wait in the queue forever"))
     return out
-
-
-Demand = tuple[str, list[str], dict[str, Decimal]]  # compute class, capacities it may run on, requests
-
-
-def _demands(template: dict[str, Any]) -> list[Demand]:
-    """What one admission of the template asks of which class: a queued pod template's container, or every
-    replica of a queued MPIJob summed per class and capacity."""
-    labels = (template.get("metadata") or {}).get("labels") or {}
-    if QUEUE_LABEL in labels and CLASS_LABEL in labels:
-        return [(labels[CLASS_LABEL], _capacities(template, labels), _requests(template.get("container"), 1))]
-    try:
-        job = yaml.safe_load(((template.get("resource") or {}).get("manifest")) or "null")
-    except yaml.YAMLError:
-        return []  # the Argo schema check reports the manifest
-    if not isinstance(job, dict) or job.get("kind") != MPIJOB_KIND or \
-            QUEUE_LABEL not in ((job.get("metadata") or {}).get("labels") or {}):
-        return []
-    summed: dict[tuple[str, str], dict[str, Decimal]] = {}
-    for replica in ((job.get("spec") or {}).get("mpiReplicaSpecs") or {}).values():
-        pod = replica.get("template") or {}
-        pod_labels = (pod.get("metadata") or {}).get("labels") or {}
-        if CLASS_LABEL not in pod_labels:
-            continue
-        key = (pod_labels[CLASS_LABEL], pod_labels.get(CAPACITY_LABEL, ""))
-        containers = (pod.get("spec") or {}).get("containers") or [{}]
-        for name, amount in _requests(containers[0], int(replica.get("replicas") or 1)).items():
-            total = summed.setdefault(key, {})
-            total[name] = total.get(name, Decimal(0)) + amount
-    return [(cls, [capacity] if capacity in CAPACITIES else [], requests)
-            for (cls, capacity), requests in summed.items()]
-
-
-def _requests(container: Any, replicas: int) -> dict[str, Decimal]:
-    requests = (((container or {}).get("resources") or {}).get("requests") or {}) if isinstance(container, dict) else {}
-    out = {}
-    for name, value in requests.items():
-        try:
-            out[name] = parse_quantity(value) * replicas
-        except ValueError:
-            continue  # the Argo schema check reports a malformed quantity
-    return out
-
-
-def _capacities(template: dict[str, Any], labels: dict[str, str]) -> list[str]:
-    """The capacities a template's attempts may run on: its label's, or with Spot fallback (the label is an
-    expression, wf.compile.interruptions.capacity_expression) its nodeSelector's first and On-Demand after; none known:
-    the class's default."""
-    label = labels.get(CAPACITY_LABEL)
-    if label is None or label in CAPACITIES:
-        return [label] if label else []
-    first = (template.get("nodeSelector") or {}).get(CAPACITY_LABEL)
-    return list(dict.fromkeys([c for c in (first, ON_DEMAND) if c]))

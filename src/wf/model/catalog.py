@@ -12,9 +12,10 @@ import yaml
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationInfo, model_validator
 
 from wf.core.constants import CAPACITIES, DOMAIN
-from wf.core.errors import PathKey, Problem
+from wf.core.errors import PathKey, Problem, did_you_mean
 from wf.core.loader import Document, load_mapping, parse_documents
 from wf.core.modeling import DEFER_CHECKS, StrictModel, dns_label_problem, labels_problems, parse_model, raise_problems
+from wf.model.accelerators import profile
 from wf.model.instances import InstanceType, instance_type
 from wf.model.teams import Queues, Team, amounts
 
@@ -107,11 +108,42 @@ class Accelerator(StrictModel):
     count: int = Field(gt=0, description="Devices per node")
 
 
+# Pod Security Standards, "baseline" (kubernetes.io/docs/concepts/security/pod-security-standards): the only
+# capabilities a pod may add; anything else, host namespaces, host paths or a privileged container needs
+# `privileged`.
+BASELINE_CAPABILITIES = frozenset({"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                                   "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"})
+
+
+class PodSecurity(StrictModel):
+    """What a class's pods may have beyond wf's hardened default (every capability dropped, no privilege
+    escalation, the runtime's default seccomp profile): what its accelerator's images need. Compiled pods take
+    `capabilities` and `hostIPC`; lint allows the rest in hand-written Argo manifests only."""
+
+    capabilities: list[str] = Field(default_factory=list, description="Added back, e.g. SYS_NICE")
+    host_ipc: bool = Field(default=False, alias="hostIPC")
+    host_pid: bool = Field(default=False, alias="hostPID")
+    host_network: bool = Field(default=False, alias="hostNetwork")
+    host_paths: list[str] = Field(default_factory=list, alias="hostPaths",
+                                  description="Host directories (and what is under them) pods may mount")
+    privileged: bool = False
+
+    @property
+    def beyond_baseline(self) -> bool:
+        """Whether such a pod needs a namespace whose Pod Security admission is `privileged`."""
+        return (self.host_ipc or self.host_pid or self.host_network or bool(self.host_paths) or self.privileged
+                or not set(self.capabilities) <= BASELINE_CAPABILITIES)
+
+
 class ClusterInfo(StrictModel):
     name: str
     region: str
     version: str = Field(pattern=r"^1\.\d+$")
     availability_zones: list[str] = Field(alias="availabilityZones", min_length=1)
+    autoscaler: Literal["cluster-autoscaler", "karpenter"] = Field(
+        default="cluster-autoscaler",
+        description="What adds and removes nodes: cluster-autoscaler for the eksctl node groups, or Karpenter's "
+                    "NodePools (`wf platform render` installs the matching one)")
 
 
 class ComputeClass(StrictModel):
@@ -138,6 +170,10 @@ class ComputeClass(StrictModel):
         description="Spot interruptions of one step after which its next attempt runs On-Demand (when the class "
                     "offers on-demand capacity); unset: every attempt stays on Spot",
     )
+    pod_security: PodSecurity | None = Field(
+        default=None, alias="podSecurity",
+        description="What the class's pods may have beyond wf's hardened default; default: what its "
+                    "accelerator's images need (wf.model.accelerators), for the pods holding its devices")
 
     @property
     def default_capacity(self) -> Capacity:
@@ -146,6 +182,14 @@ class ComputeClass(StrictModel):
     @cached_property
     def instances(self) -> list[InstanceType]:
         return [instance_type(name) for name in self.instance_types]
+
+    @property
+    def relaxations(self) -> PodSecurity:
+        """The class's pod security relaxations, given or its accelerator's."""
+        if self.pod_security is not None:
+            return self.pod_security
+        needs = profile(self.accelerator.resource if self.accelerator else None)
+        return PodSecurity(capabilities=list(needs.capabilities), hostIPC=needs.host_ipc)
 
     @property
     def resolved_arch(self) -> str:
@@ -163,10 +207,34 @@ class S3Store(StrictModel):
         description="Object key layout, in Argo's variables")
 
 
+class CheckpointVolume(StrictModel):
+    """A shared volume (FSx for Lustre, EFS) that steps may keep checkpoints on: a PersistentVolumeClaim of this
+    name in every namespace where workflows run."""
+
+    claim: str = Field(description="PersistentVolumeClaim name")
+    mount_path: str = Field(default="/wf/checkpoints", alias="mountPath", pattern="^/")
+    compute_classes: list[str] | None = Field(
+        default=None, alias="computeClasses",
+        description="Classes whose nodes reach the volume (e.g. an FSx file system in their zone); unset: all")
+
+
+class CheckpointPolicy(StrictModel):
+    """Where steps keep checkpoints and how long: under `prefix` in the artifact store, where an S3 lifecycle rule
+    (`wf.compile.artifacts.lifecycle_rule`) removes them `keepDays` after they were written."""
+
+    prefix: str = Field(default="checkpoints", pattern=r"^[A-Za-z0-9][-_.A-Za-z0-9]*$",
+                        description="Key prefix of every checkpoint in the bucket")
+    keep_days: int = Field(default=7, ge=1, le=3650, alias="keepDays",
+                           description="Days a checkpoint is kept after it was written")
+    volumes: dict[str, CheckpointVolume] = Field(default_factory=dict,
+                                                 description="Shared volumes a step may name as its store")
+
+
 class ArtifactStore(StrictModel):
     """Where step artifacts live, reached with the pod's identity (IRSA or EKS Pod Identity), never keys."""
 
     s3: S3Store
+    checkpoints: CheckpointPolicy = Field(default_factory=CheckpointPolicy)
     service_accounts: dict[str, str] = Field(
         default_factory=dict, alias="serviceAccounts",
         description="Namespace -> service account bound to a role that can read and write the bucket")
@@ -181,6 +249,10 @@ class Catalog(StrictModel):
                                       description="Class of steps whose job names none")
     artifacts: ArtifactStore | None = Field(default=None, description="Store of the artifacts steps hand on")
     queues: Queues | None = Field(default=None, description="Teams, their quotas and priorities (Kueue)")
+    step_service_accounts: dict[str, list[str]] = Field(
+        default_factory=dict, alias="stepServiceAccounts",
+        description="Namespace -> service accounts a job spec may name (spec.serviceAccount): its steps then run "
+                    "as that account, with its Kubernetes API token; every other step's container gets no token")
     _source: str = PrivateAttr(default="<python>")  # where it was read from, for messages
 
     @model_validator(mode="after")
@@ -212,11 +284,23 @@ class Catalog(StrictModel):
         if self.default_class is not None and self.default_class not in seen:
             out.append(Problem.at(("defaultClass",),
                                   f"unknown compute class {self.default_class!r}; classes: {sorted(seen)}"))
+        for name, volume in (self.artifacts.checkpoints.volumes if self.artifacts else {}).items():
+            for i, class_name in enumerate(volume.compute_classes or []):
+                if class_name not in seen:
+                    out.append(Problem.at(("artifacts", "checkpoints", "volumes", name, "computeClasses", i),
+                                          f"unknown compute class {class_name!r}; classes: {sorted(seen)}"))
         if self.queues and not out:  # quotas name classes: check them once the classes are sound
             out += self.queues.problems()
             for t, team in enumerate(self.queues.teams):
                 out += _quota_problems(team, ("queues", "teams", t), self)
         return out
+
+    def allows_step_account(self, account: str, namespace: str | None) -> bool:
+        """Whether steps in `namespace` may run as `account` with its token; a namespace not known yet (an offline
+        compile) takes any the catalog lists, and the submit checks again where it goes."""
+        if namespace is None:
+            return any(account in names for names in self.step_service_accounts.values())
+        return account in self.step_service_accounts.get(namespace, [])
 
     def compute_class(self, name: str) -> ComputeClass:
         for cls in self.compute_classes:
@@ -227,6 +311,11 @@ class Catalog(StrictModel):
     @property
     def class_names(self) -> list[str]:
         return [c.name for c in self.compute_classes]
+
+    def unknown_class(self, name: str) -> str:
+        """What is wrong with a class name the catalog lacks, in the same words wherever a class is named."""
+        return (f"unknown compute class {name!r}{did_you_mean(name, self.class_names)}; "
+                f"the catalog has: {', '.join(self.class_names)}")
 
     def to_yaml(self) -> str:
         data = self.model_dump(by_alias=True, exclude_defaults=True, mode="json")
@@ -333,8 +422,7 @@ def _quota_problems(team: Team, at: tuple[PathKey, ...], catalog: Catalog) -> li
         try:
             cls = catalog.compute_class(quota.compute)
         except KeyError:
-            out.append(Problem.at((*qat, "compute"),
-                        f"unknown compute class {quota.compute!r}; the catalog has: {', '.join(catalog.class_names)}"))
+            out.append(Problem.at((*qat, "compute"), catalog.unknown_class(quota.compute)))
             continue
         capacity = quota.capacity or cls.default_capacity
         if capacity not in cls.capacity:

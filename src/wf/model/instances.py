@@ -15,6 +15,8 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
+from wf.model.accelerators import ACCELERATOR_RESOURCES
+
 DATA_FILE = "instances.csv"
 COLUMNS = (
     "name",
@@ -29,7 +31,6 @@ COLUMNS = (
 )
 METADATA_KEYS = ("source", "as-of")
 ARCHES = ("amd64", "arm64")
-ACCELERATOR_RESOURCES = ("nvidia.com/gpu", "habana.ai/gaudi", "aws.amazon.com/neuron")
 
 # EKS AL2023 AMI (awslabs/amazon-eks-ami nodeadm/internal/kubelet/config.go, read 2026-08):
 # kubeReserved cpu reserves 6% of the first core, 1% of the second, 0.5% of cores 3-4 and 0.25% of the rest,
@@ -84,12 +85,13 @@ class InstanceType:
         kube_reserved = _MEMORY_RESERVE_BASE_MIB + _MEMORY_RESERVE_PER_POD_MIB * self.max_pods
         return visible - vm_overhead - kube_reserved - _EVICTION_HARD_MEMORY_MIB
 
-    @property
-    def spot_price_estimate(self) -> float | None:
-        """On-Demand x (1 - advisor savings): indicative only, real Spot prices vary by zone and hour."""
-        if self.spot_savings is None:
+    def spot_price(self, unknown_savings: float | None = None) -> float | None:
+        """Hourly On-Demand price x (1 - the Spot advisor's savings): indicative only, real Spot prices vary by
+        zone and hour. A type with no measured savings is priced at `unknown_savings`, or not at all (None)."""
+        savings = self.spot_savings if self.spot_savings is not None else unknown_savings
+        if savings is None:
             return None
-        return round(self.price_on_demand * (1 - self.spot_savings), 6)
+        return round(self.price_on_demand * (1 - savings), 6)
 
 
 def parse_accelerators(text: str) -> dict[str, int]:

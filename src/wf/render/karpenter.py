@@ -13,9 +13,10 @@ import yaml
 
 from wf.core.constants import ARCH_LABEL, INSTANCE_TYPE_LABEL, ZONE_LABEL
 from wf.core.units import format_mib
+from wf.model.accelerators import GAUDI_RESOURCE
 from wf.model.catalog import Catalog, ComputeClass, Taint
 from wf.model.nodegroups import NodeGroup, node_groups_of
-from wf.render.eksctl import GAUDI, display_path, hugepages_commands
+from wf.render.eksctl import display_path, hugepages_commands
 
 NODEPOOL_API = "karpenter.sh/v1"
 NODECLASS_API = "karpenter.k8s.aws/v1"
@@ -27,7 +28,7 @@ _DEFAULT_VOLUME_GIB = 100
 _ROOT_DEVICE = "/dev/xvda"
 
 
-class _Dumper(yaml.SafeDumper):
+class LiteralDumper(yaml.SafeDumper):
     """Multi-line strings (user data) as literal blocks, so the script reads as a script."""
 
     def ignore_aliases(self, data: Any) -> bool:
@@ -39,7 +40,7 @@ def _literal(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
-_Dumper.add_representer(str, _literal)
+LiteralDumper.add_representer(str, _literal)
 
 
 def pool_name(cls: ComputeClass, capacity: str) -> str:
@@ -170,11 +171,11 @@ def render(catalog: Catalog, catalog_label: str | None = None) -> str:
         "# EC2NodeClasses discover subnets and security groups by the tag karpenter.sh/discovery=<cluster>, and use",
         "# the role KarpenterNodeRole-<cluster>; create those (Karpenter's getting-started stack does) or edit here.",
     ]
-    if any(c.accelerator and c.accelerator.resource == GAUDI for c in catalog.compute_classes):
+    if any(c.accelerator and c.accelerator.resource == GAUDI_RESOURCE for c in catalog.compute_classes):
         header += [
             "# Gaudi: al2023@latest has no Habana driver; point that class's EC2NodeClass amiSelectorTerms at a",
             "# Habana driver AMI and install the Habana device plugin DaemonSet (it advertises habana.ai/gaudi).",
         ]
-    body = yaml.dump_all(manifests(catalog), Dumper=_Dumper, sort_keys=False, default_flow_style=False,
+    body = yaml.dump_all(manifests(catalog), Dumper=LiteralDumper, sort_keys=False, default_flow_style=False,
                          width=120, explicit_start=True)
     return "\n".join(header) + "\n" + body

@@ -16,17 +16,24 @@ from typing import Any
 
 import yaml
 
-from wf.core.constants import KUEUE_API_VERSION as API_VERSION
-from wf.core.constants import KUEUE_LOCAL_QUEUE as LOCAL_QUEUE
+from wf.core.constants import (
+    CLUSTER_QUEUE,
+    KUEUE_LOCAL_QUEUE,
+    LOCAL_QUEUE,
+    RESOURCE_FLAVOR,
+    WORKLOAD_PRIORITY_CLASS,
+    ApiKind,
+)
 from wf.core.errors import InputError
 from wf.core.units import format_cpu, format_mib
+from wf.model.accelerators import EFA_RESOURCE, HUGEPAGES_PREFIX
 from wf.model.catalog import Catalog, ComputeClass
 from wf.model.nodegroups import class_node_labels
 from wf.model.quotas import FlavorQuota, flavor_quotas
 from wf.model.teams import RESOURCES, Queues, Team
 
 CONFIG_API_VERSION = "config.kueue.x-k8s.io/v1beta2"
-KINDS = ("ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass")
+KINDS: dict[str, ApiKind] = {k.kind: k for k in (RESOURCE_FLAVOR, CLUSTER_QUEUE, LOCAL_QUEUE, WORKLOAD_PRIORITY_CLASS)}
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 # Kueue's integrations wf's work uses: a step's pod, and a multi-node step's MPIJob, admitted as one workload
 # (a podset each for launcher and workers) so a partial gang never holds quota.
@@ -34,7 +41,7 @@ POD_FRAMEWORK = "pod"
 MPIJOB_FRAMEWORK = "kubeflow.org/mpijob"
 # Requests wf's pods make that are not quota: scratch disk, the hugepages a Gaudi step carries with its cards,
 # and EFA interfaces. Kueue refuses a workload that requests a resource its ClusterQueue does not cover.
-EXCLUDED_RESOURCE_PREFIXES = ("ephemeral-storage", "hugepages-", "vpc.amazonaws.com/efa")
+EXCLUDED_RESOURCE_PREFIXES = ("ephemeral-storage", HUGEPAGES_PREFIX, EFA_RESOURCE)
 
 
 def queues_of(catalog: Catalog) -> Queues:
@@ -88,8 +95,8 @@ def resource_flavor(cls: ComputeClass, capacity: str) -> dict[str, Any]:
     spec: dict[str, Any] = {"nodeLabels": class_node_labels(cls, capacity)}
     if cls.taints:
         spec["nodeTaints"] = [t.to_kubernetes() for t in cls.taints]
-    return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": flavor_name(cls.name, capacity)},
-            "spec": spec}
+    return {"apiVersion": RESOURCE_FLAVOR.api_version, "kind": RESOURCE_FLAVOR.kind,
+            "metadata": {"name": flavor_name(cls.name, capacity)}, "spec": spec}
 
 
 def _flavor_resources(catalog: Catalog, cls: ComputeClass, quota: FlavorQuota | None) -> list[dict[str, Any]]:
@@ -115,8 +122,8 @@ def cluster_queue(catalog: Catalog, queues: Queues, team: Team) -> dict[str, Any
         for cls, capacity in _flavors(catalog)
     ]
     return {
-        "apiVersion": API_VERSION,
-        "kind": "ClusterQueue",
+        "apiVersion": CLUSTER_QUEUE.api_version,
+        "kind": CLUSTER_QUEUE.kind,
         "metadata": {"name": team.name},
         "spec": {
             "cohortName": queues.cohort,
@@ -135,14 +142,15 @@ def cluster_queue(catalog: Catalog, queues: Queues, team: Team) -> dict[str, Any
 
 
 def local_queue(team: Team, namespace: str) -> dict[str, Any]:
-    return {"apiVersion": API_VERSION, "kind": "LocalQueue",
-            "metadata": {"name": LOCAL_QUEUE, "namespace": namespace},
+    return {"apiVersion": LOCAL_QUEUE.api_version, "kind": LOCAL_QUEUE.kind,
+            "metadata": {"name": KUEUE_LOCAL_QUEUE, "namespace": namespace},
             "spec": {"clusterQueue": team.name}}
 
 
 def priority_classes(queues: Queues) -> list[dict[str, Any]]:
     return [
-        {"apiVersion": API_VERSION, "kind": "WorkloadPriorityClass", "metadata": {"name": p.name},
+        {"apiVersion": WORKLOAD_PRIORITY_CLASS.api_version, "kind": WORKLOAD_PRIORITY_CLASS.kind,
+         "metadata": {"name": p.name},
          "value": p.value, **({"description": p.description} if p.description else {})}
         for p in queues.priorities
     ]

@@ -14,7 +14,7 @@ from pydantic import (
     model_validator,
 )
 
-from wf.core.errors import PathKey, Problem, format_path
+from wf.core.errors import PathKey, Problem, did_you_mean, format_path, listing
 from wf.core.loader import Document, load_mapping
 from wf.core.modeling import (
     DEFER_CHECKS,
@@ -148,8 +148,8 @@ class _Parts:
             for i, step in steps:
                 for j, need in enumerate(step.needs):
                     if need not in names:
-                        out.append(Problem.at(("spec", section, i, "needs", j),
-                                    f"unknown step {need!r}; {section}: {sorted(names)}"))
+                        out.append(Problem.at(("spec", section, i, "needs", j), f"unknown step {need!r}"
+                                              f"{did_you_mean(need, names)}; {section}: {listing(sorted(names))}"))
                     elif need == step.name:
                         out.append(Problem.at(("spec", section, i, "needs", j), "a step cannot need itself"))
         if out or not self.complete:

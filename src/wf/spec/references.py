@@ -4,6 +4,9 @@ error with its file, line and field before anything reaches a cluster.
 
 A reference is written one way everywhere (command, env, `when`, `forEach`). The compiler turns each into what
 Argo resolves at that place: a step's input parameter (or, for an artifact, the path it is downloaded to).
+
+Argo reads `{{` as the start of a tag in every field it templates, so every such field is checked here: a `{{`
+without its `}}`, braces nested in braces, and any name Argo would not resolve are errors at their field.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from wf.core.constants import INPUTS_ROOT
-from wf.core.errors import PathKey, Problem
+from wf.core.errors import PathKey, Problem, did_you_mean, listing
 
 if TYPE_CHECKING:
     from wf.spec.steps import JobSpec, Step
@@ -24,8 +27,13 @@ _STEP_OUTPUT = re.compile(r"^steps\.([^.]+)\.outputs\.([^.]+)$")
 _ITEM = re.compile(r"^item(?:\.([A-Za-z0-9_-]+))?$")
 _PARAMETER = re.compile(r"^workflow\.parameters\.(.+)$")
 # Argo's own variables that need no declaration: the workflow's identity and result (exit handlers read
-# `workflow.status` and `workflow.failures`), and the pod's name.
-_ARGO_GLOBALS = re.compile(r"^(workflow\.[A-Za-z.]+|pod\.name)$")
+# `workflow.status` and `workflow.failures`), and the pod's name (Argo's docs/variables.md, global variables).
+ARGO_GLOBALS = ("workflow.name", "workflow.namespace", "workflow.uid", "workflow.mainEntrypoint",
+                "workflow.serviceAccountName", "workflow.status", "workflow.failures", "workflow.duration",
+                "workflow.priority", "workflow.scheduledTime", "workflow.creationTimestamp", "pod.name")
+_ARGO_GLOBALS = re.compile(
+    "^(" + "|".join(re.escape(name) for name in ARGO_GLOBALS) + r"|workflow\.creationTimestamp\.[A-Za-z0-9]+"
+    r"|workflow\.(labels|annotations)\.(json|.+)|workflow\.outputs\.(parameters|artifacts)\.[^.]+)$")
 FORMS = "{{item}}, {{item.FIELD}}, {{steps.STEP.outputs.NAME}}, {{workflow.parameters.NAME}} or {{workflow.status}}"
 # Where a fanned-in artifact is unpacked in the reading step's container.
 
@@ -69,7 +77,7 @@ def parse(expression: str) -> Reference | None:
 
 
 def sites(step: Step) -> Iterator[tuple[tuple[PathKey, ...], str]]:
-    """(path within the step, text) of every place of a step that holds references."""
+    """(path within the step, text) of every place of a step that holds references: every field Argo templates."""
     for i, arg in enumerate(step.command):
         if "{{" in arg:
             yield ("command", i), arg
@@ -79,6 +87,16 @@ def sites(step: Step) -> Iterator[tuple[tuple[PathKey, ...], str]]:
     for field, text in (("workingDir", step.working_dir), ("image", step.image)):
         if text and "{{" in text:
             yield (field,), text
+    for key, value in step.annotations.items():
+        if "{{" in value:
+            yield ("annotations", key), value
+    if isinstance(step.for_each, list):
+        for i, item in enumerate(step.for_each):
+            fields: list[tuple[tuple[PathKey, ...], str]] = (
+                [((key,), text) for key, text in item.items()] if isinstance(item, dict) else [((), item)])
+            for below, text in fields:
+                if "{{" in text:
+                    yield ("forEach", i, *below), text
     if step.when is not None:
         yield ("when",), step.when
     if isinstance(step.for_each, str):
@@ -114,25 +132,56 @@ class _Dag:
         return earlier in self._ancestors[later]
 
 
+def _job_sites(spec: JobSpec) -> Iterator[tuple[tuple[PathKey, ...], str]]:
+    """(path, text) of the job-level fields Argo templates: they may hold workflow references only."""
+    for key, value in spec.env.items():
+        if isinstance(value, str):
+            yield ("spec", "env", key), value
+    for name, value in spec.parameters.items():
+        yield ("spec", "parameters", name), value
+    for i, volume in enumerate(spec.volumes):
+        yield ("spec", "volumes", i, "mountPath"), volume.mount_path
+        if volume.claim is not None:
+            yield ("spec", "volumes", i, "claim"), volume.claim
+    if spec.service_account is not None:
+        yield ("spec", "serviceAccount"), spec.service_account
+
+
+def _unclosed(text: str) -> str | None:
+    """Argo takes each `{{` to the next `}}` as one tag: one left over after the references is unclosed, or
+    nested in another pair of braces (`{{ {{item}} }}`)."""
+    if "{{" in PATTERN.sub("", text):
+        return f"'{{{{' without its '}}}}', or braces inside braces: write references as {FORMS}"
+    return None
+
+
 def problems(spec: JobSpec) -> list[Problem]:
     """Every reference of the job that does not resolve, at the field that holds it."""
     out: list[Problem] = []
-    for key, value in spec.env.items():
-        if isinstance(value, str):
-            for text, ref in references_in(value):
-                if ref is None or ref.kind in ("item", "output"):
-                    out.append(Problem.at(("spec", "env", key),
-                                          f"{text}: job-level env may use only workflow references"))
-                elif ref.kind == "parameter" and ref.name not in spec.parameters:
-                    out.append(Problem.at(("spec", "env", key), _unknown_parameter(ref, spec)))
+    for at, text in _job_sites(spec):
+        if "{{" not in text:
+            continue
+        if message := _unclosed(text):
+            out.append(Problem.at(at, message))
+        for written, ref in references_in(text):
+            if ref is None:
+                out.append(Problem.at(at, _unknown(written)))
+            elif ref.kind in ("item", "output"):
+                out.append(Problem.at(at, f"{written}: job-level {at[1]} may use only workflow references"))
+            elif ref.kind == "parameter" and ref.name not in spec.parameters:
+                out.append(Problem.at(at, _unknown_parameter(ref, spec)))
     for section, steps in (("steps", spec.steps), ("onExit", spec.on_exit)):
         dag = _Dag(steps)
         by_name = {s.name: s for s in steps}
         for i, step in enumerate(steps):
             for where, text in sites(step):
                 at = ("spec", section, i, *where)
+                if message := _unclosed(text):
+                    out.append(Problem.at(at, message))
+                # A literal item is handed to Argo as it is: only workflow references resolve there.
+                field = "forEach items" if where[0] == "forEach" and len(where) > 1 else where[0]
                 for written, ref in references_in(text):
-                    if message := _problem(written, ref, step, where[0], spec, section, by_name, dag):
+                    if message := _problem(written, ref, step, field, spec, section, by_name, dag):
                         out.append(Problem.at(at, message))
             if isinstance(step.for_each, str):
                 out += _for_each_problems(step, ("spec", section, i, "forEach"))
@@ -152,10 +201,10 @@ def _for_each_problems(step: Step, at: tuple[PathKey, ...]) -> list[Problem]:
 def _problem(written: str, ref: Reference | None, step: Step, field: PathKey, spec: JobSpec, section: str,
              by_name: dict[str, Step], dag: _Dag) -> str | None:
     if ref is None:
-        return f"unknown reference {written}; use {FORMS}"
+        return _unknown(written)
     if ref.kind == "parameter":
         return _unknown_parameter(ref, spec) if ref.name not in spec.parameters else None
-    if field in ("outputs", "workingDir", "image") and ref.kind != "global":
+    if field in ("outputs", "workingDir", "image", "annotations", "forEach items") and ref.kind != "global":
         return f"{ref.text}: {field} may use only workflow references (items and outputs: command and env)"
     if ref.kind == "item":
         return _item_problem(ref, step, field)
@@ -166,11 +215,13 @@ def _problem(written: str, ref: Reference | None, step: Step, field: PathKey, sp
         if section == "onExit" and any(s.name == ref.step for s in spec.steps):
             return (f"{ref.text}: exit handlers run after the job and cannot read its steps' outputs; "
                     "write results where the handler can read them (a job parameter names the place)")
-        return f"{ref.text}: unknown step {ref.step!r}; steps: {sorted(by_name)}"
+        return (f"{ref.text}: unknown step {ref.step!r}{did_you_mean(ref.step, by_name)}; "
+                f"{section}: {listing(sorted(by_name))}")
     outputs = producer.declared
     if ref.name not in outputs.parameters and ref.name not in outputs.artifacts:
         declared = sorted([*outputs.parameters, *outputs.artifacts])
-        return f"{ref.text}: step {ref.step!r} has no output {ref.name!r}; its outputs: {declared}"
+        return (f"{ref.text}: step {ref.step!r} has no output {ref.name!r}{did_you_mean(ref.name, declared)}; "
+                f"its outputs: {listing(declared)}")
     if not dag.precedes(ref.step, step.name):
         return (f"{ref.text}: step {ref.step!r} does not precede {step.name!r}; "
                 f"add it to needs (directly or through a step that needs it)")
@@ -198,5 +249,12 @@ def _item_problem(ref: Reference, step: Step, field: PathKey) -> str | None:
     return None
 
 
+def _unknown(written: str) -> str:
+    inner = written[2:-2].strip()
+    hint = did_you_mean(inner, ARGO_GLOBALS, shared=inner.partition(".")[0] + ".")
+    return f"unknown reference {written}{hint}; use {FORMS}"
+
+
 def _unknown_parameter(ref: Reference, spec: JobSpec) -> str:
-    return f"{ref.text}: unknown parameter {ref.name!r}; spec.parameters has: {sorted(spec.parameters)}"
+    return (f"{ref.text}: unknown parameter {ref.name!r}{did_you_mean(ref.name, spec.parameters)}; "
+            f"spec.parameters has: {listing(sorted(spec.parameters))}")

@@ -4,23 +4,77 @@ and from Python alike). The whole job and its cross-field rules are in `wf.spec.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from wf.core.constants import INPUTS_ROOT
-from wf.core.errors import PathKey
+from wf.core.constants import DNS1123_SUBDOMAIN, DNS1123_SUBDOMAIN_MAX, INPUTS_ROOT
+from wf.core.errors import PathKey, listing
 from wf.core.modeling import StrictModel, Text
 from wf.core.units import parse_duration, parse_quantity
 
-Quantity = int | float | str
+# Counts Kubernetes and Argo hold in 32 bits: a larger one is a typo, refused here rather than by the API server.
+COUNT_MAX = 2**31 - 1
+# Kubernetes holds quantities as 64-bit integers (of milli-units for cpu).
+_QUANTITY_MAX = 2**63 // 1000
+# Go's longest time.Duration, in seconds (about 292 years): Argo and Kubernetes parse timeouts into it.
+_DURATION_MAX = 2**63 // 10**9
+
+
+def _checked(pattern: str, what: str) -> Callable[[str], str]:
+    """A validator refusing text that `pattern` does not match, saying what the text must be."""
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not compiled.match(value):
+            raise ValueError(f"{value!r} is not {what}")
+        return value
+    return check
+
+
+def _positive_quantity(value: int | float | str) -> int | float | str:
+    amount = parse_quantity(value)
+    if not amount.is_finite():
+        raise ValueError("must be a finite quantity (examples: 8, 500m, 32Gi)")
+    if amount <= 0:
+        raise ValueError("must be positive")
+    if amount > _QUANTITY_MAX:
+        raise ValueError("is more than any node holds")
+    return value
+
+
+Quantity = Annotated[int | float | str, AfterValidator(_positive_quantity)]
+
+
+def _image(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must name a container image, e.g. ghcr.io/team/train:1.0")
+    return value
+
+
+Image = Annotated[str, AfterValidator(_image)]
+# Kubernetes' rule for environment variable names (a C identifier, with '-' and '.' allowed).
+EnvName = Annotated[str, AfterValidator(_checked(
+    r"^[-._a-zA-Z][-._a-zA-Z0-9]*$",
+    "an environment variable name (letters, digits, '_', '-' and '.', not starting with a digit)"))]
+# Argo's rule for parameter names; a job parameter is also read as {{workflow.parameters.NAME}}.
+ParameterName = Annotated[str, AfterValidator(_checked(
+    r"^[-a-zA-Z0-9_]+$", "a parameter name (letters, digits, '_' and '-')"))]
+
+
+def _secret_name(value: str) -> str:
+    if len(value) > DNS1123_SUBDOMAIN_MAX or not DNS1123_SUBDOMAIN.match(value):
+        raise ValueError(f"{value!r} is not a Secret name (lowercase letters, digits, '-' and '.', at most 253)")
+    return value
 
 
 class SecretRef(StrictModel):
     """An environment value read from a Kubernetes Secret at run time: secrets are referenced, never inlined."""
 
-    secret: str = Field(description="Secret name in the workflow's namespace")
-    key: str
+    secret: Annotated[str, AfterValidator(_secret_name)] = Field(description="Secret name in the workflow's namespace")
+    key: Annotated[str, Field(max_length=253), AfterValidator(_checked(
+        r"^[-._a-zA-Z0-9]+$", "a Secret key (letters, digits, '_', '-' and '.')"))]
 
 
 class Resources(StrictModel):
@@ -28,16 +82,14 @@ class Resources(StrictModel):
     memory: Quantity | None = Field(default=None, description="e.g. 32Gi")
     ephemeral_storage: Quantity | None = Field(default=None, alias="ephemeral-storage")
 
-    @field_validator("cpu", "memory", "ephemeral_storage")
-    @classmethod
-    def _quantity(cls, value: Quantity | None) -> Quantity | None:
-        if value is not None and parse_quantity(value) <= 0:
-            raise ValueError("must be positive")
-        return value
-
 
 def _duration(value: str | int) -> str | int:
-    parse_duration(value)
+    try:
+        seconds = parse_duration(value)
+    except OverflowError:  # more digits than a float holds
+        seconds = _DURATION_MAX + 1
+    if seconds > _DURATION_MAX:
+        raise ValueError("must be at most about 292 years (the longest duration Kubernetes takes)")
     return value
 
 
@@ -63,10 +115,11 @@ def _cron(value: str) -> str:
 CronSchedule = Annotated[str, AfterValidator(_cron)]
 
 
-_OUTPUT_NAME = r"^[A-Za-z][A-Za-z0-9-]*$"
-OutputName = Annotated[str, Field(pattern=_OUTPUT_NAME)]
+OutputName = Annotated[str, AfterValidator(_checked(
+    r"^[A-Za-z][A-Za-z0-9-]*$", "an output name (letters, digits and '-', starting with a letter)"))]
 # Absolute, or under a directory a job parameter names.
-OutputPath = Annotated[str, Field(pattern=r"^(/|\{\{workflow\.parameters\.)")]
+OutputPath = Annotated[str, AfterValidator(_checked(
+    r"^(/|\{\{workflow\.parameters\.)", "an absolute path (or one under {{workflow.parameters.NAME}})"))]
 # A literal forEach item: a value, or an object whose fields the step reads as {{item.FIELD}}.
 Item = Annotated[Text | dict[str, Text], Field(union_mode="left_to_right")]
 
@@ -89,30 +142,53 @@ class Outputs(StrictModel):
     @model_validator(mode="after")
     def _distinct(self) -> Outputs:
         if both := sorted(set(self.parameters) & set(self.artifacts)):
-            raise ValueError(f"{both} named both a parameter and an artifact: one name, one output")
+            raise ValueError(f"{listing(both)}: named both a parameter and an artifact; one name, one output")
         return self
 
 
 NO_OUTPUTS = Outputs()
 
 
+# Checkpoint locations are relative to the step's own place under the job's run: no absolute path, no '..',
+# no scheme, so no attempt can write outside its job's prefix.
+CheckpointPath = Annotated[str, AfterValidator(_checked(
+    r"^(?!.*(^|/)\.\.?(/|$))[A-Za-z0-9][-._A-Za-z0-9/]*$",
+    "a relative path under the job's own checkpoint prefix (letters, digits, '-', '_', '.', '/'; no '..')"))]
+ARTIFACT_STORE = "artifacts"  # a checkpoint store naming the catalog's artifact store rather than a shared volume
+
+
+class Checkpoint(StrictModel):
+    """Where a step keeps its checkpoints across attempts: the same place for every attempt of the step, its own
+    per fan-out item. The program reads WF_CHECKPOINT_URI (S3) or WF_CHECKPOINT_DIR (a mounted volume),
+    WF_RESUME and WF_ATTEMPT, and on Spot saves on SIGTERM within `gracePeriod`."""
+
+    store: str = Field(default=ARTIFACT_STORE, description="`artifacts` (the catalog's artifact store, under the "
+                       "run's prefix) or a shared volume the catalog names in artifacts.checkpoints.volumes")
+    path: CheckpointPath | None = Field(default=None, description="Sub-path of the step's checkpoint location")
+    grace_period: Duration = Field(
+        default="90s", alias="gracePeriod",
+        description="Time between SIGTERM and SIGKILL to save a checkpoint; on Spot it must fit in the "
+                    "two-minute interruption notice")
+
+
 class Step(StrictModel):
     name: str
     command: list[Text] = Field(min_length=1, description="argv list; never a shell string")
-    image: str | None = Field(default=None, description="Overrides the job's image")
+    image: Image | None = Field(default=None, description="Overrides the job's image")
     needs: list[str] = Field(default_factory=list, description="Steps that must succeed first (DAG edges)")
     compute: str | None = Field(default=None, description="Compute class; default: the job's")
     capacity: Literal["spot", "on-demand"] | None = None
-    accelerators: int = Field(default=0, ge=0, description="Devices of the class's accelerator")
-    nodes: int | None = Field(default=None, ge=1, description="Multi-node (MPI) step: workers, one whole node each")
+    accelerators: int = Field(default=0, ge=0, le=COUNT_MAX, description="Devices of the class's accelerator")
+    nodes: int | None = Field(default=None, ge=1, le=COUNT_MAX,
+                              description="Multi-node (MPI) step: workers, one whole node each")
     processes_per_node: int | None = Field(
-        default=None, ge=1, alias="processesPerNode", description="MPI slots per worker; default: its accelerators"
-    )
+        default=None, ge=1, le=COUNT_MAX, alias="processesPerNode",
+        description="MPI slots per worker; default: its accelerators")
     resources: Resources = Field(default_factory=Resources)
     timeout: Duration | None = Field(default=None, description="Includes time spent waiting to be scheduled, "
                                      "except in a team's queue: there it counts from the pod's start")
     retries: int | None = Field(default=None, ge=0, le=50, description="Application retries; default: the job's")
-    env: dict[str, Text | SecretRef] = Field(default_factory=dict)
+    env: dict[EnvName, Text | SecretRef] = Field(default_factory=dict)
     working_dir: str | None = Field(default=None, alias="workingDir")
     labels: dict[str, Text] = Field(default_factory=dict)
     annotations: dict[str, Text] = Field(default_factory=dict)
@@ -120,11 +196,13 @@ class Step(StrictModel):
         default=None, alias="forEach",
         description="Run once per item: a list, {count: N}, or a reference to a JSON list "
         "({{workflow.parameters.NAME}} or {{steps.STEP.outputs.NAME}}); the step reads {{item}} / {{item.FIELD}}")
-    parallelism: int | None = Field(default=None, ge=1, description="At most this many items at once")
+    parallelism: int | None = Field(default=None, ge=1, le=COUNT_MAX, description="At most this many items at once")
     when: str | None = Field(
         default=None, description="Run only if this holds, e.g. \"{{steps.eval.outputs.accuracy}} > 0.9\"; "
         "otherwise the step is skipped and its dependents still run")
     outputs: Outputs | None = None
+    checkpoint: Checkpoint | None = Field(default=None, description="Keep checkpoints across attempts; "
+                                          "default: the job's")
 
     @property
     def declared(self) -> Outputs:
@@ -148,7 +226,7 @@ class Volume(StrictModel):
     """Storage mounted into every step: a PersistentVolumeClaim (shared datasets, checkpoints) or scratch space."""
 
     name: str
-    mount_path: str = Field(alias="mountPath", pattern=r"^/")
+    mount_path: Annotated[str, AfterValidator(_checked("^/", "an absolute path"))] = Field(alias="mountPath")
     claim: str | None = Field(default=None, description="PersistentVolumeClaim in the job's namespace")
     empty_dir: EmptyDir | None = Field(default=None, alias="emptyDir")
     read_only: bool = Field(default=False, alias="readOnly")
@@ -163,25 +241,28 @@ class Volume(StrictModel):
 class Metadata(StrictModel):
     name: str
     namespace: str | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, Text] = Field(default_factory=dict)
 
 
 class JobSpec(StrictModel):
-    image: str
+    image: Image
     compute: str | None = Field(
         default=None, description="Default compute class of the steps; default: the catalog's defaultClass")
     capacity: Literal["spot", "on-demand"] | None = Field(default=None, description="Default: the class's default")
     retries: int = Field(default=0, ge=0, le=50, description="Application retries per step")
     timeout: Duration | None = Field(default=None, description="Whole job")
-    env: dict[str, Text | SecretRef] = Field(default_factory=dict)
-    parameters: dict[str, Text] = Field(default_factory=dict)
+    env: dict[EnvName, Text | SecretRef] = Field(default_factory=dict)
+    parameters: dict[ParameterName, Text] = Field(default_factory=dict)
     schedule: CronSchedule | None = Field(default=None, description="Cron schedule: compile to a CronWorkflow")
     service_account: str | None = Field(default=None, alias="serviceAccount")
     volumes: list[Volume] = Field(default_factory=list, description="Mounted into every step")
-    parallelism: int | None = Field(default=None, ge=1, description="At most this many pods of the job at once")
+    parallelism: int | None = Field(default=None, ge=1, le=COUNT_MAX,
+                                    description="At most this many pods of the job at once")
     team: str | None = Field(default=None, description="Team whose quota the steps use; default: the namespace's")
     priority: str | None = Field(default=None, description="A priority of the catalog's queues, e.g. high")
     steps: list[Step] = Field(min_length=1)
+    checkpoint: Checkpoint | None = Field(default=None, description="Checkpoints of every step (a step's own "
+                                          "`checkpoint` replaces it)")
     on_exit: list[Step] = Field(
         default_factory=list, alias="onExit",
         description="Steps run after the job whatever its outcome ({{workflow.status}}: Succeeded, Failed, Error)")

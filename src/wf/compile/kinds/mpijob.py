@@ -1,9 +1,11 @@
-"""Multi-node steps: a step with `nodes: N` becomes a Kubeflow MPIJob (v2beta1), created by an Argo resource
+"""A multi-node step: a step with `nodes: N` becomes a Kubeflow MPIJob (v2beta1), created by an Argo resource
 template.
 
-N workers each hold one whole node of the step's accelerator class (placed by wf.compile.placement, as a one-node step
-asking for every accelerator would be), one per node and all in one zone (EFA does not cross zones); a launcher
-on the catalog's CPU class runs the step's command (`mpirun` over the workers).
+N workers each hold one whole node of the step's accelerator class (placed once by wf.compile.placement, as a
+one-node step asking for every accelerator would be), one per node and all in one zone (EFA does not cross zones); a
+launcher on the catalog's CPU class runs the step's command (`mpirun` over the workers). Queued, Kueue admits
+launcher and workers as one workload; `wf get` reads the step back from its workers; `wf stop` deletes the
+workflow's MPIJobs, whose pods Argo does not own.
 
 Argo's resource templates match success and failure as Kubernetes label selectors over gjson paths into the
 object (argo-workflows v4 workflow/executor/resource.go): a path cannot select an element of
@@ -17,18 +19,28 @@ them in key order, Launcher before Worker: a poll that sees both reports the lau
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from dataclasses import replace
+from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 import yaml
 
+from wf.compile import checkpoints
+from wf.compile.hardening import pod_security
 from wf.compile.interruptions import MPI_WORKER_FAILED, SPOT_FALLBACK_ANNOTATION
-from wf.compile.placement import Placement, place_step
+from wf.compile.kinds.base import Cleanup, Demand, PodRenderer
+from wf.compile.placement import Placement, place_pod, place_step
 from wf.compile.queueing import QueueAssignment
+from wf.compile.readback import CompiledPlacement, read_placement
+from wf.compile.schedulability import pod_requests
 from wf.core.constants import (
     CAPACITY_LABEL,
     CLASS_LABEL,
     JOB_LABEL,
+    MPIJOB,
+    MPIJOB_EXECUTOR_ACCOUNT,
+    SIM_CHECKPOINTS,
     SIM_DURATION,
     SIM_EXIT_CODE,
     SIM_MESSAGE,
@@ -42,9 +54,6 @@ from wf.model.nodegroups import node_groups_of
 from wf.spec.job import TrainingJob
 from wf.spec.steps import Step
 
-GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
-API_VERSION = f"{GROUP}/{VERSION}"
-KIND = "MPIJob"
 # Set by the mpi-operator on every pod it creates (pkg/apis/kubeflow/v2beta1/constants.go).
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
@@ -58,7 +67,7 @@ LAUNCHER_FAILED = "status.replicaStatuses.Launcher.failed > 0"
 # Words of the failure message that say a worker, not the launcher, ended the attempt: an interruption sign.
 WORKER_LOST_MESSAGE = MPI_WORKER_FAILED
 # The simulated program's run (local cluster) is the launcher's; the resource pod ends when the MPIJob does.
-_PROGRAM_SIMULATION = (SIM_DURATION, SIM_EXIT_CODE, SIM_MESSAGE)
+_PROGRAM_SIMULATION = (SIM_DURATION, SIM_EXIT_CODE, SIM_MESSAGE, SIM_CHECKPOINTS)
 SUCCESS_CONDITION = LAUNCHER_SUCCEEDED
 FAILURE_CONDITION = f"{WORKER_FAILED}, {LAUNCHER_FAILED}"
 _NAME_PREFIX_MAX = 45  # + generateName's 5 characters + "-worker-NN" stays a DNS label (63)
@@ -73,16 +82,13 @@ def launcher_class(catalog: Catalog, workers: ComputeClass) -> ComputeClass | No
     return None
 
 
-def step_problems(job: TrainingJob, index: int, catalog: Catalog, placement: Placement | None,
-                  section: str = "steps") -> list[Problem]:
+def _problems(job: TrainingJob, index: int, catalog: Catalog, placement: Placement | None,
+              section: str) -> list[Problem]:
     """What makes `nodes` impossible, in the developer's terms; `placement` is the step's from place_step(),
     None when that found problems (reported there)."""
     step = (job.spec.on_exit if section == "onExit" else job.spec.steps)[index]
+    assert step.nodes is not None
     at: tuple[PathKey, ...] = ("spec", section, index)
-    if step.nodes is None:
-        if step.processes_per_node is not None:
-            return [Problem.at((*at, "processesPerNode"), "processesPerNode needs nodes (a multi-node step)")]
-        return []
     if section != "steps":
         return [Problem.at((*at, "nodes"), "exit handler steps run on one node; move the multi-node step to steps")]
     if step.outputs is not None:
@@ -109,49 +115,108 @@ def step_problems(job: TrainingJob, index: int, catalog: Catalog, placement: Pla
     return out
 
 
-def place_replicas(job: TrainingJob, index: int, catalog: Catalog) -> tuple[Placement, Placement, str]:
-    """Worker and launcher placements and the workers' zone, from the one placement of the compute class.
-    Call after step_problems() and place_step() found nothing."""
-    step = job.spec.steps[index]
-    cls = catalog.compute_class(step.compute or job.spec.compute or catalog.default_class or "")
+@lru_cache(maxsize=256)  # `wf get` and the watch read the same few manifests on every event
+def _parse(manifest: str) -> Any:
+    try:
+        return yaml.load(manifest, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return None  # the Argo schema check reports the manifest
+
+
+def _mpijob(template: dict[str, Any]) -> dict[str, Any] | None:
+    """The MPIJob a resource template creates, else None."""
+    resource = template.get("resource")
+    manifest = resource.get("manifest") if isinstance(resource, dict) else None
+    job = _parse(manifest) if isinstance(manifest, str) else None
+    return job if isinstance(job, dict) and job.get("kind") == MPIJOB.kind else None
+
+
+def _replicas(job: dict[str, Any]) -> dict[str, Any]:
+    specs = (job.get("spec") or {}).get("mpiReplicaSpecs") or {}
+    return {role: spec for role, spec in specs.items() if isinstance(spec, dict)}
+
+
+class MultiNodeStep:
+    def matches(self, step: Step) -> bool:
+        return step.nodes is not None
+
+    def matches_template(self, template: dict[str, Any]) -> bool:
+        return _mpijob(template) is not None
+
+    def place(self, job: TrainingJob, index: int, catalog: Catalog, section: str
+              ) -> tuple[Placement | None, list[Problem]]:
+        """The workers' placement: the step's class and capacity, sized to whole nodes."""
+        placement, problems = place_step(job, index, catalog, section)
+        problems += _problems(job, index, catalog, placement, section)
+        if placement is None or problems:
+            return None, problems
+        cls = catalog.compute_class(placement.compute_class)
+        assert cls.accelerator is not None
+        step = job.spec.steps[index]
+        return place_pod(catalog, cls, placement.capacity, step.resources, cls.accelerator.count,
+                         ("spec", section, index))
+
+    def render(self, job: TrainingJob, step: Step, catalog: Catalog, placement: Placement, pod: PodRenderer,
+               volumes: list[dict[str, Any]], queue: QueueAssignment | None) -> dict[str, Any]:
+        """The Argo resource template that runs `step` as an MPIJob; `placement` is the workers' (place()).
+
+        `pod` is the compiler's pod template of the step: each replica takes its container (image, env, mounts,
+        capabilities), tolerations, labels and retry strategy from it, for its own placement.
+
+        Queued (`queue`): the queue's labels go on the MPIJob, none on its pods, so Kueue's MPIJob integration
+        admits launcher and workers as one workload (a podset each), never part of the gang; Argo's own resource
+        pod stays a small workload of its own in the team's queue.
+        """
+        return _template(job, step, catalog, placement, pod, volumes, queue)
+
+    def demand(self, template: dict[str, Any]) -> list[Demand]:
+        """A queued MPIJob: every replica of it, summed per class and capacity, admitted as one workload."""
+        job = _mpijob(template)
+        if job is None or read_placement(job).queue is None:
+            return []
+        summed: dict[tuple[str, tuple[str, ...]], dict[str, Decimal]] = {}
+        for replica in _replicas(job).values():
+            pod = replica.get("template") or {}
+            placed = read_placement(pod)
+            if placed.compute_class is None:
+                continue
+            spec = pod.get("spec") or {}
+            requests, _ = pod_requests(list(spec.get("containers") or []), list(spec.get("initContainers") or []))
+            total = summed.setdefault((placed.compute_class, placed.capacities), {})
+            for name, amount in requests.items():
+                total[name] = total.get(name, Decimal(0)) + amount * int(replica.get("replicas") or 1)
+        return [Demand(cls, capacities, requests) for (cls, capacities), requests in summed.items()]
+
+    def read_back(self, template: dict[str, Any]) -> CompiledPlacement:
+        """The workers' class and capacity, in the MPIJob's queue; no Spot fallback reaches them (the
+        fallback's expression counts the retries of Argo's own resource pod)."""
+        job = _mpijob(template)
+        if job is None:
+            return CompiledPlacement()
+        workers = read_placement((_replicas(job).get("Worker") or {}).get("template"))
+        return replace(workers, queue=read_placement(job).queue, fallback_after=None)
+
+    def cleanup(self, workflow: str) -> list[Cleanup]:
+        """Argo stops its own pods, not the launcher and workers the mpi-operator made (their MPIJob is owned by
+        the workflow, so only deleting the workflow would remove them)."""
+        return [Cleanup(MPIJOB, f"{WORKFLOW_NAME_LABEL}={workflow}")]
+
+
+MPIJOB_STEP = MultiNodeStep()
+
+
+def _template(job: TrainingJob, step: Step, catalog: Catalog, worker: Placement, render_pod: PodRenderer,
+              volumes: list[dict[str, Any]], queue: QueueAssignment | None) -> dict[str, Any]:
+    queue_labels = queue.pod_labels() if queue else {}
+    assert step.nodes is not None
+    cls = catalog.compute_class(worker.compute_class)
     cpu = launcher_class(catalog, cls)
-    if cls.accelerator is None or cpu is None:
-        raise ValueError(f"step {step.name!r} is not a valid multi-node step; see step_problems()")
-    whole_node = step.model_copy(update={"accelerators": cls.accelerator.count})
-    worker, problems = place_step(_with_step(job, index, whole_node), index, catalog)
-    launcher_step = step.model_copy(update={"compute": cpu.name, "capacity": cpu.default_capacity, "accelerators": 0,
-                                            "resources": type(step.resources)()})
-    launcher, launcher_problems = place_step(_with_step(job, index, launcher_step), index, catalog)
-    if worker is None or launcher is None:
-        raise ValueError(f"multi-node step {step.name!r} cannot be placed: {problems + launcher_problems}")
+    assert cls.accelerator is not None and cpu is not None  # place() found no problems
+    launcher, problems = place_pod(catalog, cpu, cpu.default_capacity)
+    if launcher is None:
+        raise ValueError(f"multi-node step {step.name!r}: no launcher fits the compute class {cpu.name!r}: {problems}")
     # Node groups are per zone; EFA needs every worker in one, so all go to the class's first zone.
     zone = next(g.zone for g in node_groups_of(cls, catalog) if g.capacity == worker.capacity)
-    return worker, launcher, zone
-
-
-def _with_step(job: TrainingJob, index: int, step: Step) -> TrainingJob:
-    steps = list(job.spec.steps)
-    steps[index] = step
-    return job.model_copy(update={"spec": job.spec.model_copy(update={"steps": steps})})
-
-
-def mpijob_template(job: TrainingJob, index: int, catalog: Catalog, render_pod: Callable[[Placement], dict[str, Any]],
-                    volumes: list[dict[str, Any]], queue: QueueAssignment | None = None) -> dict[str, Any]:
-    """The Argo resource template that runs steps[index] as an MPIJob.
-
-    `render_pod` is the compiler's pod template of the step: each replica takes its container (image, env,
-    mounts, capabilities), tolerations, labels and retry strategy from it, for its own placement.
-
-    Queued (`queue`): the queue's labels go on the MPIJob, none on its pods, so Kueue's MPIJob integration
-    admits launcher and workers as one workload (a podset each), never part of the gang; Argo's own resource
-    pod stays a small workload of its own in the team's queue.
-    """
-    queue_labels = queue.pod_labels() if queue else {}
-    step = job.spec.steps[index]
-    assert step.nodes is not None
-    worker, launcher, zone = place_replicas(job, index, catalog)
-    cls = catalog.compute_class(worker.compute_class)
-    assert cls.accelerator is not None
 
     def replica(placement: Placement, replicas: int, argv: list[str] | None) -> dict[str, Any]:
         pod = render_pod(placement)
@@ -164,14 +229,18 @@ def mpijob_template(job: TrainingJob, index: int, catalog: Catalog, render_pod: 
         labels = {**{k: v for k, v in pod["metadata"]["labels"].items() if k not in queue_labels},
                   CAPACITY_LABEL: placement.capacity, WORKFLOW_NAME_LABEL: "{{workflow.name}}"}
         meta = {**{k: v for k, v in pod["metadata"].items() if k != "annotations"}, "labels": labels}
+        # The simulated executor plays the checkpoints of Argo's pods only: a launcher runs its whole duration.
         if annotations := {k: v for k, v in (pod["metadata"].get("annotations") or {}).items()
-                           if k != SPOT_FALLBACK_ANNOTATION}:
+                           if k not in (SPOT_FALLBACK_ANNOTATION, SIM_CHECKPOINTS)}:
             meta["annotations"] = annotations
-        spec: dict[str, Any] = {"nodeSelector": pod["nodeSelector"], "containers": [main]}
+        spec: dict[str, Any] = {"nodeSelector": pod["nodeSelector"], "securityContext": pod_security(),
+                                "containers": [main]}
         if "tolerations" in pod:
             spec["tolerations"] = pod["tolerations"]
         if placement.host_ipc:
             spec["hostIPC"] = True
+        if (grace := checkpoints.grace_seconds(job, step)) is not None:
+            spec["terminationGracePeriodSeconds"] = grace  # every replica saves on SIGTERM
         if volumes:
             spec["volumes"] = copy.deepcopy(volumes)  # no YAML anchors in the manifest
         return {"replicas": replicas, "restartPolicy": "Never", "template": {"metadata": meta, "spec": spec}}
@@ -189,8 +258,8 @@ def mpijob_template(job: TrainingJob, index: int, catalog: Catalog, render_pod: 
         }]},
     }
     mpijob: dict[str, Any] = {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
+        "apiVersion": MPIJOB.api_version,
+        "kind": MPIJOB.kind,
         "metadata": {"generateName": f"{job.name}-{step.name}"[:_NAME_PREFIX_MAX].rstrip("-") + "-",
                      "labels": {JOB_LABEL: job.name, STEP_LABEL: step.name, WORKFLOW_NAME_LABEL: "{{workflow.name}}",
                                 **queue_labels}},
@@ -218,7 +287,12 @@ def mpijob_template(job: TrainingJob, index: int, catalog: Catalog, render_pod: 
         # Argo's executor pod that creates and watches the MPIJob: on the launcher's class, never on a node
         # some accelerator pod is waiting for.
         "nodeSelector": launcher.node_selector,
+        # The only pod whose token may create MPIJobs: the step's other pods' executor cannot.
+        "executor": {"serviceAccountName": MPIJOB_EXECUTOR_ACCOUNT},
         "retryStrategy": pod["retryStrategy"],
+        # The replicas' environment reads them (a checkpointed step's application retry).
+        **({"inputs": {"parameters": pod["inputs"]["parameters"]}}
+           if (pod.get("inputs") or {}).get("parameters") else {}),
         "resource": {
             "action": "create",
             "setOwnerReference": True,

@@ -1,0 +1,100 @@
+"""`wf platform render` and `wf platform check`: the bundle a real cluster needs besides its nodes, rendered from
+the catalog, and a live cluster compared with it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from wf.cli.options import CatalogOption, ReportOutput, with_target
+from wf.cli.output import print_line, print_report
+from wf.controller.client import Target, connect
+from wf.core.errors import InputError, WorkFailed
+
+if TYPE_CHECKING:
+    from wf.model.catalog import Catalog
+
+app = typer.Typer()
+platform_app = typer.Typer(help="The platform a cluster needs (Argo, Kueue, MPI operator, device plugins, "
+                                "autoscaler, namespaces, roles, ConfigMaps), from the catalog.", no_args_is_help=True)
+app.add_typer(platform_app, name="platform")
+
+DirOption = Annotated[Path, typer.Option("-f", "--dir", file_okay=False,
+                                         help="Directory to write the bundle to (its kustomization.yaml and one "
+                                              "file per concern).")]
+AccountOption = Annotated[str | None, typer.Option(
+    "--aws-account-id", help="AWS account of cluster-autoscaler's IAM role <cluster>-cluster-autoscaler "
+                             "(for catalogs whose cluster.autoscaler is cluster-autoscaler).")]
+
+
+def _load(path: Path | None) -> tuple[Catalog, Callable[[InputError], InputError]]:
+    """The catalog, and how to give a rendering's findings about it their file and line."""
+    from wf.core.loader import load_mapping
+    from wf.model.catalog import catalog_from_document, catalog_path
+
+    document = load_mapping(catalog_path(path))
+
+    def locate(error: InputError) -> InputError:
+        return InputError([document.locate(p) if p.path else p for p in error.problems])
+
+    return catalog_from_document(document), locate
+
+
+@platform_app.command("render")
+def render(catalog: CatalogOption = None, directory: DirOption = Path("platform"),
+           aws_account_id: AccountOption = None) -> None:
+    """Write the platform bundle: review it with `kubectl kustomize DIR`, apply it with
+    `kubectl apply --server-side -k DIR`."""
+    from wf.cluster.install import pinned_versions
+    from wf.render import platform
+    from wf.render.eksctl import display_path
+
+    loaded, locate = _load(catalog)
+    try:
+        files = platform.render(loaded, pinned_versions(), aws_account_id, display_path(loaded.source))
+    except InputError as exc:
+        raise locate(exc) from None
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (directory / name).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write the bundle: {exc.strerror}", file=directory) from None
+    print_line(f"wrote {len(files)} files to {directory}; review: kubectl kustomize {directory}; "
+               f"apply: kubectl apply --server-side -k {directory}", err=True)
+
+
+@platform_app.command("check")
+@with_target(namespaced=False)
+def check(catalog: CatalogOption = None, output: ReportOutput = "text", *, target: Target) -> None:
+    """Compare the cluster with the catalog: node groups, device plugins, Argo, Kueue, the MPI operator, queues,
+    namespaces, roles, ConfigMaps. Exit 0 when it matches, 1 with findings (each with its fix)."""
+    from wf.cluster.install import pinned_versions
+    from wf.controller.platform_check import read_live
+    from wf.lint.platform import compare
+    from wf.render import platform
+
+    loaded, locate = _load(catalog)
+    kube = connect(target)
+    versions = pinned_versions()
+    try:
+        expected = platform.expected(loaded, versions)
+    except InputError as exc:
+        raise locate(exc) from None
+    live = read_live(kube, expected)
+    if live.local is not None:
+        expected = platform.local_expected(loaded, versions)
+    findings = compare(loaded, expected, live)
+    if output == "json":
+        print_report({"context": kube.context, "findings": [f.to_json() for f in findings]})
+    else:
+        for finding in findings:
+            print_line(str(finding))
+        kind = "the local cluster" if live.local is not None else "the cluster"
+        print_line(f"{kind} ({kube.context}) matches the catalog" if not findings
+                   else f"{len(findings)} findings on {kind} ({kube.context})", err=True)
+    if findings:
+        raise WorkFailed(f"{len(findings)} platform findings")

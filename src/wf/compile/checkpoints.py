@@ -1,0 +1,141 @@
+"""Checkpoints that survive a reclaim: where a step keeps them, what its program is told, and what the catalog's
+stores can hold.
+
+A checkpointed step's location is the same for every attempt of the step and its own per fan-out item: in the
+catalog's artifact store, `s3://BUCKET/PREFIX/NAMESPACE/WORKFLOW/STEP[/PATH][/ITEM]`, or on a shared volume the
+catalog names, `MOUNT/NAMESPACE/WORKFLOW/STEP[/PATH][/ITEM]`; ITEM is a hash of the fan-out item (an item may hold
+any text, a path must not). The program reads it from the environment with the attempt's numbers, and on Spot gets
+a SIGTERM grace period that fits inside the two-minute interruption notice to save before the node goes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from wf.compile.placement import Placement
+from wf.core.errors import PathKey, Problem
+from wf.core.units import parse_duration
+from wf.model.catalog import Catalog, CheckpointVolume
+from wf.spec.job import TrainingJob
+from wf.spec.references import Reference
+from wf.spec.steps import ARTIFACT_STORE, Checkpoint, Step
+
+URI_ENV: Final = "WF_CHECKPOINT_URI"  # the artifact store's location, an s3:// URI
+DIR_ENV: Final = "WF_CHECKPOINT_DIR"  # a shared volume's location, a directory
+RESUME_ENV: Final = "WF_RESUME"  # "true" on every attempt after the step's first
+ATTEMPT_ENV: Final = "WF_ATTEMPT"  # the attempt's index among those its interruptions caused (Argo's `retries`)
+APPLICATION_ATTEMPT_ENV: Final = "WF_APPLICATION_ATTEMPT"  # the application retry it belongs to
+# The pod template's input carrying the application retry's index from its `-Attempts` wrapper (0 without one).
+# Not a name a reference's input can take: those start with `item` or hold a '_'.
+APPLICATION_ATTEMPT_INPUT: Final = "application-attempt"
+ITEM: Final = Reference("{{item}}", "item")
+# EC2's Spot interruption notice, less what the drain itself takes before the pod's SIGTERM (Karpenter's or the
+# node termination handler's reaction to the notice, the eviction call): the longest grace period that still
+# ends before the instance does.
+SPOT_NOTICE_SECONDS: Final = 120
+DRAIN_LATENCY_SECONDS: Final = 15
+MAX_SPOT_GRACE_SECONDS: Final = SPOT_NOTICE_SECONDS - DRAIN_LATENCY_SECONDS
+VOLUME_PREFIX: Final = "wf-checkpoints-"  # the pod volume of a catalog's checkpoint volume
+
+
+def checkpoint_of(job: TrainingJob, step: Step) -> tuple[Checkpoint | None, tuple[PathKey, ...]]:
+    """The step's checkpoint (its own, else the job's) and the document path it was written at."""
+    if step.checkpoint is not None:
+        index = next(p for p, s in job.spec.step_entries() if s is step)
+        return step.checkpoint, (*index, "checkpoint")
+    return job.spec.checkpoint, ("spec", "checkpoint")
+
+
+def problems(job: TrainingJob, step: Step, placement: Placement, catalog: Catalog) -> list[Problem]:
+    """What makes the step's checkpoint impossible: a store the catalog lacks or the class can't reach, a grace
+    period longer than the Spot notice."""
+    checkpoint, at = checkpoint_of(job, step)
+    if checkpoint is None:
+        return []
+    out: list[Problem] = []
+    store = catalog.artifacts
+    if store is None:
+        out.append(Problem.at((*at, "store"), "the catalog names no artifact store (its `artifacts:`): "
+                                              "checkpoints have nowhere to go"))
+    elif checkpoint.store != ARTIFACT_STORE:
+        volumes = store.checkpoints.volumes
+        volume = volumes.get(checkpoint.store)
+        if volume is None:
+            known = ", ".join([ARTIFACT_STORE, *volumes])
+            out.append(Problem.at((*at, "store"), f"unknown checkpoint store {checkpoint.store!r}; the catalog "
+                                                  f"has: {known}"))
+        elif volume.compute_classes is not None and placement.compute_class not in volume.compute_classes:
+            out.append(Problem.at((*at, "store"), f"volume {checkpoint.store!r} is not reachable from compute class "
+                                                  f"{placement.compute_class!r}; it serves "
+                                                  f"{', '.join(volume.compute_classes)}"))
+    grace = parse_duration(checkpoint.grace_period)
+    if placement.capacity == "spot" and grace > MAX_SPOT_GRACE_SECONDS:
+        out.append(Problem.at((*at, "gracePeriod"),
+                              f"{grace:g}s does not fit inside Spot's {SPOT_NOTICE_SECONDS}s interruption notice: "
+                              f"at most {MAX_SPOT_GRACE_SECONDS}s leaves the drain its {DRAIN_LATENCY_SECONDS}s"))
+    return out
+
+
+def item_reference(job: TrainingJob, step: Step) -> Reference | None:
+    """The fan-out item a checkpointed step's location needs (passed in like any item the command reads)."""
+    return ITEM if step.for_each is not None and checkpoint_of(job, step)[0] is not None else None
+
+
+def volume(catalog: Catalog, checkpoint: Checkpoint) -> tuple[str, CheckpointVolume] | None:
+    """The pod volume name and the catalog's volume a checkpoint is kept on (None: the artifact store)."""
+    if checkpoint.store == ARTIFACT_STORE or catalog.artifacts is None:
+        return None
+    return VOLUME_PREFIX + checkpoint.store, catalog.artifacts.checkpoints.volumes[checkpoint.store]
+
+
+def uses_artifact_store(job: TrainingJob) -> bool:
+    """Whether a step of the job keeps checkpoints in the artifact store (its pods then need the bucket's role)."""
+    return any((c := checkpoint_of(job, step)[0]) is not None and c.store == ARTIFACT_STORE
+               for _, step in job.spec.step_entries())
+
+
+def volumes(job: TrainingJob, catalog: Catalog) -> dict[str, CheckpointVolume]:
+    """Every catalog volume the job's steps keep checkpoints on, by pod volume name."""
+    out: dict[str, CheckpointVolume] = {}
+    for _, step in job.spec.step_entries():
+        checkpoint = checkpoint_of(job, step)[0]
+        if checkpoint is not None and (found := volume(catalog, checkpoint)) is not None:
+            out.setdefault(*found)
+    return out
+
+
+def container_env(job: TrainingJob, step: Step, catalog: Catalog) -> list[dict[str, Any]]:
+    """The environment telling the program where its checkpoints are and which attempt this is."""
+    checkpoint = checkpoint_of(job, step)[0]
+    if checkpoint is None or catalog.artifacts is None:
+        return []
+    parts = ["{{workflow.namespace}}", "{{workflow.name}}", step.name, *([checkpoint.path] if checkpoint.path else [])]
+    if item_reference(job, step) is not None:
+        # Any text can be an item: a hash keeps it one path segment (no '/', no '..').
+        parts.append(f"{{{{=sprig.trunc(16, sprig.sha1sum(inputs.parameters['{ITEM.input_name}']))}}}}")
+    found = volume(catalog, checkpoint)
+    if found is None:
+        s3 = catalog.artifacts.s3
+        location = {"name": URI_ENV, "value": "/".join([f"s3://{s3.bucket}", catalog.artifacts.checkpoints.prefix,
+                                                        *parts])}
+    else:
+        location = {"name": DIR_ENV, "value": "/".join([found[1].mount_path.rstrip("/"), *parts])}
+    application = f"inputs.parameters['{APPLICATION_ATTEMPT_INPUT}']"
+    return [
+        location,
+        {"name": RESUME_ENV, "value": f"{{{{=asInt(retries) + asInt({application}) > 0 ? 'true' : 'false'}}}}"},
+        {"name": ATTEMPT_ENV, "value": "{{retries}}"},
+        {"name": APPLICATION_ATTEMPT_ENV, "value": f"{{{{inputs.parameters.{APPLICATION_ATTEMPT_INPUT}}}}}"},
+    ]
+
+
+def volume_mounts(job: TrainingJob, step: Step, catalog: Catalog) -> list[dict[str, Any]]:
+    checkpoint = checkpoint_of(job, step)[0]
+    found = volume(catalog, checkpoint) if checkpoint is not None else None
+    return [{"name": found[0], "mountPath": found[1].mount_path}] if found else []
+
+
+def grace_seconds(job: TrainingJob, step: Step) -> int | None:
+    """The pod's terminationGracePeriodSeconds: the checkpoint's grace period (None: not checkpointed)."""
+    checkpoint = checkpoint_of(job, step)[0]
+    return int(parse_duration(checkpoint.grace_period)) if checkpoint is not None else None

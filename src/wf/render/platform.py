@@ -1,0 +1,350 @@
+"""The platform bundle: everything a cluster needs besides its nodes, rendered from the catalog, and the objects
+the local cluster installs from the same functions.
+
+`wf platform render -f DIR` writes a directory of manifests with a kustomization.yaml, one file per concern,
+rather than one multi-document file, because:
+* the upstream installs (Argo Workflows, Kueue, the MPI operator) are referenced at their pinned release URL,
+  not copied: thousands of lines of CRDs nobody reviews, which kustomize fetches; wf's settings for them are
+  patches (`argo-*.yaml`, `kueue-configmap.yaml`), so a reviewer reads exactly what wf changes;
+* a review or a diff reads per concern (namespaces and RBAC, ConfigMaps, queues, device plugins, autoscaler);
+* `kubectl kustomize DIR` shows the whole result, `kubectl apply --server-side -k DIR` applies it in one step
+  (server-side: Argo v4's full CRDs are too big for client-side apply's annotation).
+
+The local cluster runs Argo, Kueue and the MPI operator as processes; it applies the same namespaces, RBAC,
+ConfigMaps, queues and roles (`local_objects`), and records what it runs as processes in a ConfigMap
+(`local_marker`) that `wf platform check` reads instead of looking for their Deployments.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from wf.compile.artifacts import LIFECYCLE_FILE, lifecycle_configuration, repository_configmap
+from wf.core.constants import CATALOG_CONFIGMAP, CATALOG_KEY, CATALOG_NAMESPACE
+from wf.core.errors import InputError
+from wf.model.catalog import Catalog
+from wf.model.nodegroups import node_groups
+from wf.render import autoscaler, device_plugins, kueue, team_roles
+from wf.render.karpenter import LiteralDumper
+
+CONTROLLER_NAMESPACE = "argo"
+WORKFLOW_NAMESPACE = "wf"
+ARGO_CONFIGMAP = "workflow-controller-configmap"
+ARGO_CONTROLLER = "workflow-controller"
+KUEUE_NAMESPACE = "kueue-system"
+KUEUE_CONFIGMAP = "kueue-manager-config"
+KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
+LOCAL_MARKER = "wf-local-cluster"
+# The hand-written manifests (with the reasons for each value) the rendering reads, in apply order.
+MANIFEST_FILES = ("namespaces.yaml", "argo-crds.yaml", "workflow-controller-configmap.yaml", "rbac.yaml")
+KUSTOMIZATION = "kustomization.yaml"
+# From this many nodes (every node group at maxSize) the Argo controller gets the tuning below; smaller
+# platforms keep Argo's defaults, which a few hundred nodes do not outgrow.
+LARGE_PLATFORM_NODES = 500
+
+
+@dataclass(frozen=True)
+class Versions:
+    """The pinned versions of the upstream components (wf.cluster.build builds the same for the local cluster)."""
+
+    argo: str
+    kueue: str
+    mpi_operator: str
+
+
+@dataclass(frozen=True)
+class Component:
+    """An upstream install the bundle references by URL and `wf platform check` finds running."""
+
+    name: str
+    url: str
+    namespace: str
+    deployment: str
+    image: str  # repository, without the tag
+    tag: str
+
+    @property
+    def version(self) -> str:
+        return self.tag.removeprefix("v")
+
+
+def components(catalog: Catalog, versions: Versions) -> list[Component]:
+    """Argo and the MPI operator always; Kueue when the catalog has teams."""
+    out = [
+        Component("argo", f"https://github.com/argoproj/argo-workflows/releases/download/v{versions.argo}/install.yaml",
+                  CONTROLLER_NAMESPACE, ARGO_CONTROLLER, "quay.io/argoproj/workflow-controller", f"v{versions.argo}"),
+        Component("mpi-operator", "https://raw.githubusercontent.com/kubeflow/mpi-operator/"
+                  f"v{versions.mpi_operator}/deploy/v2beta1/mpi-operator.yaml",
+                  "mpi-operator", "mpi-operator", "mpioperator/mpi-operator", versions.mpi_operator),
+    ]
+    if catalog.queues:
+        out.append(Component("kueue", "https://github.com/kubernetes-sigs/kueue/releases/download/"
+                             f"v{versions.kueue}/manifests.yaml",
+                             KUEUE_NAMESPACE, "kueue-controller-manager", "registry.k8s.io/kueue/kueue",
+                             f"v{versions.kueue}"))
+    return out
+
+
+def manifests_dir() -> Path:
+    """manifests/ of the repository, which the package carries as wf/manifests (a symlink in the source tree,
+    copied into wheels), so an installed wf renders the same objects."""
+    directory = Path(__file__).resolve().parents[1] / "manifests"
+    if not (directory / MANIFEST_FILES[0]).is_file():
+        raise InputError(f"wf's manifests are missing from {directory}: reinstall wf")
+    return directory
+
+
+def load_manifest(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((manifests_dir() / name).read_text()) if d]
+
+
+def _key(obj: dict[str, Any]) -> tuple[str, str, str | None, str]:
+    meta = obj["metadata"]
+    return obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]
+
+
+def _unique(objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """First of each object: kustomize refuses two resources with one identity."""
+    return list({_key(o): o for o in reversed(list(objects))}.values())[::-1]
+
+
+def workflow_namespaces(catalog: Catalog) -> list[str]:
+    """Where workflows run: wf's own, every team's, every namespace the artifact store names a service account in."""
+    teams = [ns for team in catalog.queues.teams for ns in team.namespaces] if catalog.queues else []
+    stores = list(catalog.artifacts.service_accounts) if catalog.artifacts else []
+    return list(dict.fromkeys([WORKFLOW_NAMESPACE, *teams, *stores]))
+
+
+def workflow_namespace_objects(catalog: Catalog, namespace: str) -> list[dict[str, Any]]:
+    """A namespace where workflows run: the namespace at its Pod Security level (team_roles.namespace_object)
+    plus rbac.yaml's service accounts, roles and bindings (written for `wf`), re-targeted at it. Without
+    wf-workflow there, Argo could not create the pods (the controller's workflowDefaults name that service
+    account)."""
+    docs: list[dict[str, Any]] = [team_roles.namespace_object(catalog, namespace)]
+    for doc in load_manifest("rbac.yaml"):
+        doc["metadata"]["namespace"] = namespace
+        for subject in doc.get("subjects") or []:
+            if subject.get("kind") == "ServiceAccount":
+                subject["namespace"] = namespace
+        docs.append(doc)
+    return docs
+
+
+def _namespaces(catalog: Catalog, namespaces: Sequence[str]) -> list[dict[str, Any]]:
+    return [*load_manifest("namespaces.yaml"),
+            *(o for ns in namespaces for o in workflow_namespace_objects(catalog, ns))]
+
+
+def namespaces_rbac(catalog: Catalog, namespaces: Sequence[str]) -> list[dict[str, Any]]:
+    """wf's namespaces, each workflow namespace's accounts and roles, and the teams' roles."""
+    objects = _namespaces(catalog, namespaces)
+    if catalog.queues:
+        objects += team_roles.objects(catalog)
+    return _unique(objects)
+
+
+def platform_nodes(catalog: Catalog) -> int:
+    return sum(group.max_size for group in node_groups(catalog))
+
+
+def is_large(catalog: Catalog) -> bool:
+    return platform_nodes(catalog) >= LARGE_PLATFORM_NODES
+
+
+def argo_configmap(catalog: Catalog, local: bool = False) -> dict[str, Any]:
+    """Argo's controller ConfigMap: wf's defaults (manifests/workflow-controller-configmap.yaml), plus, on a
+    large real platform, a pod creation rate: 250 workflows fanning out 30 shards each create 7,500 pods in
+    seconds; 100/s with a burst of 200 spreads that over about a minute, which keeps the API server and the
+    scheduler responsive for everything else (node heartbeats, the autoscaler) meanwhile. The local cluster
+    keeps Argo's unlimited rate: its API server serves nothing else."""
+    configmap = load_manifest("workflow-controller-configmap.yaml")[0]
+    if not local and is_large(catalog):
+        configmap["data"]["resourceRateLimit"] = "limit: 100\nburst: 200\n"
+    return configmap
+
+
+def argo_controller_patch(catalog: Catalog, versions: Versions) -> dict[str, Any]:
+    """The workflow-controller Deployment as wf runs it: the pinned image and, on a large platform, client
+    limits and workers sized for ~3,000 nodes, ~40,000 pods a day and 250+ workflows in flight."""
+    container: dict[str, Any] = {"name": ARGO_CONTROLLER,
+                                 "image": f"quay.io/argoproj/workflow-controller:v{versions.argo}"}
+    if is_large(catalog):
+        container["args"] = [
+            # Kubernetes client limits; defaults 20/30. Every pod costs the controller several requests (create,
+            # label patches on completion, cleanup): 8,000 pods at 20 q/s queue minutes of work (benchmarks/
+            # README.md, "Scale"). EKS's API servers take 100 q/s from one client; priority and fairness still
+            # protect them.
+            "--qps=100", "--burst=150",
+            # Default 32: 250 workflows in flight, each reconciled on every pod change; more workers keep a
+            # storm of pod deletions from delaying unrelated workflows.
+            "--workflow-workers=64",
+            # Default 4: completed pods are labelled and garbage-collected by these; at ~40,000 pods a day
+            # 4 workers fall behind after a burst of shards finishing together.
+            "--pod-cleanup-workers=32",
+        ]
+        # The informer caches hold every live workflow and pod: ~10,000 pods at peak need a few GiB; upstream
+        # sets no requests, so the controller would be evicted or throttled first.
+        container["resources"] = {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "8Gi"}}
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": ARGO_CONTROLLER, "namespace": CONTROLLER_NAMESPACE},
+            "spec": {"template": {"spec": {"containers": [container]}}}}
+
+
+def kueue_configmap(configuration: dict[str, Any]) -> dict[str, Any]:
+    """Kueue's configuration where its Deployment reads it (upstream's ConfigMap and key)."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": KUEUE_CONFIGMAP, "namespace": KUEUE_NAMESPACE},
+            "data": {KUEUE_CONFIG_KEY: yaml.safe_dump(configuration, sort_keys=False)}}
+
+
+def kueue_deployment_configuration(catalog: Catalog) -> dict[str, Any]:
+    """wf's Kueue configuration with the serving settings of upstream's manifests.yaml, which a replaced
+    ConfigMap key would otherwise lose (ports its Service and probes use, leader election of its replicas)."""
+    return {
+        **kueue.configuration(catalog),
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+    }
+
+
+def catalog_configmap(catalog: Catalog) -> dict[str, Any]:
+    """The catalog where `wf submit` reads it (wf.controller.catalog_source)."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": CATALOG_CONFIGMAP, "namespace": CATALOG_NAMESPACE},
+            "data": {CATALOG_KEY: catalog.to_yaml()}}
+
+
+def configmaps(catalog: Catalog, namespaces: Sequence[str]) -> list[dict[str, Any]]:
+    """The catalog, and in every workflow namespace the artifact repository compiled workflows name."""
+    out = [catalog_configmap(catalog)]
+    if catalog.artifacts:
+        out += [repository_configmap(catalog.artifacts, ns) for ns in namespaces]
+    return out
+
+
+def local_objects(catalog: Catalog, namespaces: Sequence[str]) -> list[dict[str, Any]]:
+    """What the local cluster applies from the rendering, in apply order (namespaces first). Kueue's objects and
+    the teams' roles come later, once Kueue's webhooks serve (wf.cluster.kueue)."""
+    return _unique([*_namespaces(catalog, namespaces), argo_configmap(catalog, local=True), *configmaps(catalog, namespaces)])
+
+
+def local_marker(versions: Versions, kueue_running: bool) -> dict[str, Any]:
+    """The local cluster's record of the components it runs as processes, by version: `wf platform check` takes
+    them as running there instead of looking for Deployments, and knows the nodes are simulated (no device
+    plugins, no autoscaler)."""
+    data = {"argo": versions.argo, "mpi-operator": versions.mpi_operator}
+    if kueue_running:
+        data["kueue"] = versions.kueue
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": LOCAL_MARKER, "namespace": CATALOG_NAMESPACE}, "data": data}
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What `wf platform check` compares a live cluster with."""
+
+    objects: list[dict[str, Any]]  # compared field by field (wf's fields; the server may add more)
+    components: list[Component]
+    daemonsets: list[dict[str, Any]]  # device plugins: present, at the image, ready on every node they target
+    autoscaler: list[dict[str, Any]]  # Karpenter's NodePools and EC2NodeClasses, or cluster-autoscaler's objects
+
+
+def expected(catalog: Catalog, versions: Versions) -> Expected:
+    namespaces = workflow_namespaces(catalog)
+    objects = [*namespaces_rbac(catalog, namespaces), argo_configmap(catalog), *configmaps(catalog, namespaces)]
+    if catalog.queues:
+        objects += [kueue_configmap(kueue.configuration(catalog)), *kueue.objects(catalog)]
+    autoscaler.check_choice(catalog)
+    scaler = (autoscaler.objects(catalog, None) if catalog.cluster.autoscaler == autoscaler.KARPENTER
+              else [autoscaler.deployment(catalog)])
+    plugins = [o for o in device_plugins.objects(catalog) if o["kind"] == "DaemonSet"]
+    return Expected(objects, components(catalog, versions), plugins, scaler)
+
+
+def local_expected(catalog: Catalog, versions: Versions) -> Expected:
+    """On the local cluster Argo's ConfigMap is the local one, and there are no plugins or autoscaler to find."""
+    full = expected(catalog, versions)
+    local_argo = argo_configmap(catalog, local=True)
+    objects = [local_argo if _key(o) == _key(local_argo) else o for o in full.objects]
+    return Expected(objects, full.components, [], [])
+
+
+def bundle(catalog: Catalog, versions: Versions, account: str | None) -> dict[str, list[dict[str, Any]]]:
+    """The bundle's files (name -> documents) besides the kustomization; InputError (with the catalog's field)
+    for an accelerator no device plugin serves or an autoscaler the node groups contradict."""
+    device_plugins.check_known(catalog)
+    autoscaler.check_choice(catalog)
+    namespaces = workflow_namespaces(catalog)
+    files: dict[str, list[dict[str, Any]]] = {
+        "namespaces-rbac.yaml": namespaces_rbac(catalog, namespaces),
+        "configmaps.yaml": configmaps(catalog, namespaces),
+        "argo-configmap.yaml": [argo_configmap(catalog)],
+        "argo-controller.yaml": [argo_controller_patch(catalog, versions)],
+    }
+    if catalog.queues:
+        files["kueue.yaml"] = kueue.objects(catalog)
+        files["kueue-configmap.yaml"] = [kueue_configmap(kueue_deployment_configuration(catalog))]
+    if plugins := device_plugins.objects(catalog):
+        files["device-plugins.yaml"] = plugins
+    files["autoscaler.yaml"] = autoscaler.objects(catalog, account)
+    return files
+
+
+PATCHES = ("argo-configmap.yaml", "argo-controller.yaml", "kueue-configmap.yaml")
+
+
+def kustomization(catalog: Catalog, versions: Versions, files: Iterable[str]) -> dict[str, Any]:
+    names = list(files)
+    return {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [*(c.url for c in components(catalog, versions)), *(f for f in names if f not in PATCHES)],
+        "patches": [{"path": f} for f in names if f in PATCHES],
+    }
+
+
+_HEADERS = {
+    "namespaces-rbac.yaml": "wf's namespaces; in each workflow namespace the workflow and developer accounts "
+                            "(manifests/rbac.yaml); each team's Role and RoleBinding.",
+    "configmaps.yaml": "The catalog `wf submit` compiles with, and each workflow namespace's artifact repository.",
+    "argo-configmap.yaml": "Patch of Argo's workflow-controller-configmap: wf's defaults "
+                           "(manifests/workflow-controller-configmap.yaml) and the platform's pod creation rate.",
+    "argo-controller.yaml": "Patch of Argo's workflow-controller Deployment: the pinned image and the tuning for "
+                            "the platform's size (the args replace upstream's empty list).",
+    "kueue.yaml": "The teams' queues: ResourceFlavors per class x capacity, priorities, a ClusterQueue per team, "
+                  "LocalQueues.",
+    "kueue-configmap.yaml": "Patch of Kueue's configuration: integrations, namespaces, fair sharing, excluded "
+                            "resources and client limits wf's work needs, with upstream's serving settings.",
+    "device-plugins.yaml": "A device plugin per accelerator the catalog uses, on those classes' nodes only.",
+    "autoscaler.yaml": "What grows the node groups (cluster.autoscaler in the catalog).",
+}
+
+
+def render(catalog: Catalog, versions: Versions, account: str | None, label: str) -> dict[str, str]:
+    """The bundle as file texts, kustomization.yaml included."""
+    files = bundle(catalog, versions, account)
+    out = {}
+    for name, docs in files.items():
+        header = [f"Generated by `wf platform render` from {label}. Do not edit: change the catalog.",
+                  *textwrap.wrap(_HEADERS[name], 110)]
+        out[name] = "".join(f"# {line}\n" for line in header) + yaml.dump_all(
+            docs, Dumper=LiteralDumper, sort_keys=False, default_flow_style=False, width=120)
+    urls = "\n".join(f"#   {c.name} {c.tag}: {c.url}" for c in components(catalog, versions))
+    out[KUSTOMIZATION] = (
+        f"# Generated by `wf platform render` from {label}. Review with `kubectl kustomize .`, apply with\n"
+        "# `kubectl apply --server-side -k .`, then check with `wf platform check`.\n"
+        f"# Upstream installs, pinned by release (fetched by kustomize):\n{urls}\n"
+        + yaml.safe_dump(kustomization(catalog, versions, files), sort_keys=False, default_flow_style=False)
+    )
+    if catalog.artifacts:  # not a Kubernetes object: applied to the bucket with the AWS CLI (README)
+        out[LIFECYCLE_FILE] = json.dumps(lifecycle_configuration(catalog.artifacts), indent=2) + "\n"
+    return out

@@ -1,0 +1,183 @@
+"""Checkpoints in the job spec: one location per step (and fan-out item) for every attempt, what the program is
+told, the grace period inside Spot's notice, the catalog's stores and retention, and the refusals with lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from wf.compile.artifacts import lifecycle_configuration
+from wf.compile.checkpoints import (
+    APPLICATION_ATTEMPT_ENV,
+    APPLICATION_ATTEMPT_INPUT,
+    ATTEMPT_ENV,
+    DIR_ENV,
+    MAX_SPOT_GRACE_SECONDS,
+    RESUME_ENV,
+    URI_ENV,
+)
+from wf.compile.workflow import compile_job
+from wf.core.errors import InputError
+from wf.lint.documents import lint_paths
+from wf.model.catalog import Catalog
+from wf.spec.job import load_job
+
+ROOT = Path(__file__).resolve().parents[1]
+CATALOG_FILE = ROOT / "eksctl" / "catalog.yaml"
+BUCKET = "s3://ml-workflows-artifacts-123456789012/checkpoints"
+
+
+def _templates(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["name"]: t for t in manifest["spec"]["templates"]}
+
+
+def _env(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+
+
+def with_volume(catalog: Catalog, **volume: Any) -> Catalog:
+    data = catalog.model_dump(by_alias=True, exclude_none=True)
+    data["artifacts"]["checkpoints"] = {"keepDays": 3, "volumes": {"fsx": {"claim": "fsx-checkpoints", **volume}}}
+    return Catalog.model_validate(data)
+
+
+def test_every_attempt_gets_the_steps_location_its_numbers_and_a_grace_period(catalog: Catalog,
+                                                                             make_job: Any) -> None:
+    job = make_job([{"name": "train", "command": ["python", "train.py"], "checkpoint": {"path": "bert"}}],
+                   retries=2)
+    templates = _templates(compile_job(job, catalog, submission="s"))
+    pod = templates["train"]
+    env = _env(pod["container"])
+    assert env[URI_ENV] == f"{BUCKET}/{{{{workflow.namespace}}}}/{{{{workflow.name}}}}/train/bert"
+    assert env[ATTEMPT_ENV] == "{{retries}}"
+    assert env[RESUME_ENV] == (f"{{{{=asInt(retries) + asInt(inputs.parameters['{APPLICATION_ATTEMPT_INPUT}']) > 0 "
+                               "? 'true' : 'false'}}")
+    assert env[APPLICATION_ATTEMPT_ENV] == f"{{{{inputs.parameters.{APPLICATION_ATTEMPT_INPUT}}}}}"
+    assert {"name": APPLICATION_ATTEMPT_INPUT, "default": "0"} in pod["inputs"]["parameters"]
+    # The application-retry wrapper hands its own `retries` down: the pod's count only its interruptions.
+    (task,) = templates["train-Attempts"]["dag"]["tasks"]
+    assert {"name": APPLICATION_ATTEMPT_INPUT, "value": "{{retries}}"} in task["arguments"]["parameters"]
+    assert json.loads(pod["podSpecPatch"])["terminationGracePeriodSeconds"] == 90
+    # The program writes to the bucket with the namespace's role.
+    assert compile_job(job, catalog, submission="s", namespace="ml-training")["spec"]["serviceAccountName"] == \
+        "wf-workflow"
+
+
+def test_a_fan_out_gets_a_location_per_item_that_no_item_text_can_escape(catalog: Catalog, make_job: Any) -> None:
+    job = make_job([{"name": "shard", "command": ["x"], "forEach": ["../a", "b"]}], checkpoint={})
+    pod = _templates(compile_job(job, catalog, submission="s"))["shard"]
+    location = _env(pod["container"])[URI_ENV]
+    assert location.endswith("/shard/{{=sprig.trunc(16, sprig.sha1sum(inputs.parameters['item']))}}")
+    assert {"name": "item"} in pod["inputs"]["parameters"]
+
+
+def test_unchecked_steps_are_compiled_as_before(catalog: Catalog, make_job: Any) -> None:
+    job = make_job([{"name": "a", "command": ["x"]}], retries=1)
+    templates = _templates(compile_job(job, catalog, submission="s"))
+    assert "inputs" not in templates["a"] and "env" not in templates["a"]["container"]
+    assert "terminationGracePeriodSeconds" not in json.loads(templates["a"]["podSpecPatch"])  # the Spot fallback's
+    assert "arguments" not in templates["a-Attempts"]["dag"]["tasks"][0]
+
+
+def test_a_shared_volume_is_mounted_where_the_catalog_says(catalog: Catalog, make_job: Any) -> None:
+    job = make_job([{"name": "train", "command": ["x"], "checkpoint": {"store": "fsx"}}])
+    manifest = compile_job(job, with_volume(catalog, mountPath="/fsx"), submission="s")
+    pod = _templates(manifest)["train"]
+    assert _env(pod["container"])[DIR_ENV] == "/fsx/{{workflow.namespace}}/{{workflow.name}}/train"
+    assert {"name": "wf-checkpoints-fsx", "mountPath": "/fsx"} in pod["container"]["volumeMounts"]
+    assert {"name": "wf-checkpoints-fsx", "persistentVolumeClaim": {"claimName": "fsx-checkpoints"}} in \
+        manifest["spec"]["volumes"]
+
+
+def test_the_launcher_and_every_worker_share_the_location(catalog: Catalog, make_job: Any) -> None:
+    job = make_job([{"name": "pretrain", "command": ["mpirun", "x"], "compute": "gaudi", "nodes": 2,
+                     "checkpoint": {"gracePeriod": "60s"}}], retries=1)
+    template = _templates(compile_job(job, catalog, submission="s"))["pretrain"]
+    mpijob = yaml.safe_load(template["resource"]["manifest"])
+    replicas = mpijob["spec"]["mpiReplicaSpecs"]
+    envs = [_env(r["template"]["spec"]["containers"][0]) for r in replicas.values()]
+    assert envs[0] == envs[1] and envs[0][URI_ENV].endswith("/pretrain")
+    assert all(r["template"]["spec"]["terminationGracePeriodSeconds"] == 60 for r in replicas.values())
+    assert {"name": APPLICATION_ATTEMPT_INPUT, "default": "0"} in template["inputs"]["parameters"]
+
+
+@pytest.mark.parametrize(("checkpoint", "field", "message"), [
+    ({"store": "efs"}, "spec.steps[0].checkpoint.store", "unknown checkpoint store 'efs'; the catalog has: "
+                                                         "artifacts, fsx"),
+    ({"store": "fsx"}, "spec.steps[0].checkpoint.store", "volume 'fsx' is not reachable from compute class 'cpu'"),
+    ({"gracePeriod": "2m"}, "spec.steps[0].checkpoint.gracePeriod",
+     f"120s does not fit inside Spot's 120s interruption notice: at most {MAX_SPOT_GRACE_SECONDS}s"),
+])
+def test_bad_checkpoints_are_refused_with_file_line_and_field(catalog: Catalog, write: Any, checkpoint: dict[str, Any],
+                                                             field: str, message: str) -> None:
+    path = write("job.yaml", f"""
+        apiVersion: wf/v1
+        kind: TrainingJob
+        metadata: {{name: demo}}
+        spec:
+          image: img
+          compute: cpu
+          steps:
+            - name: a
+              command: [x]
+              checkpoint: {json.dumps(checkpoint)}
+    """)
+    with pytest.raises(InputError) as exc:
+        compile_job(load_job(path), with_volume(catalog, computeClasses=["gaudi"]))
+    (problem,) = exc.value.problems
+    assert (problem.file, problem.line, problem.field) == (str(path), 10, field)
+    assert message in problem.message
+
+
+def test_a_grace_period_beyond_the_notice_is_fine_on_demand(catalog: Catalog, make_job: Any) -> None:
+    job = make_job([{"name": "a", "command": ["x"], "capacity": "on-demand", "checkpoint": {"gracePeriod": "5m"}}])
+    pod = _templates(compile_job(job, catalog, submission="s"))["a"]
+    assert json.loads(pod["podSpecPatch"]) == {"terminationGracePeriodSeconds": 300}
+
+
+@pytest.mark.parametrize("path", ["/abs", "../up", "a/../../b", "s3://elsewhere/x"])
+def test_a_location_outside_the_jobs_prefix_is_refused_at_lint(write: Any, path: str) -> None:
+    job = write("job.yaml", f"""
+        apiVersion: wf/v1
+        kind: TrainingJob
+        metadata: {{name: demo}}
+        spec:
+          image: img
+          compute: cpu
+          checkpoint: {{path: {json.dumps(path)}}}
+          steps:
+            - name: a
+              command: [x]
+    """)
+    (problem,) = lint_paths([job], CATALOG_FILE).errors
+    assert (problem.line, problem.field) == (7, "spec.checkpoint.path")
+    assert "relative path under the job's own checkpoint prefix" in problem.message
+
+
+def test_a_catalog_without_an_artifact_store_cannot_hold_checkpoints(catalog: Catalog, make_job: Any) -> None:
+    job = make_job([{"name": "a", "command": ["x"]}], checkpoint={})
+    with pytest.raises(InputError, match="spec.checkpoint.store: the catalog names no artifact store"):
+        compile_job(job, catalog.model_copy(update={"artifacts": None}))
+
+
+def test_checkpoints_expire_after_the_catalogs_days(catalog: Catalog) -> None:
+    rules = lifecycle_configuration(with_volume(catalog).artifacts)["Rules"]  # type: ignore[arg-type]
+    assert rules == [{"ID": "wf-checkpoints", "Filter": {"Prefix": "checkpoints/"}, "Status": "Enabled",
+                      "Expiration": {"Days": 3}, "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1}}]
+
+
+def test_checkpointed_steps_are_valid_argo(catalog: Catalog, make_job: Any, argo_schemas: Any) -> None:
+    from wf import argo
+
+    job = make_job([{"name": "train", "command": ["x"], "forEach": {"count": 2}, "checkpoint": {"store": "fsx"}},
+                    {"name": "pretrain", "command": ["mpirun", "x"], "compute": "gaudi", "nodes": 2}],
+                   retries=1, checkpoint={})
+    manifest = compile_job(job, with_volume(catalog), submission="s")
+    assert argo.validate(manifest) == []
+    assert argo_schemas.json_errors("v4.0.5", manifest) == []
+    assert argo_schemas.json_errors("v3.7.18", manifest) == []
+    assert argo_schemas.crd_errors(manifest) == []
