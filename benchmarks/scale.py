@@ -56,7 +56,7 @@ from wf.controller.cost import NodeFacts, job_cost
 from wf.controller.steps import pod_name, with_facts, workflow_view
 from wf.core.constants import CLUSTER_QUEUE, INSTANCE_TYPE_LABEL, SIM_CHECKPOINTS, SIM_DURATION, WORKFLOW
 from wf.model.accelerators import GAUDI_RESOURCE
-from wf.model.catalog import load_catalog
+from wf.model.catalog import Catalog, load_catalog
 from wf.model.nodegroups import node_group
 
 BENCH_LABEL = "bench.wf.dev/run"
@@ -353,7 +353,7 @@ def interruptions(workflows: list[dict[str, Any]]) -> Counter[tuple[str, str]]:
 
 
 def checkpoint_report(workflows: list[dict[str, Any]], ledgers: dict[tuple[str, str], dict[str, AttemptRecord]],
-                      nodes: dict[str, NodeFacts]) -> dict[str, Any]:
+                      nodes: dict[str, NodeFacts], catalog: Catalog) -> dict[str, Any]:
     """Per half of the day (checkpointed or not): interrupted attempts, the run time and node-hours redone, and
     for the checkpointed half how each attempt after an interruption resumed: from the furthest checkpoint its
     location held by then (from the start when none had been saved yet), or not."""
@@ -366,7 +366,7 @@ def checkpoint_report(workflows: list[dict[str, Any]], ledgers: dict[tuple[str, 
             else "without checkpoints"
         ledger = ledgers.get((meta["namespace"], meta["name"]), {})
         view = with_facts(workflow_view(wf), wf, ledger, lambda host: None)
-        cost = job_cost(view, wf, nodes, now)
+        cost = job_cost(view, wf, nodes, now, catalog)
         totals = halves.setdefault(half, defaultdict(float))
         totals["workflows"] += 1
         totals["node_hours"] += cost.node_hours
@@ -492,7 +492,7 @@ def run(opts: Options) -> dict[str, Any]:
             ledgers = {(namespace, cm.metadata.name.removesuffix(LEDGER_SUFFIX)): parse_ledger(cm.data)
                        for namespace in namespaces for cm in core.list_namespaced_config_map(namespace).items
                        if cm.metadata.name.endswith(LEDGER_SUFFIX)}
-            result["checkpoints"] = checkpoint_report(items, ledgers, facts)
+            result["checkpoints"] = checkpoint_report(items, ledgers, facts, catalog)
         api.close()
         phases = Counter((w.get("status") or {}).get("phase") or "Pending" for w in items)
         created = [t for w in items if (t := _time(w["metadata"].get("creationTimestamp")))]

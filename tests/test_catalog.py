@@ -13,7 +13,7 @@ import yaml
 from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
 from wf.core.errors import InputError
 from wf.lint.documents import lint_paths
-from wf.model.catalog import CATALOG_ENV, DEFAULT_CATALOG, Catalog, Taint, catalog_path, load_catalog
+from wf.model.catalog import CATALOG_ENV, PROJECT_FILE, Catalog, Taint, catalog_path, load_catalog
 from wf.model.nodegroups import mixed_sizes, node_groups
 
 BASE: dict[str, Any] = {
@@ -210,11 +210,50 @@ def test_from_yaml_text_and_to_yaml_round_trip() -> None:
 
 
 def test_catalog_path_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # --catalog, else WF_CATALOG, else the nearest project file above the job, else none (README, The catalog).
+    project = tmp_path / "project"
+    (project / "jobs" / "nlp").mkdir(parents=True)
+    (project / "platform").mkdir()
+    (project / "platform" / "catalog.yaml").write_text("x")
+    (project / PROJECT_FILE).write_text("catalog: platform/catalog.yaml\n")
+    job = project / "jobs" / "nlp" / "job.yaml"
     monkeypatch.delenv(CATALOG_ENV, raising=False)
-    assert catalog_path() == DEFAULT_CATALOG == Path("eksctl/catalog.yaml")
+    monkeypatch.chdir(tmp_path)
+    assert catalog_path() is None
+    assert catalog_path(near=job) == project / "platform" / "catalog.yaml"
+    assert catalog_path(near=project / "jobs") == project / "platform" / "catalog.yaml"
     monkeypatch.setenv(CATALOG_ENV, str(tmp_path / "env.yaml"))
-    assert catalog_path() == tmp_path / "env.yaml"
-    assert catalog_path(tmp_path / "flag.yaml") == tmp_path / "flag.yaml"
+    assert catalog_path(near=job) == tmp_path / "env.yaml"
+    assert catalog_path(tmp_path / "flag.yaml", near=job) == tmp_path / "flag.yaml"
+
+
+def test_the_repository_names_its_catalog_in_its_project_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.delenv(CATALOG_ENV, raising=False)
+    assert catalog_path(near=root / "examples" / "data-prep.yaml") == root / "eksctl" / "catalog.yaml"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("catalog: missing.yaml\n", "1: catalog: no such file"),
+    ("catalgo: c.yaml\n", "1: catalgo: unknown setting (did you mean 'catalog'?)"),
+    ("{}\n", "name the compute-class catalog"),
+])
+def test_a_broken_project_file_is_bad_input_at_its_line(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / PROJECT_FILE).write_text(text)
+    with pytest.raises(InputError) as refused:
+        catalog_path(near=tmp_path)
+    assert f"{tmp_path / PROJECT_FILE}:" in str(refused.value) and message in str(refused.value)
+
+
+def test_no_catalog_names_every_place_it_is_looked_for(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(CATALOG_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError) as refused:
+        load_catalog(near=tmp_path / "job.yaml")
+    message = str(refused.value)
+    assert refused.value.exit_code == 2
+    for place in ("--catalog", CATALOG_ENV, PROJECT_FILE, str(tmp_path.resolve()), "wf-system/wf-catalog"):
+        assert place in message
 
 
 # --- the default catalog mirrors the reference cluster (DESIGN.md) -------------------------------------------

@@ -49,7 +49,7 @@ def test_every_attempt_gets_the_steps_location_its_numbers_and_a_grace_period(ca
                                                                              make_job: Any) -> None:
     job = make_job([{"name": "train", "command": ["python", "train.py"], "checkpoint": {"path": "bert"}}],
                    retries=2)
-    templates = _templates(compile_job(job, catalog, submission="s"))
+    templates = _templates(compile_job(job, catalog))
     pod = templates["train"]
     env = _env(pod["container"])
     assert env[URI_ENV] == f"{BUCKET}/{{{{workflow.namespace}}}}/{{{{workflow.name}}}}/train/bert"
@@ -63,13 +63,13 @@ def test_every_attempt_gets_the_steps_location_its_numbers_and_a_grace_period(ca
     assert {"name": APPLICATION_ATTEMPT_INPUT, "value": "{{retries}}"} in task["arguments"]["parameters"]
     assert json.loads(pod["podSpecPatch"])["terminationGracePeriodSeconds"] == 90
     # The program writes to the bucket with the namespace's role.
-    assert compile_job(job, catalog, submission="s", namespace="ml-training")["spec"]["serviceAccountName"] == \
+    assert compile_job(job, catalog, namespace="ml-training")["spec"]["serviceAccountName"] == \
         "wf-workflow"
 
 
 def test_a_fan_out_gets_a_location_per_item_that_no_item_text_can_escape(catalog: Catalog, make_job: Any) -> None:
     job = make_job([{"name": "shard", "command": ["x"], "forEach": ["../a", "b"]}], checkpoint={})
-    pod = _templates(compile_job(job, catalog, submission="s"))["shard"]
+    pod = _templates(compile_job(job, catalog))["shard"]
     location = _env(pod["container"])[URI_ENV]
     assert location.endswith("/shard/{{=sprig.trunc(16, sprig.sha1sum(inputs.parameters['item']))}}")
     assert {"name": "item"} in pod["inputs"]["parameters"]
@@ -77,7 +77,7 @@ def test_a_fan_out_gets_a_location_per_item_that_no_item_text_can_escape(catalog
 
 def test_unchecked_steps_are_compiled_as_before(catalog: Catalog, make_job: Any) -> None:
     job = make_job([{"name": "a", "command": ["x"]}], retries=1)
-    templates = _templates(compile_job(job, catalog, submission="s"))
+    templates = _templates(compile_job(job, catalog))
     assert "inputs" not in templates["a"] and "env" not in templates["a"]["container"]
     assert "terminationGracePeriodSeconds" not in json.loads(templates["a"]["podSpecPatch"])  # the Spot fallback's
     assert "arguments" not in templates["a-Attempts"]["dag"]["tasks"][0]
@@ -85,7 +85,7 @@ def test_unchecked_steps_are_compiled_as_before(catalog: Catalog, make_job: Any)
 
 def test_a_shared_volume_is_mounted_where_the_catalog_says(catalog: Catalog, make_job: Any) -> None:
     job = make_job([{"name": "train", "command": ["x"], "checkpoint": {"store": "fsx"}}])
-    manifest = compile_job(job, with_volume(catalog, mountPath="/fsx"), submission="s")
+    manifest = compile_job(job, with_volume(catalog, mountPath="/fsx"))
     pod = _templates(manifest)["train"]
     assert _env(pod["container"])[DIR_ENV] == "/fsx/{{workflow.namespace}}/{{workflow.name}}/train"
     assert {"name": "wf-checkpoints-fsx", "mountPath": "/fsx"} in pod["container"]["volumeMounts"]
@@ -96,7 +96,7 @@ def test_a_shared_volume_is_mounted_where_the_catalog_says(catalog: Catalog, mak
 def test_the_launcher_and_every_worker_share_the_location(catalog: Catalog, make_job: Any) -> None:
     job = make_job([{"name": "pretrain", "command": ["mpirun", "x"], "compute": "gaudi", "nodes": 2,
                      "checkpoint": {"gracePeriod": "60s"}}], retries=1)
-    template = _templates(compile_job(job, catalog, submission="s"))["pretrain"]
+    template = _templates(compile_job(job, catalog))["pretrain"]
     mpijob = yaml.safe_load(template["resource"]["manifest"])
     replicas = mpijob["spec"]["mpiReplicaSpecs"]
     envs = [_env(r["template"]["spec"]["containers"][0]) for r in replicas.values()]
@@ -135,7 +135,7 @@ def test_bad_checkpoints_are_refused_with_file_line_and_field(catalog: Catalog, 
 
 def test_a_grace_period_beyond_the_notice_is_fine_on_demand(catalog: Catalog, make_job: Any) -> None:
     job = make_job([{"name": "a", "command": ["x"], "capacity": "on-demand", "checkpoint": {"gracePeriod": "5m"}}])
-    pod = _templates(compile_job(job, catalog, submission="s"))["a"]
+    pod = _templates(compile_job(job, catalog))["a"]
     assert json.loads(pod["podSpecPatch"]) == {"terminationGracePeriodSeconds": 300}
 
 
@@ -165,9 +165,18 @@ def test_a_catalog_without_an_artifact_store_cannot_hold_checkpoints(catalog: Ca
 
 
 def test_checkpoints_expire_after_the_catalogs_days(catalog: Catalog) -> None:
-    rules = lifecycle_configuration(with_volume(catalog).artifacts)["Rules"]  # type: ignore[arg-type]
+    from wf.cluster.install import pinned_versions
+    from wf.render import platform
+
+    store = with_volume(catalog).artifacts
+    assert store is not None
+    rules = lifecycle_configuration(store)["Rules"]
     assert rules == [{"ID": "wf-checkpoints", "Filter": {"Prefix": "checkpoints/"}, "Status": "Enabled",
                       "Expiration": {"Days": 3}, "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1}}]
+    # Rendered for the platform beside its manifests, not one of them (applied to the bucket with the AWS CLI).
+    files = platform.render(with_volume(catalog), pinned_versions(), "123456789012", "catalog.yaml")
+    assert json.loads(files["s3-lifecycle.json"])["Rules"] == rules
+    assert "s3-lifecycle.json" not in files["kustomization.yaml"]
 
 
 def test_checkpointed_steps_are_valid_argo(catalog: Catalog, make_job: Any, argo_schemas: Any) -> None:
@@ -176,8 +185,16 @@ def test_checkpointed_steps_are_valid_argo(catalog: Catalog, make_job: Any, argo
     job = make_job([{"name": "train", "command": ["x"], "forEach": {"count": 2}, "checkpoint": {"store": "fsx"}},
                     {"name": "pretrain", "command": ["mpirun", "x"], "compute": "gaudi", "nodes": 2}],
                    retries=1, checkpoint={})
-    manifest = compile_job(job, with_volume(catalog), submission="s")
+    manifest = compile_job(job, with_volume(catalog))
     assert argo.validate(manifest) == []
     assert argo_schemas.json_errors("v4.0.5", manifest) == []
     assert argo_schemas.json_errors("v3.7.18", manifest) == []
     assert argo_schemas.crd_errors(manifest) == []
+
+
+def test_a_checkpoint_volume_names_classes_the_catalog_has(catalog: Catalog) -> None:
+    data = catalog.model_dump(by_alias=True, exclude_none=True)
+    data["artifacts"]["checkpoints"] = {"volumes": {"fsx": {"claim": "fsx", "computeClasses": ["gaudi", "tpu"]}}}
+    with pytest.raises(InputError, match=r"artifacts.checkpoints.volumes.fsx.computeClasses\[1\]: unknown compute "
+                                         "class 'tpu'"):
+        Catalog.model_validate(data)

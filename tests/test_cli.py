@@ -57,12 +57,18 @@ def test_compile_succeeds_with_yaml_by_default() -> None:
     assert manifest["kind"] == "Workflow" and manifest["spec"]["templates"]
 
 
-def test_compile_json_equals_yaml_but_for_the_submission() -> None:
+def test_compile_json_equals_yaml() -> None:
     as_yaml = yaml.safe_load(wf("compile", str(EXAMPLES[1])).stdout)
     as_json = json.loads(wf("compile", "-o", "json", str(EXAMPLES[1])).stdout)
-    for manifest in (as_yaml, as_json):
-        manifest["metadata"]["labels"].pop("wf.dev/submission")
     assert as_yaml == as_json
+
+
+@pytest.mark.parametrize("output", ["yaml", "json"])
+def test_compiling_twice_gives_the_same_bytes(output: str) -> None:
+    # GitOps diffs and `kubectl diff` settle: what is unique to a submission is added by `wf submit`.
+    first, second = (wf("compile", "-o", output, str(EXAMPLES[1])) for _ in range(2))
+    assert first.returncode == 0 and first.stdout == second.stdout
+    assert "wf.dev/submission" not in first.stdout
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
@@ -138,10 +144,52 @@ def test_catalog_from_the_environment(tmp_path: Path) -> None:
     assert "the catalog has: cpu, gaudi, graviton, gpus" in result.stderr
 
 
-def test_default_catalog_is_the_projects(tmp_path: Path) -> None:
-    # Outside a project (no eksctl/catalog.yaml), compiling names the missing catalog instead of crashing.
+def test_the_catalog_is_found_from_the_job_file_in_any_directory(tmp_path: Path) -> None:
+    # The repository's project file (.wf.yaml) names its catalog: found upwards from the job, wherever wf runs.
     result = wf("compile", str(EXAMPLES[0]), cwd=tmp_path, env={"WF_CATALOG": ""})
-    assert result.returncode == 2 and "eksctl/catalog.yaml" in result.stderr
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == wf("compile", str(EXAMPLES[0])).stdout
+    linted = wf("lint", str(ROOT / "examples"), cwd=tmp_path, env={"WF_CATALOG": ""})
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+@pytest.mark.parametrize("command", ["compile", "lint"])
+def test_outside_a_project_no_catalog_is_bad_input_naming_every_place(command: str, tmp_path: Path) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text(EXAMPLES[0].read_text())
+    result = wf(command, str(job), cwd=tmp_path, env={"WF_CATALOG": ""})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    for place in ("--catalog", "WF_CATALOG", ".wf.yaml", "wf-system/wf-catalog"):
+        assert place in result.stderr
+    assert wf(command, str(job), "--catalog", str(CATALOG), cwd=tmp_path).returncode == 0
+    assert wf(command, str(job), cwd=tmp_path, env={"WF_CATALOG": str(CATALOG)}).returncode == 0
+
+
+def test_compile_refuses_what_lint_refuses_and_writes_nothing(tmp_path: Path) -> None:
+    # A spec whose workflow is too big for Argo: lint always refused it, compile now does too, in the same words.
+    many = [f"--arg-{i}-" + "x" * 60 for i in range(20_000)]
+    job = tmp_path / "big.yaml"
+    job.write_text(yaml.safe_dump({"apiVersion": "wf/v1", "kind": "TrainingJob", "metadata": {"name": "big"},
+                                   "spec": {"image": "img", "compute": "cpu",
+                                            "steps": [{"name": "a", "command": ["python", *many]}]}}))
+    out = tmp_path / "out.yaml"
+    compiled = wf("compile", str(job), "--file", str(out))
+    linted = wf("lint", str(job))
+    assert compiled.returncode == 2 and linted.returncode == 1 and not out.exists()
+    refusal = [line for line in compiled.stderr.splitlines() if "over Argo's maximum workflow size" in line]
+    assert refusal and set(refusal) <= set(linted.stdout.splitlines())
+
+
+def test_a_spec_too_big_to_fit_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    job = tmp_path / "huge.yaml"
+    head = "apiVersion: wf/v1\nkind: TrainingJob\nmetadata: {name: huge}\nspec:\n  image: img\n  compute: cpu\n"
+    steps = "  steps:\n    - name: a\n      command:\n" + "      - --an-argument-of-some-length\n" * 200_000
+    job.write_text(head + steps)
+    out = tmp_path / "out.yaml"
+    for command, code in (("compile", 2), ("lint", 1)):
+        result = wf(command, str(job), *(["--file", str(out)] if command == "compile" else []))
+        assert result.returncode == code and "job spec is" in result.stdout + result.stderr
+    assert not out.exists()
 
 
 @pytest.fixture(scope="module")
@@ -199,8 +247,7 @@ def test_generators_write_files_with_file(command: tuple[str, ...], tmp_path: Pa
     written = wf(*command, "--file", str(target))
     assert written.returncode == 0 and written.stdout == "", written.stderr
     assert list(yaml.safe_load_all(target.read_text()))
-    if command[0] != "compile":  # compiled workflows differ by their submission id
-        assert wf(*command).stdout == target.read_text()
+    assert wf(*command).stdout == target.read_text()
 
 
 def test_o_names_the_format_and_a_file_name_there_is_told_to_use_file(tmp_path: Path) -> None:
@@ -208,8 +255,7 @@ def test_o_names_the_format_and_a_file_name_there_is_told_to_use_file(tmp_path: 
     assert old.returncode == 2 and f"--file {tmp_path / 'out.yaml'}" in old.stderr and "Traceback" not in old.stderr
 
 
-@pytest.mark.parametrize("command", [*GENERATORS, ("schema",), ("instances", "list"), ("queue",), ("logs", "x")],
-                         ids=" ".join)
+@pytest.mark.parametrize("command", [*GENERATORS, ("schema",), ("logs", "x")], ids=" ".join)
 def test_o_is_rejected_where_there_is_no_choice_of_format(command: tuple[str, ...],
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     # The lock-file generators write commented YAML only: an -o they would ignore is a usage error.
@@ -263,3 +309,81 @@ def test_public_api_is_spelled_out_for_type_checkers() -> None:
 
     assert sorted(wf.__all__) == sorted(wf._HOME)
     assert all(callable(getattr(wf, name)) for name in wf.__all__)
+
+
+# --- conventions: --version, completion, help in words, kubectl's -o formats, JSON wherever a table is printed --
+
+
+def test_version_and_shell_completion() -> None:
+    from importlib.metadata import version
+
+    assert wf("--version").stdout == f"wf {version('wf')}\n"
+    installed = Path(sys.executable).parent / "wf"  # completion is for the command, not `python -m wf`
+    completion = subprocess.run([installed, "--show-completion", "bash"], capture_output=True, text=True, timeout=60)
+    assert completion.returncode == 0 and "_WF_COMPLETE=complete_bash" in completion.stdout
+    assert "complete -o default -F _wf_completion wf" in completion.stdout
+    assert wf("--install-completion", "--help").returncode == 0
+
+
+def test_help_names_no_python_type() -> None:
+    import click
+    from typer.main import get_command
+
+    from wf.cli.app import app
+
+    def commands(command: click.Command, path: str) -> Any:
+        yield path, command
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from commands(sub, f"{path} {name}")
+
+    for path, command in commands(get_command(app), "wf"):
+        text = command.get_help(click.Context(command, info_name=path))
+        assert not re.findall(r"<(?:list\[|str|int|float|bool|Path)\b", text), (path, text)
+
+
+def _workflow(name: str, phase: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "wf", "creationTimestamp": "2026-12-01T10:00:00Z",
+                         "labels": {"wf.dev/job": "bert"}},
+            "status": {"phase": phase, "startedAt": "2026-12-01T10:00:01Z", "message": "child failed"}}
+
+
+def test_list_offers_kubectls_name_and_wide(monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from wf.cli import workflows
+    from wf.controller import ops
+
+    monkeypatch.setattr(workflows, "connect", lambda target: None)
+    monkeypatch.setattr(ops, "list_workflows", lambda *a, **k: [_workflow("bert-a", "Running"),
+                                                                 _workflow("bert-b", "Failed")])
+    assert run_main("list", "-o", "name") == 0
+    assert capsys.readouterr().out == "workflow/bert-a\nworkflow/bert-b\n"
+    assert run_main("list", "-o", "wide") == 0
+    wide = capsys.readouterr().out
+    assert "MESSAGE" in wide and "child failed" in wide and "2026-12-01T10:00:01Z" in wide
+    assert run_main("list") == 0
+    assert "MESSAGE" not in capsys.readouterr().out
+    assert run_main("list", "-o", "json") == 0
+    assert [i["metadata"]["name"] for i in json.loads(capsys.readouterr().out)["items"]] == ["bert-a", "bert-b"]
+    monkeypatch.setattr(ops, "get_workflow", lambda kube, name, namespace: _workflow(name, "Running"))
+    assert run_main("get", "bert-a", "-o", "name") == 0
+    assert capsys.readouterr().out == "workflow/bert-a\n"
+
+
+def test_instances_and_queue_print_json(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    listed = json.loads(wf("instances", "list", "dl1", "-o", "json").stdout)
+    assert [t["name"] for t in listed["instanceTypes"]] == ["dl1.24xlarge"]
+    assert listed["instanceTypes"][0]["accelerators"] == {"habana.ai/gaudi": 8} and listed["asOf"]
+
+    from wf.cli import kueue
+    from wf.controller import catalog_source, queue
+    from wf.model.catalog import load_catalog
+
+    monkeypatch.setattr(kueue, "connect", lambda target: None)
+    monkeypatch.setattr(catalog_source, "resolve_catalog", lambda kube, path: load_catalog(CATALOG))
+    monkeypatch.setattr(queue, "QueueReader", lambda kube: None)
+    monkeypatch.setattr(queue, "team_table", lambda catalog, reader, teams: [
+        ["perception", "gaudi", "spot", "accelerators", "8", "64", "0 of 32", "1"]])
+    assert run_main("queue", "-o", "json") == 0
+    assert json.loads(capsys.readouterr().out) == {"usage": [
+        {"team": "perception", "class": "gaudi", "capacity": "spot", "resource": "accelerators", "used": "8",
+         "quota": "64", "borrowed": "0 of 32", "pending": "1"}]}

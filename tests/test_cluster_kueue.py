@@ -32,6 +32,7 @@ def test_kueue_is_not_built_until_its_crds_are_there(tmp_path: Path) -> None:
     (comp.bin_dir(tmp_path) / "kueue").write_text("")
     assert not comp.is_built(tmp_path)
     comp.asset(tmp_path, comp.assets[0]).mkdir(parents=True)
+    comp.patches_stamp(tmp_path).write_text(comp.patches_fingerprint)  # built with today's source patch
     assert comp.is_built(tmp_path)
 
 

@@ -1,7 +1,7 @@
 """The compiler: golden outputs of the examples, strict validity under Argo v4.0.5 and v3.7.18 (JSON Schemas and
 the v4.0.5 full CRDs), the three kinds, linearity, and each field the job spec maps onto.
 
-Goldens live in tests/golden/compiled-<example>.yaml (the submission label fixed to "golden"). After an intended
+Goldens live in tests/golden/compiled-<example>.yaml. After an intended
 change to the compiler's output, regenerate them and review the diff:
 
     WF_UPDATE_GOLDEN=1 python -m pytest tests/test_compile.py -k golden
@@ -22,7 +22,7 @@ import wf.compile.kinds.pod
 from wf import argo
 from wf.compile.interruptions import SPOT_FALLBACK_ANNOTATION, capacity_expression
 from wf.compile.workflow import ATTEMPTS_SUFFIX, ENTRYPOINT, POD_GC, TTL, compile_job
-from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL, SUBMISSION_LABEL
+from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL
 from wf.core.errors import InputError
 from wf.model.catalog import Catalog, load_catalog
 from wf.spec.job import TrainingJob, load_job
@@ -37,7 +37,7 @@ def compiled(example: Path, catalog: Catalog, kind: str = "Workflow") -> dict[st
     job = load_job(example)
     if kind == "CronWorkflow":
         job.spec.schedule = "0 2 * * *"
-    return compile_job(job, catalog, kind=kind, submission="golden")  # type: ignore[arg-type]
+    return compile_job(job, catalog, kind=kind)  # type: ignore[arg-type]
 
 
 def test_every_example_has_a_golden() -> None:
@@ -87,13 +87,10 @@ def test_the_schema_fixtures_can_fail(catalog: Catalog, argo_schemas: Any) -> No
 def test_workflow_metadata(catalog: Catalog, make_job: Any) -> None:
     job = make_job()
     first = compile_job(job, catalog)
-    second = compile_job(job, catalog)
     assert first["apiVersion"] == "argoproj.io/v1alpha1" and first["kind"] == "Workflow"
     assert first["metadata"]["generateName"] == "demo-" and "name" not in first["metadata"]
-    # Each compile is its own submission, so `wf submit` twice is two workflows that can be told apart.
-    assert first["metadata"]["labels"][SUBMISSION_LABEL] != second["metadata"]["labels"][SUBMISSION_LABEL]
-    assert compile_job(job, catalog, submission="x")["metadata"]["labels"] == {
-        "team": "ml", JOB_LABEL: "demo", SUBMISSION_LABEL: "x"}
+    # What is unique to a submission is added by `wf submit` (test_controller_submit): compiling is repeatable.
+    assert first["metadata"]["labels"] == {"team": "ml", JOB_LABEL: "demo"}
     assert "namespace" not in first["metadata"]
 
 
@@ -307,3 +304,39 @@ def test_bad_volumes_are_rejected(volume: dict, message: str) -> None:
         TrainingJob.model_validate({"metadata": {"name": "v"}, "spec": {
             "image": "i", "compute": "cpu", "volumes": [volume], "steps": [{"name": "a", "command": ["x"]}]}})
     assert message in str(exc.value)
+
+
+def _argo_pass(text: str, values: dict[str, str]) -> str:
+    """One of Argo's templating passes over a template's JSON (util/template: fasttemplate with `{{` `}}`): each
+    tag is replaced by its value, an unknown one kept as written; a `{{` without its `}}` fails the workflow."""
+    out, at = [], 0
+    while (start := text.find("{{", at)) >= 0:
+        end = text.find("}}", start + 2)
+        assert end >= 0, f"Argo: cannot find end tag in {text[start:]!r}"
+        tag = text[start + 2:end]
+        out += [text[at:start], values.get(tag.strip(), "{{" + tag + "}}")]
+        at = end + 2
+    return "".join(out) + text[at:]
+
+
+def test_a_literal_brace_pair_reaches_the_pod_through_both_of_argos_passes(catalog: Catalog, make_job: Any) -> None:
+    literal = "{{='{{'}}"
+    job = make_job([{"name": "list", "command": ["kubectl", "get", "-o", f"go-template={literal}.metadata.name}}}}",
+                                                 "{{workflow.name}}"],
+                     "env": {"STEP": f"{literal}x"}, "annotations": {"note": f"a {literal} b"}}],
+                   env={"FORMAT": f"{literal}.Name}}}}"})
+    [pod] = [t for t in compile_job(job, catalog)["spec"]["templates"] if t["name"] == "list"]
+    assert {"name": "lbrace", "default": "{"} in pod["inputs"]["parameters"]
+    assert literal not in json.dumps(pod)
+    # The workflow's variables first (the inputs unknown yet), then the template's inputs.
+    first = _argo_pass(json.dumps(pod), {"workflow.name": "list-x7k2p"})
+    ran = json.loads(_argo_pass(first, {"inputs.parameters.lbrace": "{"}))
+    assert ran["container"]["command"][3:] == ["go-template={{.metadata.name}}", "list-x7k2p"]
+    assert {e["name"]: e["value"] for e in ran["container"]["env"]} == {"FORMAT": "{{.Name}}", "STEP": "{{x"}
+    assert ran["metadata"]["annotations"]["note"] == "a {{ b"
+    assert not argo.validate(compile_job(job, catalog))
+
+
+def test_steps_without_literal_braces_get_no_brace_input(catalog: Catalog, make_job: Any) -> None:
+    pods = [t for t in compile_job(make_job(), catalog)["spec"]["templates"] if "container" in t]
+    assert all("lbrace" not in json.dumps(p.get("inputs", {})) for p in pods)

@@ -49,3 +49,38 @@ def test_stop_on_a_cluster_without_the_mpijob_kind_still_stops() -> None:
     custom = Custom(missing_kinds=True)
     stop_workflow(kube(custom), "bert-x7k2p")
     assert [c[0] for c in custom.calls] == ["patch", "delete"]
+
+
+def test_a_multi_node_steps_launcher_and_workers_with_their_nodes_and_capacity() -> None:
+    from datetime import UTC, datetime
+
+    from rich.console import Console
+
+    from wf.controller.ops import Replica, replicas
+    from wf.controller.view import replicas_table
+
+    def pod(name: str, role: str, node: str | None, capacity: str, phase: str, minute: int) -> SimpleNamespace:
+        labels = {"wf.dev/step": "pretrain", "training.kubeflow.org/job-name": "bert-pretrain-x2k9q",
+                  "training.kubeflow.org/job-role": role, "wf.dev/capacity": capacity}
+        created = datetime(2026, 3, 1, 12, minute, tzinfo=UTC)
+        return SimpleNamespace(metadata=SimpleNamespace(name=name, labels=labels, creation_timestamp=created),
+                               spec=SimpleNamespace(node_name=node), status=SimpleNamespace(phase=phase))
+
+    asked: list[str] = []
+
+    def list_namespaced_pod(namespace: str, label_selector: str) -> SimpleNamespace:
+        asked.append(f"{namespace} {label_selector}")
+        return SimpleNamespace(items=[pod("l", "launcher", "cpu-od-1", "on-demand", "Running", 2),
+                                      pod("w0", "worker", "gaudi-1", "spot", "Running", 1),
+                                      pod("w1", "worker", None, "spot", "Pending", 1)])
+
+    found = replicas(SimpleNamespace(core=SimpleNamespace(list_namespaced_pod=list_namespaced_pod), namespace="wf"),
+                     "bert-m2p")
+    assert asked == [f"wf {WORKFLOW_NAME_LABEL}=bert-m2p"]
+    assert found[0] == Replica("pretrain", "bert-pretrain-x2k9q", "worker", "w0", "gaudi-1", "spot", "Running")
+    assert [(r.role, r.node, r.capacity) for r in found] == [
+        ("worker", "gaudi-1", "spot"), ("worker", None, "spot"), ("launcher", "cpu-od-1", "on-demand")]
+    console = Console(width=200, record=True)
+    console.print(replicas_table("bert-m2p", found))
+    text = console.export_text()
+    assert "launcher" in text and "cpu-od-1" in text and "on-demand" in text

@@ -83,17 +83,35 @@ def test_cost_per_step_with_spot_estimate_and_unknown_nodes() -> None:
     assert any("Spot advisor" in a for a in cost.assumptions) and any("not priced" in a for a in cost.assumptions)
 
 
-def test_a_multi_node_steps_resource_pod_is_not_charged_as_a_whole_node() -> None:
-    doc = nested_run()
-    train = next(t for t in doc["spec"]["templates"] if t["name"] == "train")
-    for key in ("container", "nodeSelector", "tolerations"):
-        train.pop(key, None)
-    train["resource"] = {"action": "create", "manifest": "kind: MPIJob"}  # Argo's pod only waits for the MPIJob
-    nodes = {"cpu-1": NodeFacts("r5.4xlarge", "on-demand"), "gaudi-2": NodeFacts("dl1.24xlarge", "spot")}
-    cost = job_cost(workflow_view(doc), doc, nodes, datetime.now(UTC))
-    prep, train_cost = cost.steps
-    assert prep.node_hours > 0 and train_cost.node_hours == 0 and train_cost.unpriced_attempts == 0
-    assert any("multi-node steps are not priced" in a for a in cost.assumptions)
+def test_a_multi_node_step_is_priced_per_replica_at_its_own_capacity() -> None:
+    from wf.compile.workflow import compile_job
+    from wf.model.catalog import load_catalog
+    from wf.model.instances import instance_type
+    from wf.spec.job import TrainingJob
+
+    catalog = load_catalog()
+    job = TrainingJob.model_validate({
+        "apiVersion": "wf/v1", "kind": "TrainingJob", "metadata": {"name": "bert"},
+        "spec": {"image": "habana:1.21", "compute": "gaudi", "steps": [{"name": "train", "command": ["mpirun"],
+                                                                         "nodes": 2}]}})
+    template = next(t for t in compile_job(job, catalog)["spec"]["templates"] if t["name"] == "train")
+    wf = "bert-m2p"
+    doc = workflow(wf, "Succeeded", {"t0": pod_node(wf, "t0", "train", "Succeeded", host="cpu-1",
+                                                     started="2026-03-01T12:00:00Z",
+                                                     finished="2026-03-01T13:00:00Z")})
+    doc["spec"]["templates"] = [template]
+    view = workflow_view(doc)
+    # Argo's resource pod only waits: without the catalog the replicas' nodes are unknown.
+    (unknown,) = job_cost(view, doc, {}, datetime.now(UTC)).steps
+    assert unknown.node_hours == 0 and unknown.unpriced_attempts == 1
+    cost = job_cost(view, doc, {}, datetime.now(UTC), catalog)
+    (train,) = cost.steps
+    dl1, r5 = instance_type("dl1.24xlarge"), instance_type("r5.4xlarge")
+    launcher_share = 1000 / r5.allocatable_cpu_millis  # 1 cpu of an r5.4xlarge, On-Demand
+    assert train.node_hours == pytest.approx(2 + launcher_share)  # two whole DL1 nodes for the hour
+    assert train.estimate_usd == pytest.approx(2 * dl1.spot_price() + launcher_share * r5.price_on_demand)
+    assert train.instance_types == ("r5.4xlarge", "dl1.24xlarge") and train.on_spot  # launcher first
+    assert any("launcher and workers are each priced" in a for a in cost.assumptions)
 
 
 def test_retry_plan_keeps_success_drops_failures_and_resets_the_path() -> None:
@@ -239,7 +257,7 @@ def test_each_attempt_is_priced_at_its_own_capacity_and_interruptions_apart() ->
 
 def test_a_multi_node_step_shows_where_its_workers_run() -> None:
     # Argo's pod creating the MPIJob sits on the cpu class; `wf get` names the gaudi nodes the step takes, and
-    # no attempt claims a Spot fallback (the workers never fall back).
+    # the workers' fallback is their own (gaudi has none), not an annotation on Argo's resource pod.
     from wf.compile.interruptions import SPOT_FALLBACK_ANNOTATION
     from wf.compile.workflow import compile_job
     from wf.model.catalog import load_catalog
@@ -249,7 +267,7 @@ def test_a_multi_node_step_shows_where_its_workers_run() -> None:
         "apiVersion": "wf/v1", "kind": "TrainingJob", "metadata": {"name": "bert"},
         "spec": {"image": "habana:1.21", "compute": "gaudi", "steps": [{"name": "train", "command": ["mpirun"],
                                                                          "nodes": 2}]}})
-    template = next(t for t in compile_job(job, load_catalog(), submission="t")["spec"]["templates"]
+    template = next(t for t in compile_job(job, load_catalog())["spec"]["templates"]
                     if t["name"] == "train")
     template["metadata"].setdefault("annotations", {})[SPOT_FALLBACK_ANNOTATION] = "1"
     wf = "bert-m2p"
@@ -265,3 +283,30 @@ def test_a_multi_node_step_shows_where_its_workers_run() -> None:
     (row,) = workflow_view(doc).steps
     assert (row.compute_class, row.capacity) == ("gaudi", "spot")
     assert [(a.capacity, a.outcome) for a in row.attempts] == [("spot", "interrupted"), ("spot", "running")]
+
+
+def test_get_shows_where_attempts_resumed_and_the_work_redone() -> None:
+    from rich.console import Console
+
+    from wf.controller.view import attempts_table, cost_table, costs_table, interruption_summary, step_note
+
+    doc = fallback_run()
+    view = workflow_view(doc)
+    pods = [pod_name(doc, a) for a in view.steps[0].attempts]
+    location = "s3://b/checkpoints/wf/prep-q8z/shard"
+    ledger = {pods[0]: AttemptRecord(location, Saved(), Saved(5, 0.5), 15 * 60),
+              pods[1]: AttemptRecord(location, Saved(5, 0.5), Saved(5, 0.5), 0.0),
+              pods[2]: AttemptRecord(location, Saved(5, 0.5))}
+    refined = with_facts(view, doc, ledger, lambda host: None)
+    now = datetime(2026, 3, 1, 14, tzinfo=UTC)
+    nodes = {"cpu-spot-1": NodeFacts("r5.4xlarge", "spot"), "cpu-spot-2": NodeFacts("r5.4xlarge", "spot"),
+             "cpu-od-1": NodeFacts("r5.4xlarge", "on-demand")}
+    cost = job_cost(refined, doc, nodes, now)
+    console = Console(width=250, record=True)
+    for table in (attempts_table(refined, now), cost_table(refined.name, cost), costs_table([(refined.name, cost)])):
+        console.print(table)
+    text = console.export_text()
+    assert "at 50% from checkpoint 5" in text and "from the start" in text
+    assert "redone node-hours" in text and "redone $" in text
+    assert "resumed at 50% from checkpoint 5" in step_note(refined.steps[0], {})
+    assert interruption_summary(refined, cost, now).startswith("interruptions: 2 retried, 10m00s of run time redone, ")

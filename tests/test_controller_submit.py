@@ -10,16 +10,17 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import ReadTimeoutError
 
 from wf.controller.client import Kube
-from wf.controller.submit import TokenBucket, create, job_files, parse_parameters, set_parameters
-from wf.core.errors import ClusterError, InputError
+from wf.controller.submit import TokenBucket, UncertainCreate, create, job_files, parse_parameters, set_parameters
+from wf.core.errors import InputError
 
 
 class FakeCustom:
-    """An API server's workflow store whose answers can be lost after the work was done."""
+    """An API server's workflow store, by name, whose answers can be lost after the work was done."""
 
     def __init__(self, script: list[str]) -> None:
-        self.script = list(script)  # per call: "ok", "lost" (created, answer lost), "refused", "503", "fail-list"
-        self.store: list[dict[str, Any]] = []
+        # per create: "ok", "lost" (created, answer lost), "refused" (not served), "503", "interrupt" (Ctrl-C)
+        self.script = list(script)
+        self.store: dict[str, dict[str, Any]] = {}
         self.calls: list[str] = []
 
     def _next(self) -> str:
@@ -28,21 +29,29 @@ class FakeCustom:
     def create_namespaced_custom_object(self, group, version, namespace, plural, body, **kwargs):
         self.calls.append("create")
         step = self._next()
+        if step == "interrupt":
+            raise KeyboardInterrupt
         if step in ("refused", "503"):
             raise ApiException(status=0 if step == "refused" else 503, reason=step)
-        obj = {**body, "metadata": {**body["metadata"], "name": f"bert-{len(self.store)}"}}
+        name = body["metadata"]["name"]
+        if name in self.store:
+            raise ApiException(status=409, reason="AlreadyExists")
         if not kwargs.get("dry_run"):
-            self.store.append(obj)
+            self.store[name] = body
         if step == "lost":
-            raise ReadTimeoutError(None, "/apis", "read timed out")
-        return obj
+            raise ReadTimeoutError(None, "/apis", "read timed out")  # type: ignore[arg-type]
+        return body
+
+    def get_namespaced_custom_object(self, group, version, namespace, plural, name):
+        self.calls.append("get")
+        if name not in self.store:
+            raise ApiException(status=404, reason="NotFound")
+        return self.store[name]
 
     def list_namespaced_custom_object(self, group, version, namespace, plural, label_selector="", **kwargs):
         self.calls.append("list")
-        if self._next() == "fail-list":
-            raise ApiException(status=0, reason="refused")
         key, value = label_selector.split("=")
-        return {"items": [o for o in self.store if o["metadata"]["labels"].get(key) == value]}
+        return {"items": [o for o in self.store.values() if o["metadata"]["labels"].get(key) == value]}
 
 
 class FakeKube(Kube):
@@ -55,38 +64,38 @@ class FakeKube(Kube):
         return self._custom
 
 
-def manifest(submission: str = "s-1") -> dict[str, Any]:
+def manifest(submission: str = "s-1", name: str = "bert-s1abc") -> dict[str, Any]:
     return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
-            "metadata": {"generateName": "bert-", "namespace": "wf", "labels": {"wf.dev/submission": submission}},
+            "metadata": {"name": name, "namespace": "wf", "labels": {"wf.dev/submission": submission}},
             "spec": {"entrypoint": "Main", "templates": []}}
 
 
-def test_lost_answer_is_looked_up_not_recreated() -> None:
+def test_a_lost_answer_is_sent_again_and_its_409_read_back_as_created() -> None:
+    """Once, a POST that timed out after the server created the workflow was sent again as a new workflow."""
     custom = FakeCustom(["lost", "ok"])
     created = create(FakeKube(custom), manifest(), sleep=lambda s: None)
-    assert len(custom.store) == 1 and created["metadata"]["name"] == "bert-0"
-    assert custom.calls == ["create", "list"]
+    assert list(custom.store) == ["bert-s1abc"] and created["metadata"]["name"] == "bert-s1abc"
+    assert custom.calls == ["create", "create", "get"]
 
 
-def test_no_create_while_the_lookup_cannot_be_made() -> None:
-    custom = FakeCustom(["lost", "fail-list", "fail-list", "ok"])
+def test_unserved_requests_are_retried_and_create_once() -> None:
+    custom = FakeCustom(["refused", "503", "ok"])
     create(FakeKube(custom), manifest(), sleep=lambda s: None)
-    assert len(custom.store) == 1
-    assert custom.calls == ["create", "list", "list", "list"]
+    assert len(custom.store) == 1 and custom.calls == ["create", "create", "create"]
 
 
-def test_refused_then_created_once() -> None:
-    # create refused, list finds none, create 503, list none, create ok
-    custom = FakeCustom(["refused", "ok", "503", "ok", "ok"])
-    create(FakeKube(custom), manifest(), sleep=lambda s: None)
-    assert len(custom.store) == 1 and custom.calls == ["create", "list", "create", "list", "create"]
+def test_another_submissions_workflow_of_that_name_is_not_taken_for_ours() -> None:
+    custom = FakeCustom([])
+    custom.store["bert-s1abc"] = manifest(submission="someone-else")
+    with pytest.raises(InputError, match="AlreadyExists"):
+        create(FakeKube(custom), manifest(), sleep=lambda s: None)
 
 
-def test_gives_up_as_cluster_error_naming_the_submission() -> None:
-    custom = FakeCustom(["refused"] + ["ok", "refused"] * 10)
-    with pytest.raises(ClusterError, match="wf.dev/submission=s-1"):
+def test_gives_up_as_uncertain_naming_the_workflow() -> None:
+    custom = FakeCustom(["refused"] * 10)
+    with pytest.raises(UncertainCreate, match="bert-s1abc.*may exist"):
         create(FakeKube(custom), manifest(), attempts=3, sleep=lambda s: None)
-    assert custom.store == []
+    assert custom.store == {}
 
 
 def test_invalid_is_input_error_and_not_retried() -> None:
@@ -152,11 +161,117 @@ def test_submit_compiles_everything_before_creating_anything(tmp_path: Path) -> 
     catalog = load_catalog(root / "eksctl" / "catalog.yaml")
     done = submit_jobs(FakeKube(custom), load_jobs([str(good), str(good)]), catalog)
     labels = [s.manifest["metadata"]["labels"] for s in done]
+    # Named on the client: the job's name and five characters of the submission id.
+    assert [s.name for s in done] == [f"data-prep-{s.submission.replace('-', '')[:5]}" for s in done]
     assert len(custom.store) == 2 and labels[0]["wf.dev/batch"] == labels[1]["wf.dev/batch"]
     assert labels[0]["wf.dev/submission"] != labels[1]["wf.dev/submission"]
     assert [s.namespace for s in done] == [s.manifest["metadata"]["namespace"] for s in done]
-    # The manifest kept is the one sent, named as the server named it; a watch keeps only the light copy.
+    # The manifest kept is the one sent; a watch keeps only the light copy.
     assert all(s.manifest["metadata"]["name"] == s.name and "spec" in s.manifest for s in done)
     light = done[0].light()
     assert (light.name, light.namespace, light.batch) == (done[0].name, done[0].namespace, labels[0]["wf.dev/batch"])
     assert "spec" not in light.manifest
+
+
+def _three_jobs(tmp_path: Path) -> list[str]:
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "examples" / "data-prep.yaml").read_text()
+    paths = []
+    for n in range(3):
+        path = tmp_path / f"job-{n}.yaml"
+        path.write_text(text.replace("name: data-prep", f"name: data-prep-{n}", 1))
+        paths.append(str(path))
+    return paths
+
+
+@pytest.mark.parametrize(("script", "uncertain", "refused"), [
+    (["ok", "interrupt"], 1, 0),  # Ctrl-C while the second POST was on the wire
+    (["ok"] + ["refused"] * 6, 1, 0),  # the API server went away and stayed away
+    (["ok", "forbidden"], 0, 1),  # refused: nothing was created for it
+])
+def test_a_submit_cut_short_says_what_exists_and_a_rerun_finishes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: list[str], uncertain: int, refused: int
+) -> None:
+    """Once, Ctrl-C after 2 of 5 jobs printed nothing and left the user to guess what existed."""
+    from wf.controller import submit as submit_module
+    from wf.controller.submit import SubmitInterrupted, load_jobs, submit_jobs
+    from wf.model.catalog import load_catalog
+
+    monkeypatch.setattr(submit_module.time, "sleep", lambda s: None)
+
+    class Forbidding(FakeCustom):
+        def create_namespaced_custom_object(self, group, version, namespace, plural, body, **kwargs):
+            if self.script and self.script[0] == "forbidden":
+                self.script.pop(0)
+                self.calls.append("create")
+                raise ApiException(status=403, reason="Forbidden")
+            return super().create_namespaced_custom_object(group, version, namespace, plural, body, **kwargs)
+
+    catalog = load_catalog(Path(__file__).resolve().parents[1] / "eksctl" / "catalog.yaml")
+    jobs = _three_jobs(tmp_path)
+    custom = Forbidding(script)
+    with pytest.raises(SubmitInterrupted) as stopped:
+        submit_jobs(FakeKube(custom), load_jobs(jobs), catalog)
+    cut = stopped.value
+    assert [s.source for s in cut.created] == [jobs[0]]
+    assert len(cut.uncertain) == uncertain and len(cut.refused) == refused
+    assert [u.source for u in cut.not_sent] == [jobs[2]]
+    assert all(u.name.startswith("data-prep-") for u in [*cut.uncertain, *cut.refused, *cut.not_sent])
+    assert cut.exit_code == (130 if "interrupt" in script else 3)
+    # The same command again, skipping what exists: the rest is created, nothing twice.
+    again = submit_jobs(FakeKube(custom), load_jobs(jobs), catalog, skip_existing=True)
+    assert [(s.source, s.existing) for s in again] == [(jobs[0], True), (jobs[1], False), (jobs[2], False)]
+    assert again[0].name == cut.created[0].name
+    assert sorted(o["metadata"]["labels"]["wf.dev/job-identity"] for o in custom.store.values()) == sorted(
+        s.manifest["metadata"]["labels"]["wf.dev/job-identity"] for s in again)
+    assert len(custom.store) == 3
+
+
+def test_the_identity_is_the_compiled_job_and_its_file(tmp_path: Path) -> None:
+    from wf.controller.submit import IDENTITY_LABEL, prepare
+    from wf.model.catalog import load_catalog
+    from wf.spec.job import load_job
+
+    catalog = load_catalog(Path(__file__).resolve().parents[1] / "eksctl" / "catalog.yaml")
+    first, other = _three_jobs(tmp_path)[:2]
+
+    def identity(path: str, parameters: dict[str, str] | None = None, batch: str = "b1") -> str:
+        manifest, _, _ = prepare(load_job(path), catalog, "wf", None, parameters or {}, batch)
+        return manifest["metadata"]["labels"][IDENTITY_LABEL]
+
+    assert identity(first) == identity(first, batch="b2")  # another run of the same command
+    assert identity(first) != identity(other)
+    assert identity(first) != identity(first, {"shards": "8"})
+
+
+@pytest.mark.parametrize("output", [None, "json"])
+def test_wf_submit_cut_short_prints_what_exists_and_exits_with_its_cause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], output: str | None
+) -> None:
+    import json
+
+    from wf.cli import workflows
+    from wf.cli.app import main
+    from wf.controller import submit as submit_module
+    from wf.model.catalog import load_catalog
+
+    monkeypatch.setattr(submit_module.time, "sleep", lambda s: None)
+    custom = FakeCustom(["ok", "interrupt"])
+    monkeypatch.setattr(workflows, "connect", lambda target: FakeKube(custom))
+    catalog = load_catalog(Path(__file__).resolve().parents[1] / "eksctl" / "catalog.yaml")
+    monkeypatch.setattr("wf.controller.catalog_source.resolve_catalog", lambda *a, **k: catalog)
+    jobs = _three_jobs(tmp_path)
+    with pytest.raises(SystemExit) as ended:
+        main(["submit", *jobs, *(["-o", output] if output else [])])
+    assert ended.value.code == 130
+    out, err = capsys.readouterr()
+    if output:
+        doc = json.loads(out)
+        assert [e["source"] for e in doc["created"]] == [jobs[0]]
+        assert [e["source"] for e in doc["uncertain"]] == [jobs[1]] and doc["refused"] == []
+        assert [e["source"] for e in doc["notSent"]] == [jobs[2]] and "interrupted" in doc["error"]
+    else:
+        lines = out.splitlines()
+        assert lines[0].startswith("Workflow ml-training/data-prep-0-") and lines[0].endswith(f"created from {jobs[0]}")
+        assert "may exist (its request was on the wire)" in lines[1] and lines[2].endswith(f"not sent from {jobs[2]}")
+        assert "--skip-existing" in err

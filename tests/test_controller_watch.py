@@ -136,3 +136,70 @@ def test_a_node_stayed_unless_it_is_gone_cordoned_or_tainted_by_a_drain() -> Non
 
     insight = Insight(SimpleNamespace(core=SimpleNamespace(read_node=read_node)), lambda: None)
     assert [insight.node_stayed(n) for n in ("up", "cordoned", "reclaimed", "gone")] == [True, False, False, False]
+
+
+class Unreachable:
+    """An API whose every call fails as a network outage does (no HTTP status at all), counting the calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        from urllib3.exceptions import MaxRetryError, NewConnectionError
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(name)
+            raise MaxRetryError(None, "/api", NewConnectionError(None, "Connection refused"))  # type: ignore[arg-type]
+        return call
+
+
+def test_side_look_ups_do_without_what_an_outage_keeps_from_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nodes, events, node counts, the checkpoint ledger, Kueue's workloads and the catalog: each once ended a
+    watch with a traceback when the network failed under it."""
+    import wf.controller.watch as watch_module
+    from wf.controller.queue import QueueReader
+    from wf.controller.steps import workflow_view
+    from wf.model.catalog import load_catalog
+
+    core, custom = Unreachable(), Unreachable()
+    kube = SimpleNamespace(core=core, custom=custom)
+    catalog = load_catalog("eksctl/catalog.yaml")
+    answers: list[Any] = [ClusterError("cannot reach the API server"), catalog]
+
+    def catalog_loader() -> Any:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(watch_module, "LOOKUP_RETRY_SECONDS", 0.0)
+    insight = Insight(kube, catalog_loader)
+    assert insight.node("n1") is None and insight.node_stayed("n1") is None  # unknown, not gone
+    assert insight._counts("cpu") is None and insight._events("wf", "pod") == []
+    done = nested_run()
+    view = workflow_view(done)
+    assert insight.refine(done, view).steps == view.steps
+    assert insight._catalog_or_none() is None  # out of reach: asked again later
+    assert insight._catalog_or_none() is catalog
+    reader = QueueReader(kube)  # type: ignore[arg-type]
+    team = catalog.queues.teams[0]  # type: ignore[union-attr]
+    assert reader.workloads(team) is None and reader.pending_flavors(team) == {}
+    assert "read_node" in core.calls and "list_namespaced_event" in core.calls and "list_node" in core.calls
+
+
+def test_an_outage_is_not_asked_about_each_node_on_every_tick() -> None:
+    core = Unreachable()
+    insight = Insight(SimpleNamespace(core=core), lambda: None)
+    assert insight.node("n1") is None and insight.node("n2") is None
+    assert core.calls == ["read_node"]  # the second waits out LOOKUP_RETRY_SECONDS
+
+
+def test_a_watch_ends_normally_when_its_cost_look_ups_fail() -> None:
+    transport = FakeTransport(lists=[([workflow("bert-x7k2p", "Running", rv="5")], "5")],
+                              watches=[[modified(nested_run(final="Succeeded"))]])
+    kube = SimpleNamespace(core=Unreachable(), custom=Unreachable(), namespace="wf", context="test",
+                           server=KUBE.server)
+    outcome = watch_workflows(kube, [("wf", "bert-x7k2p")], catalog_loader=lambda: None,  # type: ignore[arg-type]
+                              transport_factory=factory(transport, []))
+    assert outcome.succeeded and outcome.views[("wf", "bert-x7k2p")].phase == "Succeeded"
+    assert kube.core.calls  # it tried: cost is unknown rather than the watch lost

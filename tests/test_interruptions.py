@@ -126,7 +126,7 @@ def test_the_fallback_patches_the_pod_and_keeps_other_patches(catalog: Catalog, 
     gaudi.update(capacity=["spot", "on-demand"], spotFallbackAfter=3)
     manifest = compile_job(make_job([{"name": "t", "command": ["x"], "compute": "gaudi", "accelerators": 8},
                                      {"name": "od", "command": ["x"], "capacity": "on-demand"}]),
-                           Catalog.model_validate(data), submission="s")
+                           Catalog.model_validate(data))
     templates = {t["name"]: t for t in manifest["spec"]["templates"]}
     pod = templates["t"]
     expression = "{{=asInt(retries) >= 3 ? 'on-demand' : 'spot'}}"
@@ -137,3 +137,10 @@ def test_the_fallback_patches_the_pod_and_keeps_other_patches(catalog: Catalog, 
     # An On-Demand step has nothing to fall back from.
     assert "podSpecPatch" not in templates["od"]
     assert templates["od"]["metadata"]["labels"][CAPACITY_LABEL] == "on-demand"
+
+
+def test_the_first_capacity_is_read_back_from_a_fallback_expression() -> None:
+    from wf.compile.interruptions import first_capacity
+
+    assert first_capacity(capacity_expression("spot", "on-demand", 3)) == "spot"
+    assert first_capacity("spot") is None and first_capacity("{{workflow.name}}") is None

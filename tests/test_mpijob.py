@@ -30,7 +30,7 @@ from wf.compile.kinds.mpijob import (
 from wf.compile.kinds.pod import POD
 from wf.compile.readback import CompiledPlacement
 from wf.compile.workflow import compile_job
-from wf.core.constants import CLASS_LABEL, MPIJOB, STEP_LABEL, WORKFLOW_NAME_LABEL, ZONE_LABEL
+from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, MPIJOB, STEP_LABEL, WORKFLOW_NAME_LABEL, ZONE_LABEL
 from wf.core.constants import KUEUE_LOCAL_QUEUE as LOCAL_QUEUE
 from wf.core.constants import KUEUE_PRIORITY_LABEL as PRIORITY_LABEL
 from wf.core.constants import KUEUE_QUEUE_LABEL as QUEUE_LABEL
@@ -54,7 +54,7 @@ def _step(**fields: Any) -> dict[str, Any]:
 
 
 def _template(job: TrainingJob, catalog: Catalog) -> dict[str, Any]:
-    manifest = compile_job(job, catalog, submission="t")
+    manifest = compile_job(job, catalog)
     return next(t for t in manifest["spec"]["templates"] if t["name"] == job.spec.steps[0].name)
 
 
@@ -88,7 +88,9 @@ def test_workers_hold_whole_nodes_one_per_node_in_one_zone(catalog: Catalog) -> 
     limits = main["resources"]["limits"]
     assert limits["habana.ai/gaudi"] == "8" and limits["vpc.amazonaws.com/efa"] == "4"
     assert limits["hugepages-2Mi"] == "42000Mi" and limits["memory"] == "640Gi"  # the placement of 8 cards
-    assert main["securityContext"] == {"capabilities": {"add": ["SYS_NICE"]}} and pod["hostIPC"] is True
+    assert main["securityContext"] == {"allowPrivilegeEscalation": False,
+                                       "capabilities": {"drop": ["ALL"], "add": ["SYS_NICE"]}}
+    assert pod["hostIPC"] is True and pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
     assert pod["nodeSelector"][CLASS_LABEL] == "gaudi"
     assert pod["tolerations"] == [{"key": "habana.ai/gaudi", "operator": "Equal", "value": "true",
                                    "effect": "NoSchedule"}]
@@ -111,10 +113,14 @@ def test_the_launcher_runs_the_command_on_the_cpu_class(catalog: Catalog) -> Non
     assert main["command"] == ["mpirun", "-n", "16", "python3", "train.py"]
     assert main["image"] == "habana:1.21" and main["env"] == [{"name": "A", "value": "1"}]
     assert main["resources"]["requests"] == {"cpu": "1", "memory": "2Gi"}
-    assert "securityContext" not in main and "hostIPC" not in pod and "tolerations" not in pod
+    assert main["securityContext"]["capabilities"] == {"drop": ["ALL"]}  # hardened, nothing added back
+    assert "hostIPC" not in pod and "tolerations" not in pod
     assert pod["nodeSelector"][CLASS_LABEL] == "cpu"
     labels = launcher["template"]["metadata"]["labels"]
     assert labels[STEP_LABEL] == "train" and labels["team"] == "nlp" and labels[CLASS_LABEL] == "cpu"
+    # Its loss would end the gang's attempt as the program's failure: On-Demand, which the cpu class offers.
+    assert pod["nodeSelector"][CAPACITY_LABEL] == labels[CAPACITY_LABEL] == "on-demand"
+    assert template["nodeSelector"][CAPACITY_LABEL] == "on-demand"  # Argo's resource pod beside it
 
 
 def test_the_mpijob_is_valid_under_the_operators_crd(catalog: Catalog) -> None:
@@ -203,7 +209,7 @@ def test_a_multi_node_step_is_placed_once(catalog: Catalog, monkeypatch: pytest.
 def test_each_step_and_template_has_one_kind(catalog: Catalog) -> None:
     job = _job([_step(), {"name": "eval", "command": ["x"], "compute": "cpu"}])
     assert [kind_of(s) for s in job.spec.steps] == [MPIJOB_STEP, POD]
-    templates = {t["name"]: t for t in compile_job(job, catalog, submission="t")["spec"]["templates"]}
+    templates = {t["name"]: t for t in compile_job(job, catalog)["spec"]["templates"]}
     assert kind_of_template(templates["train"]) is MPIJOB_STEP and kind_of_template(templates["eval"]) is POD
     assert kind_of_template(templates["Main"]) is POD  # a DAG: no placement, no demand
     assert POD.read_back(templates["Main"]) == CompiledPlacement() and POD.demand(templates["Main"]) == []
@@ -223,10 +229,30 @@ def test_kueue_admits_a_queued_mpijob_as_one_demand_per_class(catalog: Catalog) 
                                       "spec": {"image": "habana:1.21", "compute": "gaudi", "steps": [_step()]}})
     demands = {d.compute_class: d for d in MPIJOB_STEP.demand(_template(job, catalog))}
     assert demands["gaudi"].capacities == ("spot",) and demands["gaudi"].requests["habana.ai/gaudi"] == 16
-    assert demands["cpu"].capacities == ("spot",) and demands["cpu"].requests["cpu"] == 1
+    assert demands["cpu"].capacities == ("on-demand",) and demands["cpu"].requests["cpu"] == 1
     assert MPIJOB_STEP.demand(_template(_job([_step()]), catalog)) == []  # not queued
 
 
 def test_stopping_a_workflow_deletes_its_mpijobs_and_nothing_of_its_pods() -> None:
     assert MPIJOB_STEP.cleanup("bert-x7k2p") == [Cleanup(MPIJOB, f"{WORKFLOW_NAME_LABEL}=bert-x7k2p")]
     assert POD.cleanup("bert-x7k2p") == []
+
+
+def test_workers_fall_back_to_on_demand_like_a_pod_step(catalog: Catalog) -> None:
+    from wf.compile.interruptions import SPOT_FALLBACK_ANNOTATION, capacity_expression
+
+    data = catalog.model_dump(by_alias=True, exclude_none=True)
+    gaudi = next(c for c in data["computeClasses"] if c["name"] == "gaudi")
+    gaudi.update(capacity=["spot", "on-demand"], spotFallbackAfter=2)
+    template = _template(_job([_step()]), Catalog.model_validate(data))
+    mpijob = yaml.safe_load(template["resource"]["manifest"])
+    worker = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+    # No podSpecPatch reaches the operator's pods: the selector is the expression over the resource's retries.
+    expression = capacity_expression("spot", "on-demand", 2)
+    assert worker["spec"]["nodeSelector"][CAPACITY_LABEL] == worker["metadata"]["labels"][CAPACITY_LABEL] == expression
+    assert worker["metadata"]["annotations"][SPOT_FALLBACK_ANNOTATION] == "2"
+    placed = MPIJOB_STEP.read_back(template)
+    assert (placed.capacity, placed.fallback_after, placed.capacities) == ("spot", 2, ("spot", "on-demand"))
+    assert [placed.attempt_capacity(i) for i in range(3)] == ["spot", "spot", "on-demand"]
+    launcher = mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]
+    assert launcher["spec"]["nodeSelector"][CAPACITY_LABEL] == "on-demand"

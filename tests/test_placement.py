@@ -177,11 +177,11 @@ def test_interruption_budget_by_capacity(catalog: Catalog, make_job: Any) -> Non
 
 
 def test_gaudi_pods_get_host_ipc_and_sys_nice_in_the_manifest(catalog: Catalog, make_job: Any) -> None:
-    manifest = compile_job(make_job([{"name": "t", "command": ["x"], "compute": "gaudi", "accelerators": 8}]), catalog,
-                           submission="s")
+    manifest = compile_job(make_job([{"name": "t", "command": ["x"], "compute": "gaudi", "accelerators": 8}]), catalog)
     [pod] = [t for t in manifest["spec"]["templates"] if t["name"] == "t"]
     assert json.loads(pod["podSpecPatch"]) == {"hostIPC": True}
-    assert pod["container"]["securityContext"] == {"capabilities": {"add": ["SYS_NICE"]}}
+    assert pod["container"]["securityContext"] == {"allowPrivilegeEscalation": False,
+                                                   "capabilities": {"drop": ["ALL"], "add": ["SYS_NICE"]}}
 
 
 # --- Spot-aware retries: the expressions, evaluated ------------------------------------------------------------
@@ -320,7 +320,7 @@ def test_an_oom_kill_is_never_an_interruption_whatever_the_phase() -> None:
 def test_retry_strategies_sit_on_the_right_templates(catalog: Catalog, make_job: Any) -> None:
     job = make_job([{"name": "a", "command": ["x"]}, {"name": "b", "command": ["x"], "needs": ["a"], "retries": 0},
                     {"name": "c", "command": ["x"], "capacity": "on-demand", "retries": 4}], retries=2)
-    templates = {t["name"]: t for t in compile_job(job, catalog, submission="s")["spec"]["templates"]}
+    templates = {t["name"]: t for t in compile_job(job, catalog)["spec"]["templates"]}
     # The pod template retries interruptions on their own budget, with backoff...
     for name, limit in (("a", 5), ("b", 5), ("c", 2)):
         strategy = templates[name]["retryStrategy"]

@@ -211,3 +211,48 @@ def test_the_ledger_resumes_from_the_furthest_checkpoint_of_the_location() -> No
     assert ledger == records
     assert last_checkpoint(ledger, here) == Saved(7, 0.7) and last_checkpoint(ledger, "elsewhere") == Saved()
     assert str(Saved(5, 0.63)) == "at 63% from checkpoint 5" and str(Saved()) == "from the start"
+
+
+def test_a_pod_stopped_running_when_deleted_or_disrupted_not_when_seen() -> None:
+    from wf.cluster.executor import ended_at
+
+    pod = checkpointing_pod()
+    assert ended_at(pod, 99.0) == 99.0
+    pod["status"]["conditions"] = [{"type": "DisruptionTarget", "lastTransitionTime": "2026-03-01T12:01:00Z"}]
+    assert ended_at(pod, 99.0) == 1772366460.0
+    pod["metadata"]["deletionTimestamp"] = "2026-03-01T12:00:30Z"
+    assert ended_at(pod, 99.0) == 1772366430.0
+
+
+def test_the_player_resumes_from_the_ledger_and_records_what_an_interruption_left() -> None:
+    from types import SimpleNamespace
+
+    from wf.cluster.executor import CheckpointPlayer
+    from wf.controller.checkpoints import AttemptRecord, Saved, parse_ledger
+
+    location = "s3://b/checkpoints/wf/w-1/train"
+    ledger = {"w-1-train-0": AttemptRecord(location, Saved(), Saved(6, 0.6), 60.0).encode()}
+    writes: list[dict[str, str]] = []
+
+    class Core:
+        def read_namespaced_config_map(self, name: str, namespace: str) -> Any:
+            assert (name, namespace) == ("w-1-checkpoints", "wf")
+            return SimpleNamespace(data=dict(ledger))
+
+        def patch_namespaced_config_map(self, name: str, namespace: str, body: dict[str, Any]) -> None:
+            writes.append(body["data"])
+
+    player = CheckpointPlayer(None)
+    player.core = Core()  # type: ignore[assignment]
+    pod = checkpointing_pod()
+    player.handle(pod)
+    (run,) = player.runs.values()
+    assert run.resumed == Saved(6, 0.6) and run.ends == run.started + 40
+    assert parse_ledger(writes[-1]) == {"w-1-train-1": AttemptRecord(location, Saved(6, 0.6))}
+    # Its node is lost 13 s in (73% done): checkpoint 7 at 70% is what it leaves.
+    pod["status"]["phase"] = "Failed"
+    pod["status"]["conditions"] = [{"type": "DisruptionTarget", "lastTransitionTime": "2026-03-01T12:00:18Z"}]
+    player.handle(pod)
+    assert not player.runs
+    (record,) = parse_ledger(writes[-1]).values()
+    assert record.saved == Saved(7, 0.7) and record.kept_seconds == pytest.approx(10)

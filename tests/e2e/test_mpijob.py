@@ -21,7 +21,8 @@ import yaml
 from wf.cluster.nodes import node_manifest
 from wf.compile.interruptions import is_interruption
 from wf.compile.kinds.mpijob import JOB_NAME_LABEL, JOB_ROLE_LABEL, WORKER_LOST_MESSAGE
-from wf.core.constants import CLASS_LABEL, SIM_DURATION, SIM_EXIT_CODE, WORKFLOW_NAME_LABEL, ZONE_LABEL
+from wf.controller.ops import replicas
+from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, SIM_DURATION, SIM_EXIT_CODE, WORKFLOW_NAME_LABEL, ZONE_LABEL
 from wf.model.catalog import Catalog
 from wf.model.nodegroups import node_groups
 
@@ -130,6 +131,11 @@ def test_a_submitted_two_node_step_runs_on_two_dl1_nodes_with_a_cpu_launcher(
     assert {n.metadata.labels[CLASS_LABEL] for n in worker_nodes} == {"gaudi"}
     assert {n.metadata.labels[ZONE_LABEL] for n in worker_nodes} == {"us-east-1a"}
     assert launcher_node.metadata.labels[CLASS_LABEL] == "cpu"
+    # The launcher's loss would read as mpirun failing: it runs On-Demand, which the cpu class offers.
+    assert launcher_node.metadata.labels[CAPACITY_LABEL] == "on-demand"
+    # `wf get` lists launcher and workers with their nodes and capacity (while their MPIJob keeps them).
+    listed = {(r.role, r.node, r.capacity) for r in replicas(kube, name, ns)}
+    assert {("launcher", launcher.spec.node_name, "on-demand")} <= listed, listed
     # Each worker holds the whole node: all 8 cards, the hugepage pool and the 4 EFA interfaces.
     limits = workers[0].spec.containers[0].resources.limits
     assert limits["habana.ai/gaudi"] == "8" and limits["vpc.amazonaws.com/efa"] == "4", limits
@@ -191,10 +197,17 @@ def test_a_lost_worker_is_an_interruption_and_the_retried_step_succeeds(
         assert is_interruption(interrupted["message"])
         assert retried["phase"] == "Succeeded", tree
         assert len(_mpijobs(kube, ns, name)) == 2
-        (view,) = wf.watch([name], namespace=ns, kube=kube, with_cost=False).outcome.views.values()
+        outcome = wf.watch([name], namespace=ns, kube=kube).outcome
+        (view,) = outcome.views.values()
         (step,) = view.steps
         assert (step.interruptions, step.retries) == (1, 0), step
         assert [a.outcome for a in step.attempts] == ["interrupted", "succeeded"], step
+        # Priced per replica: two DL1 workers on Spot and the On-Demand launcher, for both attempts; the
+        # interrupted attempt's run (no checkpoint) is redone work.
+        (cost,) = outcome.costs.values()
+        (priced,) = cost.steps
+        assert priced.unpriced_attempts == 0 and set(priced.instance_types) >= {"dl1.24xlarge"}, priced
+        assert 0 < priced.redone_node_hours < priced.node_hours, priced
     finally:
         group = next(g for g in node_groups(catalog) if g.compute_class == "gaudi")
         try:

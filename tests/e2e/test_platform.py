@@ -25,14 +25,14 @@ from wf.cluster.install import FIELD_MANAGER, pinned_versions
 from wf.cluster.runtime import LocalCluster
 from wf.controller.client import Kube
 from wf.core.constants import CATALOG_CONFIGMAP, CATALOG_KEY, CATALOG_NAMESPACE, CLASS_LABEL, CLUSTER_QUEUE
-from wf.model.catalog import DEFAULT_CATALOG, Catalog, load_catalog
+from wf.model.catalog import Catalog, load_catalog
 from wf.render import platform
 
 from .conftest import ClusterHandle, become_subreaper, build_with_progress, connected, example_namespaces, stop_cluster
 
 pytestmark = pytest.mark.cluster
 
-CATALOG = Path(__file__).resolve().parents[2] / DEFAULT_CATALOG
+CATALOG = Path(__file__).resolve().parents[2] / "eksctl" / "catalog.yaml"
 
 
 @pytest.fixture(scope="module")

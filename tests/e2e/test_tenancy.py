@@ -101,7 +101,8 @@ def test_a_step_cannot_ungate_a_queued_pod_read_a_secret_or_submit(
     try:
         with acting_as(local_cluster, kube, account, tmp_path) as step_client:
             core = step_client.core
-            assert _status(lambda: core.patch_namespaced_pod(name, namespace, {"spec": {"schedulingGates": None}})) == 403
+            ungate = {"spec": {"schedulingGates": None}}
+            assert _status(lambda: core.patch_namespaced_pod(name, namespace, ungate)) == 403
             assert _status(lambda: core.patch_namespaced_pod(
                 name, namespace, {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "other"}}})) == 403
             assert _status(lambda: core.read_namespaced_secret(f"{EXECUTOR_ACCOUNT}.service-account-token",

@@ -17,6 +17,11 @@ from wf.core.errors import Problem
 
 ARGO_MAX_WORKFLOW_BYTES = 1024 * 1024
 ETCD_MAX_REQUEST_BYTES = 1536 * 1024
+# A compiled workflow holds every value of its job spec and more (each step becomes templates, retry expressions,
+# pod patches: the examples compile to 3-4 times their size), so a spec file four times Argo's limit cannot fit
+# even if half of it were comments. Refused from the file's size, before it is parsed: a 50 MB spec would
+# otherwise take seconds and hundreds of MB to parse before the manifest's size could refuse it.
+MAX_JOB_SPEC_BYTES = 4 * ARGO_MAX_WORKFLOW_BYTES
 
 # Go's encoding/json escapes these for HTML safety, each taking six bytes (\u003c) instead of one.
 _GO_ESCAPED = ("<", ">", "&", "\u2028", "\u2029")
@@ -46,6 +51,17 @@ def size_problems(manifest_json_bytes: int) -> list[Problem]:
             "included): split it into WorkflowTemplates referenced by templateRef"
         ))
     return problems
+
+
+def job_spec_problems(spec_bytes: int) -> list[Problem]:
+    """Problems for a job spec file `spec_bytes` long, known before it is parsed (empty when it may fit)."""
+    if spec_bytes <= MAX_JOB_SPEC_BYTES:
+        return []
+    return [Problem.at((),
+        f"job spec is {_bytes(spec_bytes)}, over {_bytes(MAX_JOB_SPEC_BYTES)}: its workflow cannot fit in Argo's "
+        f"maximum workflow size of {_bytes(ARGO_MAX_WORKFLOW_BYTES)}; split the job, or keep long lists and texts "
+        "in files the steps read (a forEach over a step's output)"
+    )]
 
 
 def _bytes(size: int) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import gc
 import sys
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
@@ -21,13 +23,57 @@ app = typer.Typer(
     help="Training workflows on Kubernetes: typed job specs compiled to Argo Workflows and placed on node groups.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    # --install-completion and --show-completion for bash, zsh, fish and PowerShell (typer's).
+    add_completion=True,
     # Click's plain help: typer's rich help imports rich, markdown-it and pygments, which made `wf --help` cost
     # three times the rest of the start-up (benchmarks/startup.py).
     rich_markup_mode=None,
 )
 for area in (offline, workflows, generate, kueue, platform, cluster, instances):
     app.add_typer(area.app)
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print_line(f"wf {version('wf')}")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            print_line("wf (not installed)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    show_version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                               help="Print wf's version and exit.")] = False,
+) -> None:
+    pass
+
+
+# typer (0.20 and later) labels each parameter in help with its Python type (`<list[Path]>`, `<str>`, `<float>`).
+# Help speaks the developer's words instead, as click does: an argument is its name (`paths...`), an option's
+# value its metavar or click's type name (TEXT, NUMBER, PATH).
+_WORDS = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER", "Path": "PATH", "path": "PATH", "file": "FILE",
+          "dir": "DIR", "directory": "DIR"}
+
+
+_TYPER_DISPLAY_TYPE: Callable[[Any, Any], str] | None = getattr(typer.core._TyperParameter, "display_type", None)
+
+
+def _display_type(parameter: Any, ctx: Any) -> str:
+    if isinstance(parameter, typer.core.TyperArgument) or _TYPER_DISPLAY_TYPE is None:
+        return ""
+    label = _TYPER_DISPLAY_TYPE(parameter, ctx).removeprefix("<").removesuffix(">")
+    many = label.startswith("list[")
+    label = label.removeprefix("list[").removesuffix("]") if many else label
+    kind, ranged, _ = label.partition(" range")
+    return f"<{_WORDS.get(kind, kind)}{' RANGE' if ranged else ''}{'...' if many else ''}>"
+
+
+if _TYPER_DISPLAY_TYPE is not None:  # older typer prints click's help, without Python types
+    typer.core._TyperParameter.display_type = _display_type  # type: ignore[method-assign,assignment]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from wf.cli.output import print_line, print_table
+from wf.cli.options import Format, ReportOutput
+from wf.cli.output import print_line, print_report, print_table
 
 app = typer.Typer()
 instances_app = typer.Typer(help="Instance facts (vCPU, memory, accelerators, price) that placement and cost read.",
@@ -18,18 +19,24 @@ app.add_typer(instances_app, name="instances")
 @instances_app.command("list")
 def list_command(
     family: Annotated[str | None, typer.Argument(help="Only this family, e.g. dl1 or c7g.")] = None,
+    output: ReportOutput = Format.text.value,
 ) -> None:
     """The table, with its source and date."""
     from rich.table import Table
 
     from wf.model.instances import AS_OF, SOURCE, known_instance_types
 
+    chosen = {name: it for name, it in known_instance_types().items() if not family or it.family == family}
+    if output == Format.json.value:
+        print_report({"asOf": AS_OF, "source": SOURCE, "instanceTypes": [
+            {"name": name, "vcpu": it.vcpu, "memoryMiB": it.memory_mib, "arch": it.arch,
+             "accelerators": it.accelerators, "efa": it.efa, "maxPods": it.max_pods,
+             "priceOnDemand": it.price_on_demand, "spotSavings": it.spot_savings} for name, it in chosen.items()]})
+        return
     table = Table(box=None, pad_edge=False, title=f"as of {AS_OF}", title_justify="left")
     for column in ("type", "vCPU", "memory", "arch", "accelerators", "EFA", "pods", "$/h on-demand", "spot saving"):
         table.add_column(column, no_wrap=column == "type")
-    for name, it in known_instance_types().items():
-        if family and it.family != family:
-            continue
+    for name, it in chosen.items():
         accelerators = ", ".join(f"{n} {r.rsplit('/', 1)[-1]}" for r, n in it.accelerators.items()) or "-"
         saving = f"{it.spot_savings:.0%}" if it.spot_savings is not None else "-"
         table.add_row(name, str(it.vcpu), f"{it.memory_mib // 1024}Gi", it.arch, accelerators, str(it.efa),

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from wf.cli.options import CatalogOption, FileOption, with_target
-from wf.cli.output import emit, print_table
+from wf.cli.options import CatalogOption, FileOption, Format, ReportOutput, with_target
+from wf.cli.output import emit, print_report, print_table
 from wf.controller.client import Target, connect
 from wf.core.errors import InputError
 
@@ -41,6 +41,7 @@ def kueue_roles(catalog: CatalogOption = None, file: FileOption = None) -> None:
 def queue_command(
     team: Annotated[str | None, typer.Option("--team", help="One team (default: every team).")] = None,
     catalog: CatalogOption = None,
+    output: ReportOutput = Format.text.value,
     *,
     target: Target,
 ) -> None:
@@ -59,7 +60,12 @@ def queue_command(
     except KeyError:
         raise InputError(f"unknown team {team!r}; the catalog's teams: "
                          f"{', '.join(t.name for t in queues.teams)}") from None
-    table = Table("team", "class", "capacity", "resource", "used", "quota", "borrowed", "pending")
-    for row in team_table(resolved, QueueReader(kube), teams):
+    columns = ("team", "class", "capacity", "resource", "used", "quota", "borrowed", "pending")
+    rows = team_table(resolved, QueueReader(kube), teams)
+    if output == Format.json.value:
+        print_report({"usage": [dict(zip(columns, row, strict=True)) for row in rows]})
+        return
+    table = Table(*columns)
+    for row in rows:
         table.add_row(*row)
     print_table(table)

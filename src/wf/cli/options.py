@@ -1,8 +1,8 @@
 """The command line's shared vocabulary: every command area takes its common options from here, so one flag
 means one thing everywhere (as in kubectl).
 
-* `-o/--output` is the output FORMAT (yaml, json, text) where a command has a choice of formats, never a file;
-  commands with one format (the lock-file generators) have no -o.
+* `-o/--output` is the output FORMAT (yaml, json, text; name and wide where kubectl get offers them) where a
+  command has a choice of formats, never a file; commands with one format (the lock-file generators) have no -o.
 * `--file FILE` writes a generated document to a file instead of stdout (every generator: compile, schema,
   eksctl/karpenter/kueue generate, kueue roles, instances refresh); a shell redirect does the same for stdout.
 * The cluster a command acts on is one `Target`, declared once by `with_target`: `--context`, `--kubeconfig`,
@@ -32,6 +32,16 @@ class Output(str, Enum):
     json = "json"
 
 
+class Listing(str, Enum):
+    """Formats of objects read from a cluster, as kubectl get offers them: the objects, their `kind/name` (for
+    scripts), or the table with more columns."""
+
+    yaml = "yaml"
+    json = "json"
+    name = "name"
+    wide = "wide"
+
+
 class Format(str, Enum):
     """Formats of a report: lines for a person, or one JSON document for a program."""
 
@@ -57,6 +67,7 @@ def _format_of(kind: type[Enum], *aliases: str) -> Any:
 
 # Formats are typed str and checked by the callback, so an old `-o FILE` gets the migration hint above.
 ObjectOutput = Annotated[str | None, _format_of(Output)]
+ListingOutput = Annotated[str | None, _format_of(Listing)]
 ReportOutput = Annotated[str, _format_of(Format)]
 # `wf lint --format` came first (a published flag) and stays an alias.
 LintOutput = Annotated[str, _format_of(Format, "--format")]
@@ -66,8 +77,9 @@ FileOption = Annotated[Path | None, typer.Option("--file", help="Write to this f
 
 CatalogOption = Annotated[
     Path | None,
-    typer.Option("--catalog", help="Compute-class catalog file (default: WF_CATALOG, else, against a cluster, the "
-                                   "one installed there, else eksctl/catalog.yaml)."),
+    typer.Option("--catalog", help="Compute-class catalog file (default: WF_CATALOG, else the `catalog:` of the "
+                                   ".wf.yaml nearest above the job or this folder, else, against a cluster, the one "
+                                   "installed there)."),
 ]
 PlainOption = Annotated[bool, typer.Option("--plain", help="Plain lines even on a terminal.")]
 

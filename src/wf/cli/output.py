@@ -63,10 +63,11 @@ def print_line(text: str = "", *, err: bool = False, style: str | None = None) -
 
 @cache
 def console(*, err: bool = False) -> Console:
-    """The console of stdout or stderr, for live displays and styled lines."""
+    """The console of stdout or stderr, for live displays and styled lines. It prints user text (file:line,
+    messages, names) as it is: no emoji codes (`job.yaml:100:` is not 💯)."""
     from rich.console import Console
 
-    return Console(stderr=err)
+    return Console(stderr=err, emoji=False)
 
 
 def print_table(table: Table, out: Console | None = None) -> None:
@@ -80,6 +81,6 @@ def print_table(table: Table, out: Console | None = None) -> None:
     if needed <= out.width:
         out.print(table)
         return
-    wide = Console(file=out.file, width=needed, force_terminal=out.is_terminal,
+    wide = Console(file=out.file, width=needed, force_terminal=out.is_terminal, emoji=False,
                    color_system=out.color_system, no_color=out.no_color)  # type: ignore[arg-type]
     wide.print(table, crop=False)

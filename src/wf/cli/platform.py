@@ -33,9 +33,12 @@ AccountOption = Annotated[str | None, typer.Option(
 def _load(path: Path | None) -> tuple[Catalog, Callable[[InputError], InputError]]:
     """The catalog, and how to give a rendering's findings about it their file and line."""
     from wf.core.loader import load_mapping
-    from wf.model.catalog import catalog_from_document, catalog_path
+    from wf.model.catalog import catalog_from_document, catalog_path, no_catalog
 
-    document = load_mapping(catalog_path(path))
+    found = catalog_path(path)
+    if found is None:
+        raise no_catalog()
+    document = load_mapping(found)
 
     def locate(error: InputError) -> InputError:
         return InputError([document.locate(p) if p.path else p for p in error.problems])

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from wf.cli.options import CatalogOption, ObjectOutput, PlainOption, with_target
+from wf.cli.options import CatalogOption, Listing, ListingOutput, ObjectOutput, Output, PlainOption, with_target
 from wf.cli.output import print_document, print_line, print_table
 from wf.controller.client import Target, connect
 from wf.core.errors import WorkFailed
@@ -21,6 +21,7 @@ from wf.core.errors import WorkFailed
 if TYPE_CHECKING:
     from wf.controller.api import Runs
     from wf.controller.cost import JobCost
+    from wf.controller.submit import SubmitInterrupted, Submitted
 
 app = typer.Typer()
 
@@ -77,22 +78,31 @@ def submit_command(
     ] = None,
     catalog: CatalogOption = None,
     rate: Annotated[float, typer.Option("--qps", help="Client-side limit on creates per second.")] = 20.0,
+    skip_existing: Annotated[
+        bool, typer.Option("--skip-existing", help="Create only the jobs an earlier run of the same submit did not "
+                                                   "(after an interrupted submit).")
+    ] = False,
     plain: PlainOption = False,
+    output: ObjectOutput = None,
     *,
     target: Target,
 ) -> None:
-    """Compile jobs with the cluster's catalog and create their workflows (safe to retry)."""
+    """Compile jobs with the cluster's catalog and create their workflows (safe to retry). Stopped part way, it
+    says which workflows were created, which may have been and which were not sent (exit 130, 3 or 2)."""
     from wf.controller import api
-    from wf.controller.submit import parse_parameters
+    from wf.controller.submit import SubmitInterrupted, parse_parameters
     from wf.controller.view import make_display
 
     params = parse_parameters(parameter or [])
     kube = connect(target)
-    submitted = api.submit([str(j) for j in jobs], dry_run=dry_run, parameters=params, catalog=catalog,
-                           namespace=target.namespace, rate=rate, burst=max(1, int(rate * 2)), kube=kube)
-    for item in submitted:
-        verb = "validated by the API server (dry run)" if dry_run else "created"
-        print_line(f"{item.kind} {item.namespace}/{item.name} {verb} from {item.source}")
+    try:
+        submitted = api.submit([str(j) for j in jobs], dry_run=dry_run, parameters=params, catalog=catalog,
+                               namespace=target.namespace, rate=rate, burst=max(1, int(rate * 2)),
+                               skip_existing=skip_existing, kube=kube)
+    except SubmitInterrupted as stopped:
+        _account(stopped.created, dry_run, output, stopped)
+        raise
+    _account(submitted, dry_run, output)
     workflows = [s.light() for s in submitted if s.kind == "Workflow"]
     scheduled = len(submitted) - len(workflows)
     del submitted
@@ -102,6 +112,25 @@ def submit_command(
                        err=True)
         if workflows:
             _report(api.watch(workflows, display=make_display(plain or None), catalog=catalog, kube=kube))
+
+
+def _account(done: list[Submitted], dry_run: bool, output: str | None,
+             stopped: SubmitInterrupted | None = None) -> None:
+    """What the submit did: a line per job, or one document (-o) with every job under what became of it."""
+    from wf.controller.submit import accounting
+
+    if output is not None:
+        print_document(accounting(done, stopped), output)
+        return
+    for item in done:
+        verb = ("validated by the API server (dry run)" if dry_run else
+                "already exists (an earlier submit created it)" if item.existing else "created")
+        print_line(f"{item.kind} {item.namespace}/{item.name} {verb} from {item.source}")
+    if stopped is not None:
+        for what, items in (("may exist (its request was on the wire)", stopped.uncertain),
+                            ("not created (refused)", stopped.refused), ("not sent", stopped.not_sent)):
+            for unsent in items:
+                print_line(f"{unsent.kind} {unsent.namespace}/{unsent.name} {what} from {unsent.source}")
 
 
 @app.command("watch")
@@ -128,39 +157,42 @@ def watch_command(
 @with_target()
 def get_command(
     name: Annotated[str, typer.Argument(help="Workflow name.")],
-    output: ObjectOutput = None,
+    output: ListingOutput = None,
     catalog: CatalogOption = None,
     *,
     target: Target,
 ) -> None:
-    """A workflow's steps (phase, class, node, time, retries), its result and what it cost."""
+    """A workflow's steps (phase, class, node, time, retries), its attempts (where each resumed), a multi-node
+    step's launcher and workers, its result and what it cost (work redone after interruptions apart); -o wide
+    lists every step's attempts, also when none was retried."""
     from wf.controller.catalog_source import resolve_catalog
-    from wf.controller.cost import job_cost
-    from wf.controller.ops import get_workflow
+    from wf.controller.ops import get_workflow, replicas
     from wf.controller.steps import workflow_view
-    from wf.controller.view import attempts_table, interruption_summary, workflow_lines
+    from wf.controller.view import attempts_table, interruption_summary, replicas_table, workflow_lines
     from wf.controller.watch import Insight
 
     kube = connect(target)
     workflow = get_workflow(kube, name, target.namespace)
-    if output is not None:
+    if output == Listing.name.value:
+        print_line(f"workflow/{workflow['metadata']['name']}")
+        return
+    if output in (Output.yaml.value, Output.json.value):
         print_document(workflow, output)
         return
-    view = workflow_view(workflow)
     insight = Insight(kube, lambda: resolve_catalog(kube, str(catalog) if catalog else None))
+    view = insight.refine(workflow, workflow_view(workflow))
     explanations = {}
     for row in view.steps:
         if row.pending and row.attempts and (reason := insight.explain(workflow, row)):
             explanations[row.attempts[-1].node_id] = reason
-        for attempt in row.attempts:
-            if attempt.host:
-                insight.node(attempt.host)
     for line in workflow_lines(view, explanations):
         print_line(line)
     now = datetime.now(UTC)
-    cost = job_cost(view, workflow, insight.nodes(), now)
-    if any(len(row.attempts) > 1 for row in view.steps):
+    cost = insight.cost(workflow, view, now)
+    if output == Listing.wide.value or any(len(row.attempts) > 1 for row in view.steps):
         print_table(attempts_table(view, now))
+    if found := replicas(kube, view.name, view.namespace):
+        print_table(replicas_table(view.name, found))
     if view.interruptions:
         print_line(interruption_summary(view, cost, now))
     _print_costs([(view.name, cost)])
@@ -171,11 +203,11 @@ def get_command(
 def list_command(
     all_namespaces: Annotated[bool, typer.Option("-A", "--all-namespaces", help="Every namespace.")] = False,
     selector: Annotated[str, typer.Option("-l", "--selector", help="Label selector, e.g. wf.dev/job=bert.")] = "",
-    output: ObjectOutput = None,
+    output: ListingOutput = None,
     *,
     target: Target,
 ) -> None:
-    """Workflows, newest first."""
+    """Workflows, newest first; -o wide adds when each started and finished and its message."""
     from rich.table import Table
 
     from wf.controller.ops import list_workflows
@@ -183,11 +215,18 @@ def list_command(
     from wf.controller.view import duration
 
     items = list_workflows(connect(target), target.namespace, all_namespaces=all_namespaces, label_selector=selector)
-    if output is not None:
+    if output == Listing.name.value:
+        for item in items:
+            print_line(f"workflow/{item['metadata']['name']}")
+        return
+    if output in (Output.yaml.value, Output.json.value):
         print_document({"apiVersion": "v1", "kind": "List", "items": items}, output)
         return
+    wide = output == Listing.wide.value
+    columns = ["name", "phase", "progress", "age", "duration", "job"] + (["started", "finished", "message"]
+                                                                        if wide else [])
     table = Table(box=None, pad_edge=False)
-    for column in (["namespace"] if all_namespaces else []) + ["name", "phase", "progress", "age", "duration", "job"]:
+    for column in (["namespace"] if all_namespaces else []) + columns:
         table.add_column(column.upper(), no_wrap=column in ("namespace", "name"))
     now = datetime.now(UTC)
     for item in items:
@@ -198,6 +237,8 @@ def list_command(
                duration((now - created).total_seconds()) if created else "-",
                duration(((finished or now) - started).total_seconds()) if started else "-",
                (meta.get("labels") or {}).get("wf.dev/job", "-")]
+        if wide:
+            row += [status.get("startedAt") or "-", status.get("finishedAt") or "-", status.get("message") or "-"]
         table.add_row(*([meta.get("namespace", "")] if all_namespaces else []) + row)
     print_table(table)
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import queue
 import re
 import threading
 import time
@@ -75,6 +76,7 @@ RESOURCE_ANNOTATION = f"sim.{DOMAIN}/resource"
 CHECK_INTERVAL_ENV = "RESOURCE_STATE_CHECK_INTERVAL"
 DEFAULT_CHECK_INTERVAL = 5.0  # Argo's default (workflow/executor/resource.go)
 MAIN_CONTAINER = "main"
+RETRY_SECONDS = 2.0  # before a checkpointed pod's event is handled again after an API error
 
 log = logging.getLogger("wf.cluster.executor")
 
@@ -299,9 +301,19 @@ def checkpointed_run(pod: dict[str, Any]) -> CheckpointedRun | None:
         started=datetime.fromisoformat(str(started).replace("Z", "+00:00")).timestamp())
 
 
+def ended_at(pod: dict[str, Any], now: float) -> float:
+    """When a pod stopped running: its deletion, else the pod GC's or a kubelet's disruption, else `now`."""
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    stamp = meta.get("deletionTimestamp") or next(
+        (c.get("lastTransitionTime") for c in status.get("conditions") or [] if c.get("type") == "DisruptionTarget"),
+        None)
+    return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp() if stamp else now
+
+
 class CheckpointPlayer:
     """Plays the checkpointing programs of Running pods: resumes each from its location's last checkpoint, ends it
-    when its work is done, records what an interrupted one left. One timer thread for every pod."""
+    when its work is done, records what an interrupted one left. The ledger's reads and writes happen in a thread
+    of their own, off the pod stream; one timer thread ends every pod."""
 
     def __init__(self, api: Any, clock: Callable[[], float] = time.time) -> None:
         from kubernetes.client import CoreV1Api
@@ -311,20 +323,39 @@ class CheckpointPlayer:
         self.runs: dict[str, CheckpointedRun] = {}  # pod uid -> its program, until the pod ends
         self.done: set[str] = set()  # uids this process ended
         self.changed = threading.Condition()
+        self.events: queue.SimpleQueue[tuple[dict[str, Any], bool]] = queue.SimpleQueue()
         threading.Thread(target=self._timer, name="checkpointed programs", daemon=True).start()
+        threading.Thread(target=self._play, name="checkpoint ledger", daemon=True).start()
 
     def observe(self, pod: dict[str, Any], deleted: bool = False) -> None:
+        """Queue the pod's event when it may concern a checkpointing program (cheap: the stream's thread)."""
+        meta = pod.get("metadata") or {}
+        with self.changed:
+            tracked = meta.get("uid", "") in self.runs
+        if tracked or SIM_CHECKPOINTS in (meta.get("annotations") or {}):
+            self.events.put((pod, deleted))
+
+    def _play(self) -> None:
+        while True:
+            pod, deleted = self.events.get()
+            try:
+                self.handle(pod, deleted)
+            except Exception:  # the API server's trouble: a pod not played stays Running, so play it again soon
+                log.exception("checkpointed pod %s; trying again", (pod.get("metadata") or {}).get("name"))
+                threading.Timer(RETRY_SECONDS, self.events.put, args=((pod, deleted),)).start()
+
+    def handle(self, pod: dict[str, Any], deleted: bool = False) -> None:
         uid = (pod.get("metadata") or {}).get("uid", "")
         with self.changed:
             run = self.runs.get(uid)
         if run is not None:
             if deleted or checkpointed_run(pod) is None:  # ended: done, failed, or going with its node
+                if uid not in self.done and (record := run.ended_at(ended_at(pod, self.clock()))) is not None:
+                    self._record(run, record)  # tracked until recorded: an API error plays the event again
+                    log.info("checkpointed pod %s/%s interrupted: %s kept", run.namespace, run.pod, record.saved)
                 with self.changed:
                     self.runs.pop(uid, None)
-                if uid not in self.done and (record := run.ended_at(self.clock())) is not None:
-                    self._record(run, record)
-                    log.info("checkpointed pod %s/%s interrupted: %s kept", run.namespace, run.pod, record.saved)
-                self.done.discard(uid)
+                    self.done.discard(uid)
             return
         if deleted or uid in self.done or (run := checkpointed_run(pod)) is None:
             return

@@ -38,20 +38,19 @@ MAX_SPOT_GRACE_SECONDS: Final = SPOT_NOTICE_SECONDS - DRAIN_LATENCY_SECONDS
 VOLUME_PREFIX: Final = "wf-checkpoints-"  # the pod volume of a catalog's checkpoint volume
 
 
-def checkpoint_of(job: TrainingJob, step: Step) -> tuple[Checkpoint | None, tuple[PathKey, ...]]:
-    """The step's checkpoint (its own, else the job's) and the document path it was written at."""
-    if step.checkpoint is not None:
-        index = next(p for p, s in job.spec.step_entries() if s is step)
-        return step.checkpoint, (*index, "checkpoint")
-    return job.spec.checkpoint, ("spec", "checkpoint")
+def checkpoint_of(job: TrainingJob, step: Step) -> Checkpoint | None:
+    """The step's checkpoint: its own, else the job's."""
+    return step.checkpoint if step.checkpoint is not None else job.spec.checkpoint
 
 
-def problems(job: TrainingJob, step: Step, placement: Placement, catalog: Catalog) -> list[Problem]:
-    """What makes the step's checkpoint impossible: a store the catalog lacks or the class can't reach, a grace
-    period longer than the Spot notice."""
-    checkpoint, at = checkpoint_of(job, step)
+def problems(job: TrainingJob, path: tuple[PathKey, ...], step: Step, placement: Placement, catalog: Catalog
+             ) -> list[Problem]:
+    """What makes the checkpoint of the step at `path` impossible: a store the catalog lacks or the class can't
+    reach, a grace period longer than the Spot notice."""
+    checkpoint = checkpoint_of(job, step)
     if checkpoint is None:
         return []
+    at = (*path, "checkpoint") if step.checkpoint is not None else ("spec", "checkpoint")
     out: list[Problem] = []
     store = catalog.artifacts
     if store is None:
@@ -78,7 +77,7 @@ def problems(job: TrainingJob, step: Step, placement: Placement, catalog: Catalo
 
 def item_reference(job: TrainingJob, step: Step) -> Reference | None:
     """The fan-out item a checkpointed step's location needs (passed in like any item the command reads)."""
-    return ITEM if step.for_each is not None and checkpoint_of(job, step)[0] is not None else None
+    return ITEM if step.for_each is not None and checkpoint_of(job, step) is not None else None
 
 
 def volume(catalog: Catalog, checkpoint: Checkpoint) -> tuple[str, CheckpointVolume] | None:
@@ -90,7 +89,7 @@ def volume(catalog: Catalog, checkpoint: Checkpoint) -> tuple[str, CheckpointVol
 
 def uses_artifact_store(job: TrainingJob) -> bool:
     """Whether a step of the job keeps checkpoints in the artifact store (its pods then need the bucket's role)."""
-    return any((c := checkpoint_of(job, step)[0]) is not None and c.store == ARTIFACT_STORE
+    return any((c := checkpoint_of(job, step)) is not None and c.store == ARTIFACT_STORE
                for _, step in job.spec.step_entries())
 
 
@@ -98,7 +97,7 @@ def volumes(job: TrainingJob, catalog: Catalog) -> dict[str, CheckpointVolume]:
     """Every catalog volume the job's steps keep checkpoints on, by pod volume name."""
     out: dict[str, CheckpointVolume] = {}
     for _, step in job.spec.step_entries():
-        checkpoint = checkpoint_of(job, step)[0]
+        checkpoint = checkpoint_of(job, step)
         if checkpoint is not None and (found := volume(catalog, checkpoint)) is not None:
             out.setdefault(*found)
     return out
@@ -106,7 +105,7 @@ def volumes(job: TrainingJob, catalog: Catalog) -> dict[str, CheckpointVolume]:
 
 def container_env(job: TrainingJob, step: Step, catalog: Catalog) -> list[dict[str, Any]]:
     """The environment telling the program where its checkpoints are and which attempt this is."""
-    checkpoint = checkpoint_of(job, step)[0]
+    checkpoint = checkpoint_of(job, step)
     if checkpoint is None or catalog.artifacts is None:
         return []
     parts = ["{{workflow.namespace}}", "{{workflow.name}}", step.name, *([checkpoint.path] if checkpoint.path else [])]
@@ -130,12 +129,12 @@ def container_env(job: TrainingJob, step: Step, catalog: Catalog) -> list[dict[s
 
 
 def volume_mounts(job: TrainingJob, step: Step, catalog: Catalog) -> list[dict[str, Any]]:
-    checkpoint = checkpoint_of(job, step)[0]
+    checkpoint = checkpoint_of(job, step)
     found = volume(catalog, checkpoint) if checkpoint is not None else None
     return [{"name": found[0], "mountPath": found[1].mount_path}] if found else []
 
 
 def grace_seconds(job: TrainingJob, step: Step) -> int | None:
     """The pod's terminationGracePeriodSeconds: the checkpoint's grace period (None: not checkpointed)."""
-    checkpoint = checkpoint_of(job, step)[0]
+    checkpoint = checkpoint_of(job, step)
     return int(parse_duration(checkpoint.grace_period)) if checkpoint is not None else None

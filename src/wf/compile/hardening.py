@@ -11,6 +11,7 @@ from typing import Any
 
 from wf.compile.placement import Placement
 
+
 def pod_security() -> dict[str, Any]:
     """The pod's securityContext (a new dict each time: no YAML anchors in a manifest)."""
     return {"seccompProfile": {"type": "RuntimeDefault"}}

@@ -18,6 +18,7 @@ still there and not being drained (`is_interruption(..., node_stayed=True)`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -119,3 +120,13 @@ def capacity_expression(capacity: str, fallback: str, after: int) -> str:
     then `fallback`. Inside the pod template's Retry node every earlier attempt was an interruption (the expression
     above retries nothing else), so `retries`, the attempt's index there, counts them."""
     return f"{{{{=asInt(retries) >= {after} ? '{fallback}' : '{capacity}'}}}}"
+
+
+_CAPACITY_EXPRESSION = re.compile(r"^\{\{=asInt\(retries\) >= \d+ \? '[^']*' : '([^']*)'\}\}$")
+
+
+def first_capacity(value: str) -> str | None:
+    """The first attempt's capacity in a capacity_expression() (where a manifest can hold no podSpecPatch, the
+    expression is the selector itself: a multi-node step's workers); None when `value` is no such expression."""
+    match = _CAPACITY_EXPRESSION.match(value)
+    return match.group(1) if match else None

@@ -6,7 +6,7 @@ template again: `wf get` (controller.steps), the Pending and quota reasons (cont
 the watch's node facts, Kueue lint (lint.queues) and the schedulability verdicts. One rule: a pod's class and
 capacity are what it selects (nodeSelector, else a required node affinity term with one value), else its own
 labels, which the compiler writes alike; a label still holding an Argo expression (the Spot fallback's capacity)
-is not a value yet.
+is not a value yet, but a selector holding the fallback's expression gives the first attempt's capacity.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from wf.compile.interruptions import ON_DEMAND, SPOT_FALLBACK_ANNOTATION
+from wf.compile.interruptions import ON_DEMAND, SPOT_FALLBACK_ANNOTATION, first_capacity
 from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, EKS_CAPACITY_LABEL, EKS_CAPACITY_VALUES, KUEUE_QUEUE_LABEL
 from wf.model.catalog import Catalog
 from wf.model.nodegroups import NodeGroup, node_groups
@@ -60,6 +60,12 @@ def read_placement(template: dict[str, Any] | None) -> CompiledPlacement:
     metadata = template.get("metadata") or {}
     labels = metadata.get("labels") or {}
     chosen = {**_literal(labels), **selected_labels(spec.get("nodeSelector") or {}, _required_terms(spec))}
+    if (capacity := chosen.get(CAPACITY_LABEL)) is not None and "{{" in capacity:
+        # A Spot fallback in the selector itself (a multi-node step's workers): the first attempt's capacity.
+        if (first := first_capacity(capacity)) is not None:
+            chosen[CAPACITY_LABEL] = first
+        else:
+            del chosen[CAPACITY_LABEL]
     after = str((metadata.get("annotations") or {}).get(SPOT_FALLBACK_ANNOTATION, ""))
     return CompiledPlacement(chosen.get(CLASS_LABEL), chosen.get(CAPACITY_LABEL), labels.get(KUEUE_QUEUE_LABEL),
                              int(after) if after.isdigit() else None)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -31,7 +30,6 @@ from wf.core.constants import (
     EXECUTOR_ACCOUNT,
     JOB_LABEL,
     STEP_LABEL,
-    SUBMISSION_LABEL,
 )
 from wf.core.errors import InputError, Problem
 from wf.core.units import parse_duration
@@ -63,18 +61,20 @@ APPLICATION_BACKOFF = {"duration": "10s", "factor": 2, "cap": "5m"}
 
 
 def compile_job(
-    job: TrainingJob, catalog: Catalog, *, kind: Kind | None = None, submission: str | None = None,
-    namespace: str | None = None,
+    job: TrainingJob, catalog: Catalog, *, kind: Kind | None = None, namespace: str | None = None,
 ) -> dict[str, Any]:
     """The Argo manifest for `job`; InputError (with lines when the job came from a file) if it can't place.
-    `namespace`: where it will be submitted when the job names none (its team's queue depends on it)."""
+    `namespace`: where it will be submitted when the job names none (its team's queue depends on it).
+
+    The same inputs give the same manifest, byte for byte (GitOps diffs and `kubectl diff` settle): what is
+    unique to one submission, its `wf.dev/submission` label, is added when it is submitted (wf.controller.submit)."""
     placements: dict[str, Placement] = {}
     problems: list[Problem] = []
     for path, step in job.spec.step_entries():
         placement, found = kind_of(step).place(job, int(path[2]), catalog, str(path[1]))
         if placement is not None:
             placements[step.name] = placement
-            problems += checkpoints.problems(job, step, placement, catalog)
+            problems += checkpoints.problems(job, path, step, placement, catalog)
         problems += found
         if step.outputs and step.outputs.artifacts and catalog.artifacts is None:
             problems.append(Problem.at((*path, "outputs", "artifacts"),
@@ -100,7 +100,6 @@ def compile_job(
     metadata: dict[str, Any] = {}
     if kind == "Workflow":
         metadata["generateName"] = f"{job.name}-"
-        labels[SUBMISSION_LABEL] = submission or str(uuid.uuid4())
     else:
         metadata["name"] = job.name
     if namespace:
@@ -235,7 +234,7 @@ def _step(job: TrainingJob, catalog: Catalog, step: Step, placement: Placement, 
     refs = _inputs(step)
     if (item := checkpoints.item_reference(job, step)) and item.input_name not in {r.input_name for r in refs}:
         refs.append(item)
-    checkpointed = checkpoints.checkpoint_of(job, step)[0] is not None
+    checkpointed = checkpoints.checkpoint_of(job, step) is not None
     template = step.name
     wrappers: list[dict[str, Any]] = []
     retries = job.spec.retries if step.retries is None else step.retries
@@ -390,7 +389,7 @@ def _pod_template(job: TrainingJob, catalog: Catalog, step: Step, placement: Pla
         },
     }
     declared = _declared_inputs(refs, producers, with_paths=True)
-    if checkpoints.checkpoint_of(job, step)[0] is not None:
+    if checkpoints.checkpoint_of(job, step) is not None:
         # Set by the step's application-retry wrapper, when it has one.
         declared.setdefault("parameters", []).append({"name": checkpoints.APPLICATION_ATTEMPT_INPUT, "default": "0"})
     if declared:
@@ -410,7 +409,24 @@ def _pod_template(job: TrainingJob, catalog: Catalog, step: Step, placement: Pla
         template["timeout"] = f"{parse_duration(step.timeout)}s"
     if pod_patch:
         template["podSpecPatch"] = json.dumps(pod_patch)
-    return template
+    return _with_literal_braces(template, job, step)
+
+
+# Argo reads each `{{` as a tag in every pass it makes over a template (its workflow's variables, then its inputs,
+# unresolved tags kept for the next), so a `{{` made by the first pass is read again by the second. A literal
+# `{{` (written `{{='{{'}}`) therefore reaches the pod from the last pass: a brace as the template's input, its
+# reference twice.
+LBRACE_INPUT = "lbrace"  # no '_' and not 'item': never the name of a reference's input (Reference.input_name)
+
+
+def _with_literal_braces(template: dict[str, Any], job: TrainingJob, step: Step) -> dict[str, Any]:
+    texts = [text for _, text in references.sites(step)] + [v for v in job.spec.env.values() if isinstance(v, str)]
+    if not any(references.LITERAL_BRACES in text for text in texts):
+        return template
+    braces = _braced(f"inputs.parameters.{LBRACE_INPUT}") * 2
+    out: dict[str, Any] = json.loads(json.dumps(template).replace(references.LITERAL_BRACES, braces))
+    out.setdefault("inputs", {}).setdefault("parameters", []).append({"name": LBRACE_INPUT, "default": "{"})
+    return out
 
 
 def _local(ref: Reference, producers: dict[str, Step]) -> str:

@@ -60,9 +60,12 @@ def _kube(kube: Kube | None, **where: str | None) -> Kube:
 def submit(jobs: Any, *, dry_run: bool = False, parameters: dict[str, str] | None = None,
            catalog: str | Path | None = None, namespace: str | None = None, context: str | None = None,
            kubeconfig: str | None = None, eks_cluster: str | None = None, region: str | None = None,
-           role_arn: str | None = None, rate: float = 20.0, burst: int = 40,
+           role_arn: str | None = None, rate: float = 20.0, burst: int = 40, skip_existing: bool = False,
            kube: Kube | None = None) -> list[Submitted]:
-    """Submit job files, folders or TrainingJob objects; compiled with the cluster's catalog unless given one."""
+    """Submit job files, folders or TrainingJob objects; compiled with the cluster's catalog unless given one.
+    `skip_existing`: what an earlier run of the same submit created is returned (`existing`), not created again.
+    Stopped part way (Ctrl-C included): SubmitInterrupted, saying what was created, what may have been and what
+    was not."""
     from wf.controller.catalog_source import resolve_catalog
     from wf.controller.submit import load_jobs, submit_jobs
 
@@ -70,9 +73,11 @@ def submit(jobs: Any, *, dry_run: bool = False, parameters: dict[str, str] | Non
     loaded = load_jobs(sources)
     client = _kube(kube, context=context, kubeconfig=kubeconfig, eks_cluster=eks_cluster, region=region,
                    role_arn=role_arn)
-    resolved = resolve_catalog(client, str(catalog) if catalog else None)
+    # A project's job files name its catalog (its project file), wherever the command runs.
+    near = next((Path(s) for s in sources if isinstance(s, (str, Path))), None)
+    resolved = resolve_catalog(client, catalog, near=near)
     return submit_jobs(client, loaded, resolved, namespace=namespace, parameters=parameters, dry_run=dry_run,
-                       rate=rate, burst=burst)
+                       skip_existing=skip_existing, rate=rate, burst=burst)
 
 
 def _targets(workflows: Any, default_namespace: str) -> tuple[list[tuple[str, str]], str]:

@@ -1,15 +1,14 @@
-"""Which catalog a cluster command uses (README, Commands): --catalog or WF_CATALOG when given; else the one the
-platform installed in the cluster (ConfigMap wf-system/wf-catalog), so developers never hold a copy; else the
-project's eksctl/catalog.yaml."""
+"""Which catalog a cluster command uses (README, The catalog): --catalog, WF_CATALOG or the project file's when
+one names it; else the one the platform installed in the cluster (ConfigMap wf-system/wf-catalog), so developers
+outside a project never hold a copy."""
 
 from __future__ import annotations
 
-import os
+from pathlib import Path
 
 from wf.controller.client import Kube, api_errors
 from wf.core.constants import CATALOG_CONFIGMAP, CATALOG_KEY, CATALOG_NAMESPACE
-from wf.core.errors import InputError
-from wf.model.catalog import CATALOG_ENV, DEFAULT_CATALOG, Catalog, load_catalog
+from wf.model.catalog import Catalog, catalog_path, load_catalog, no_catalog
 
 
 def cluster_catalog(kube: Kube) -> Catalog | None:
@@ -29,15 +28,12 @@ def cluster_catalog(kube: Kube) -> Catalog | None:
     return Catalog.from_yaml_text(text, f"configmap {CATALOG_NAMESPACE}/{CATALOG_CONFIGMAP} ({kube.context})")
 
 
-def resolve_catalog(kube: Kube | None, explicit: str | None = None) -> Catalog:
-    """Explicit file or WF_CATALOG, else the cluster's catalog, else eksctl/catalog.yaml; InputError if none."""
-    if explicit or os.environ.get(CATALOG_ENV):
-        return load_catalog(explicit)
+def resolve_catalog(kube: Kube | None, explicit: str | Path | None = None, *,
+                    near: str | Path | None = None) -> Catalog:
+    """--catalog, WF_CATALOG or the project file found from `near` (a job file; default: the working directory),
+    else the cluster's catalog; InputError naming every place looked in if none."""
+    if (path := catalog_path(explicit, near=near)) is not None:
+        return load_catalog(path)
     if kube is not None and (catalog := cluster_catalog(kube)) is not None:
         return catalog
-    if DEFAULT_CATALOG.is_file():
-        return load_catalog(DEFAULT_CATALOG)
-    raise InputError(
-        f"no catalog: none in the cluster ({CATALOG_NAMESPACE}/{CATALOG_CONFIGMAP}), no {DEFAULT_CATALOG} here; "
-        f"pass --catalog FILE or set {CATALOG_ENV}"
-    )
+    raise no_catalog(near, cluster=kube.context if kube is not None else None)

@@ -15,9 +15,12 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from wf.compile.schedulability import template_requests
+from wf.compile.kinds.mpijob import replica_templates
+from wf.compile.readback import read_placement
+from wf.compile.schedulability import pod_requests, template_requests
 from wf.controller.steps import Attempt, WorkflowView
 from wf.model.accelerators import ACCELERATOR_RESOURCES
+from wf.model.catalog import Catalog
 from wf.model.nodegroups import instance_allocatable
 
 _SHARED = ("cpu", "memory")
@@ -100,8 +103,32 @@ def _attempt_cost(
     return node_hours, on_demand, estimate, spot, instance.name
 
 
-def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, NodeFacts], now: datetime) -> JobCost:
-    """Cost per step of a workflow whose attempts ran on the given nodes (name -> facts)."""
+_Piece = tuple[float, float, float, bool, str | None]
+
+
+def _replica_costs(attempt: Attempt, template: dict[str, Any], catalog: Catalog, now: datetime) -> list[_Piece]:
+    """A multi-node attempt's launcher and workers, each replica on a node of its class for the attempt's whole
+    run (the MPIJob's lifetime), at its own capacity's price: the workers' capacity is the attempt's (after any
+    Spot fallback), the launcher's its own."""
+    pieces: list[_Piece] = []
+    for count, pod in replica_templates(template):
+        placed = read_placement(pod)
+        if placed.compute_class not in catalog.class_names:
+            pieces.append((0.0, 0.0, 0.0, False, None))
+            continue
+        instance = catalog.compute_class(placed.compute_class).instances[0]
+        capacity = attempt.capacity if placed.fallback_after is not None else placed.capacity
+        spec = pod.get("spec") or {}
+        requests, _ = pod_requests(list(spec.get("containers") or []), list(spec.get("initContainers") or []))
+        h, od, est, spot, name = _attempt_cost(attempt, requests, NodeFacts(instance.name, capacity), now)
+        pieces.append((h * count, od * count, est * count, spot, name))
+    return pieces
+
+
+def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, NodeFacts], now: datetime,
+             catalog: Catalog | None = None) -> JobCost:
+    """Cost per step of a workflow whose attempts ran on the given nodes (name -> facts); multi-node steps need
+    the catalog (their replicas are not Argo's pods, so their nodes are not known: their class's are)."""
     from wf.model.instances import AS_OF
 
     templates = {t.get("name", ""): t for t in (workflow.get("spec") or {}).get("templates") or []}
@@ -115,21 +142,24 @@ def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, Node
                 continue
             template = templates.get(attempt.template) or {}
             if "resource" in template:
-                # Argo's resource pod only waits; the MPIJob's launcher and workers run outside Argo's view.
-                any_multi_node = True
-                continue
-            requests = template_requests(template)
-            h, od, est, spot, name = _attempt_cost(attempt, requests, nodes.get(attempt.host or ""), now)
-            if name is None:
+                # Argo's resource pod only waits: the MPIJob's launcher and workers are what the attempt ran.
+                any_multi_node = any_multi_node or catalog is not None
+                pieces = _replica_costs(attempt, template, catalog, now) if catalog is not None \
+                    else [(0.0, 0.0, 0.0, False, None)]
+            else:
+                pieces = [_attempt_cost(attempt, template_requests(template), nodes.get(attempt.host or ""), now)]
+            if any(name is None for *_, name in pieces):
                 unpriced += 1
                 continue
-            hours, on_demand, estimate = hours + h, on_demand + od, estimate + est
-            if redone := attempt.redone_seconds(now):
-                share = redone / attempt.seconds(now)
-                lost_hours, lost_usd = lost_hours + h * share, lost_usd + est * share
-            on_spot = on_spot or spot
-            if name not in types:
-                types.append(name)
+            redone = attempt.redone_seconds(now)
+            for h, od, est, spot, name in pieces:
+                hours, on_demand, estimate = hours + h, on_demand + od, estimate + est
+                if redone:
+                    share = redone / attempt.seconds(now)
+                    lost_hours, lost_usd = lost_hours + h * share, lost_usd + est * share
+                on_spot = on_spot or spot
+                if name not in types:
+                    types.append(str(name))
         any_spot, any_unpriced = any_spot or on_spot, any_unpriced or bool(unpriced)
         steps.append(StepCost(row.name, hours, on_demand, estimate, on_spot, tuple(types), unpriced, lost_hours,
                               lost_usd))
@@ -144,5 +174,6 @@ def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, Node
     if any_unpriced:
         assumptions.append("attempts whose node is gone or of an unknown type are not priced")
     if any_multi_node:
-        assumptions.append("multi-node steps are not priced: their MPIJob's launcher and workers are not Argo's pods")
+        assumptions.append("a multi-node step's launcher and workers are each priced at its class's instance type "
+                           "and its own capacity for the attempt's whole run (the MPIJob's lifetime)")
     return JobCost(tuple(steps), tuple(assumptions))

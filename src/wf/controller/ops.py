@@ -6,9 +6,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from wf.compile.kinds.mpijob import JOB_NAME_LABEL as MPI_JOB_LABEL
+from wf.compile.kinds.mpijob import JOB_ROLE_LABEL as MPI_ROLE_LABEL
 from wf.controller.client import Kube, api_errors
 from wf.controller.steps import FAILED_PHASES, TERMINAL_PHASES, containment, contents, pod_name, workflow_view
 from wf.core.constants import (
@@ -16,6 +19,7 @@ from wf.core.constants import (
     ARGO_NODE_NAME_ANNOTATION,
     ARGO_PHASE_LABEL,
     ARGO_WORKFLOW_LABEL,
+    CAPACITY_LABEL,
     STEP_LABEL,
     WORKFLOW,
     WORKFLOW_NAME_LABEL,
@@ -205,6 +209,30 @@ def retry_workflow(kube: Kube, name: str, namespace: str | None = None,
         # Optimistic concurrency: the PUT carries the resourceVersion we read, so a concurrent change fails (409).
         return kube.custom.replace_namespaced_custom_object(WORKFLOW.group, WORKFLOW.version, ns, WORKFLOW.plural,
                                                             name, new)
+
+
+@dataclass(frozen=True)
+class Replica:
+    """A pod a multi-node step's MPIJob runs: its launcher or a worker, where it runs and on what capacity."""
+
+    step: str
+    job: str  # the MPIJob: one per attempt
+    role: str  # launcher | worker
+    pod: str
+    node: str | None
+    capacity: str | None  # what it asked for (after any Spot fallback)
+    phase: str
+
+
+def replicas(kube: Kube, name: str, namespace: str | None = None) -> list[Replica]:
+    """The launchers and workers of the workflow's MPIJobs that still exist (the operator removes running
+    workers when their MPIJob ends), oldest first."""
+    ns = namespace or kube.namespace
+    pods = kube.core.list_namespaced_pod(ns, label_selector=f"{WORKFLOW_NAME_LABEL}={name}").items
+    pods.sort(key=lambda pod: (pod.metadata.creation_timestamp or datetime.min.replace(tzinfo=UTC), pod.metadata.name))
+    return [Replica((p.metadata.labels or {}).get(STEP_LABEL, "-"), (p.metadata.labels or {}).get(MPI_JOB_LABEL, "-"),
+                    (p.metadata.labels or {}).get(MPI_ROLE_LABEL, "-"), p.metadata.name, p.spec.node_name,
+                    (p.metadata.labels or {}).get(CAPACITY_LABEL), p.status.phase or "Pending") for p in pods]
 
 
 def _pods_by_step(kube: Kube, name: str, ns: str, step: str | None) -> list[tuple[str, Any]]:

@@ -1,12 +1,20 @@
 """Creating workflows: compiled with the cluster's catalog, safe to retry, rate limited when there are many.
 
-generateName makes a create non-idempotent: a POST whose answer was lost may or may not have created a
-workflow. Each submission therefore carries a client-made `wf.dev/submission=<uuid>` label, and before any
-re-create after a transient error we look that label up: one submission never yields two workflows.
+Each workflow is named on the client, once per submission (the job's name and the start of the submission's
+id), not by generateName: a POST whose answer was lost is sent again as it was, and the 409 it may then get is
+read back: the object of that name carrying our `wf.dev/submission` label is the one an earlier attempt
+created. One submission never yields two workflows.
+
+A submit cut short (Ctrl-C, an API server that stays away, a refusal) raises SubmitInterrupted saying which
+workflows were created, which may have been (a POST was on the wire) and which were never sent. Every workflow
+also carries its job's identity (the compiled job and its file, hashed), so running the same command again
+with `skip_existing` finds what the first run created and creates only the rest.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 import time
 import uuid
@@ -17,10 +25,13 @@ from typing import Any
 
 from wf.controller.client import Kube, api_errors, is_transient
 from wf.core.constants import ARGO_KINDS, CRON_WORKFLOW, DOMAIN, SUBMISSION_LABEL
-from wf.core.errors import ClusterError, InputError
+from wf.core.errors import ClusterError, InputError, WfError
 
 # Groups the workflows of one `wf submit` so `--watch` follows them all with one label-selected stream.
 BATCH_LABEL = f"{DOMAIN}/batch"
+# The compiled job and the file it came from, hashed: the same command run again finds its workflows by it.
+IDENTITY_LABEL = f"{DOMAIN}/job-identity"
+_NAME_SUFFIX = 5  # characters of the submission id after the job's name, as many as generateName adds
 JOB_SUFFIXES = (".yaml", ".yml")
 
 
@@ -34,7 +45,8 @@ class Submitted:
     submission: str
     source: str
     dry_run: bool
-    manifest: dict[str, Any]  # as sent, named as the server named it (a dry run: as the server returned it)
+    manifest: dict[str, Any]  # as sent (a dry run: as the server returned it; an existing one: as it is)
+    existing: bool = False  # created by an earlier run of the same submit (skip_existing), not by this one
 
     @property
     def batch(self) -> str | None:
@@ -119,6 +131,16 @@ def set_parameters(manifest: dict[str, Any], values: dict[str, str], source: str
         by_name[key]["value"] = value
 
 
+def job_identity(manifest: dict[str, Any], source: str) -> str:
+    """The compiled job (parameters included) and its file, without what differs per submission."""
+    meta = manifest["metadata"]
+    per_submission = (SUBMISSION_LABEL, BATCH_LABEL, IDENTITY_LABEL)
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k not in per_submission}
+    kept = {k: v for k, v in meta.items() if k not in ("name", "generateName", "labels")}
+    shape = {**manifest, "metadata": {**kept, "labels": labels}}
+    return hashlib.sha256(json.dumps([source, shape], sort_keys=True).encode()).hexdigest()[:32]
+
+
 def prepare(job: Any, catalog: Any, kube_namespace: str, namespace_flag: str | None,
             parameters: dict[str, str], batch: str) -> tuple[dict[str, Any], str, str]:
     """Compile one job (a TrainingJob) for submission: (manifest, namespace, submission id). Pure."""
@@ -129,17 +151,21 @@ def prepare(job: Any, catalog: Any, kube_namespace: str, namespace_flag: str | N
     # Compiled for the namespace it will run in, so a job in a team's namespace gets its queue and priority;
     # a job that names only its team goes to the team's namespace, not the context's.
     target = job.metadata.namespace or namespace_flag or (None if job.spec.team else kube_namespace)
-    manifest = compile_job(job, catalog, submission=submission, namespace=target)
+    manifest = compile_job(job, catalog, namespace=target)
     job_namespace = manifest["metadata"].get("namespace")
     if namespace_flag and job_namespace and namespace_flag != job_namespace:
         raise InputError(f"the job's namespace {job_namespace!r} does not match --namespace {namespace_flag!r}",
                          file=path)
     namespace = job_namespace or namespace_flag or kube_namespace
     manifest["metadata"]["namespace"] = namespace
+    set_parameters(manifest, parameters, str(path))
+    identity = job_identity(manifest, str(Path(path).resolve()) if isinstance(path, (str, Path)) else str(path))
     labels = manifest["metadata"].setdefault("labels", {})
     labels[SUBMISSION_LABEL] = submission
     labels[BATCH_LABEL] = batch
-    set_parameters(manifest, parameters, str(path))
+    labels[IDENTITY_LABEL] = identity
+    if prefix := manifest["metadata"].pop("generateName", None):
+        manifest["metadata"] = {"name": prefix + submission.replace("-", "")[:_NAME_SUFFIX], **manifest["metadata"]}
     return manifest, namespace, submission
 
 
@@ -151,37 +177,104 @@ def _retry_after(exc: BaseException, default: float) -> float:
         return default
 
 
+class UncertainCreate(ClusterError):
+    """A create whose outcome is unknown: a request may have created the object without our hearing of it."""
+
+
+def _status(exc: BaseException) -> int | None:
+    from kubernetes.client.exceptions import ApiException
+
+    return exc.status if isinstance(exc, ApiException) else None
+
+
 def create(kube: Kube, manifest: dict[str, Any], *, dry_run: bool = False, attempts: int = 6,
-           sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
-    """Create the object once, whatever the network does: after a transient failure look the submission up
-    by its label before trying again, and never re-create while that lookup cannot be made."""
-    namespace = manifest["metadata"]["namespace"]
+           sleep: Callable[[float], None] | None = None) -> dict[str, Any]:
+    """Create the object once, whatever the network does: after a transient failure the same POST is sent
+    again, and a 409 is read back (the object of that name with our submission label is ours)."""
+    meta = manifest["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
     api = ARGO_KINDS[manifest["kind"]]
-    submission = manifest["metadata"].get("labels", {}).get(SUBMISSION_LABEL)
-    doing = f"creating a {manifest['kind']} in {namespace}"
-    uncertain = False  # a create may have happened without our hearing about it
+    submission = (meta.get("labels") or {}).get(SUBMISSION_LABEL)
+    doing = f"creating {manifest['kind']} {namespace}/{name}"
     delay = 0.5
-    last: BaseException | None = None
+    last: BaseException | None = None  # the last transient failure: a request that may have been served
     for _ in range(attempts):
         with api_errors(kube, doing, namespace):
             try:
-                if uncertain and submission and not dry_run:
-                    found = kube.custom.list_namespaced_custom_object(
-                        api.group, api.version, namespace, api.plural,
-                        label_selector=f"{SUBMISSION_LABEL}={submission}")
-                    if found.get("items"):
-                        return found["items"][0]
-                kwargs = {"dry_run": "All"} if dry_run else {}
-                return kube.custom.create_namespaced_custom_object(api.group, api.version, namespace, api.plural,
-                                                                   manifest, **kwargs)
+                try:
+                    kwargs = {"dry_run": "All"} if dry_run else {}
+                    return kube.custom.create_namespaced_custom_object(api.group, api.version, namespace,
+                                                                       api.plural, manifest, **kwargs)
+                except Exception as exc:
+                    if _status(exc) != 409 or dry_run:
+                        raise
+                    existing = kube.custom.get_namespaced_custom_object(api.group, api.version, namespace,
+                                                                        api.plural, name)
+                    if (existing.get("metadata") or {}).get("labels", {}).get(SUBMISSION_LABEL) == submission:
+                        return existing  # an earlier attempt created it: its answer was lost
+                    raise  # another submission's object of that name: "already exists"
             except Exception as exc:
-                if not is_transient(exc):
+                if is_transient(exc):
+                    last = exc
+                elif last is not None:
+                    raise UncertainCreate(f"{doing}: {exc} after an attempt whose outcome is unknown") from exc
+                else:
                     raise
-                last, uncertain = exc, True
-        sleep(_retry_after(last, delay))
+        (sleep or time.sleep)(_retry_after(last, delay))
         delay = min(delay * 2, 8.0)
-    raise ClusterError(f"{doing}: the API server at {kube.server} kept failing ({last}); "
-                       f"look for a workflow labelled {SUBMISSION_LABEL}={submission} before submitting again")
+    reason = getattr(last, "reason", None) or last
+    raise UncertainCreate(f"{doing}: the API server at {kube.server} kept failing ({reason}); the workflow may "
+                          "exist: run the same submit with --skip-existing to finish it")
+
+
+def find_existing(kube: Kube, manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """The object an earlier run of the same submit created for this job, if any."""
+    meta = manifest["metadata"]
+    api = ARGO_KINDS[manifest["kind"]]
+    identity = meta["labels"][IDENTITY_LABEL]
+    with api_errors(kube, f"looking for an earlier {manifest['kind']} of {meta['name']}", meta["namespace"]):
+        found = kube.custom.list_namespaced_custom_object(api.group, api.version, meta["namespace"], api.plural,
+                                                          label_selector=f"{IDENTITY_LABEL}={identity}", limit=1)
+    items = found.get("items") or []
+    return items[0] if items else None
+
+
+@dataclass(frozen=True)
+class Unsent:
+    """A job whose workflow is not known to exist, under the name it was (or would have been) created with."""
+
+    kind: str
+    name: str
+    namespace: str
+    source: str
+
+
+class SubmitInterrupted(WfError):
+    """A submit cut short: what it created, what it may have created, what it never sent, and why it stopped."""
+
+    def __init__(self, created: list[Submitted], uncertain: list[Unsent], refused: list[Unsent],
+                 not_sent: list[Unsent], cause: BaseException) -> None:
+        self.created, self.uncertain, self.refused, self.not_sent = created, uncertain, refused, not_sent
+        self.cause = cause
+        self.exit_code = 130 if isinstance(cause, KeyboardInterrupt) else getattr(cause, "exit_code", 1)
+        reason = "interrupted" if isinstance(cause, KeyboardInterrupt) else str(cause)
+        super().__init__(f"submit stopped ({reason}): {len(created)} created, {len(uncertain)} uncertain, "
+                         f"{len(refused) + len(not_sent)} not created; `wf submit --skip-existing` with the same "
+                         "files and flags creates only what is missing")
+
+
+def accounting(done: list[Submitted], stopped: SubmitInterrupted | None = None) -> dict[str, Any]:
+    """What a submit did, for programs (`wf submit -o json`): every job under what became of its workflow."""
+    def entry(item: Submitted | Unsent) -> dict[str, str]:
+        return {"kind": item.kind, "namespace": item.namespace, "name": item.name, "source": item.source}
+
+    out: dict[str, Any] = {"created": [entry(s) for s in done if not s.existing],
+                           "existing": [entry(s) for s in done if s.existing],
+                           "uncertain": [], "refused": [], "notSent": []}
+    if stopped is not None:
+        out |= {"uncertain": [entry(u) for u in stopped.uncertain], "refused": [entry(u) for u in stopped.refused],
+                "notSent": [entry(u) for u in stopped.not_sent], "error": str(stopped)}
+    return out
 
 
 def load_jobs(sources: list[Any]) -> list[Any]:
@@ -194,21 +287,37 @@ def load_jobs(sources: list[Any]) -> list[Any]:
 
 
 def submit_jobs(kube: Kube, jobs: list[Any], catalog: Any, *, namespace: str | None = None,
-                parameters: dict[str, str] | None = None, dry_run: bool = False,
+                parameters: dict[str, str] | None = None, dry_run: bool = False, skip_existing: bool = False,
                 rate: float = 20.0, burst: int = 40) -> list[Submitted]:
-    """Compile every job first (bad input changes nothing), then create them under the rate limit."""
+    """Compile every job first (bad input changes nothing), then create them under the rate limit; with
+    `skip_existing`, a job an earlier run of the same submit created is reported, not created again.
+    SubmitInterrupted when it stops part way (Ctrl-C included)."""
     batch = str(uuid.uuid4())
-    prepared = [(job.source, *prepare(job, catalog, kube.namespace, namespace, parameters or {}, batch))
+    prepared = [(str(job.source), *prepare(job, catalog, kube.namespace, namespace, parameters or {}, batch))
                 for job in jobs]
     bucket = TokenBucket(rate, burst)
     out: list[Submitted] = []
-    for source, manifest, ns, submission in prepared:
-        bucket.acquire()
-        created = create(kube, manifest, dry_run=dry_run)
-        name = created["metadata"].get("name", "")
-        if not dry_run:
+    sending = False
+    try:
+        for source, manifest, ns, submission in prepared:
+            bucket.acquire()
+            if skip_existing and not dry_run and (found := find_existing(kube, manifest)) is not None:
+                out.append(Submitted(manifest["kind"], found["metadata"]["name"], ns, submission, source, False,
+                                     found, existing=True))
+                continue
+            sending = True
+            created = create(kube, manifest, dry_run=dry_run)
+            sending = False
             # The server's copy (defaults, managedFields) doubles a big submission's memory and tells the caller
-            # nothing the manifest does not, once it carries the generated name.
-            manifest["metadata"]["name"], created = name, manifest
-        out.append(Submitted(manifest["kind"], name, ns, submission, str(source), dry_run, created))
+            # nothing the manifest does not.
+            out.append(Submitted(manifest["kind"], created["metadata"].get("name", ""), ns, submission, source,
+                                 dry_run, created if dry_run else manifest))
+    except (WfError, KeyboardInterrupt) as exc:
+        def unsent(entry: tuple[str, dict[str, Any], str, str]) -> Unsent:
+            return Unsent(entry[1]["kind"], entry[1]["metadata"]["name"], entry[2], entry[0])
+
+        rest = [unsent(e) for e in prepared[len(out):]]
+        in_flight, rest = (rest[:1], rest[1:]) if sending else ([], rest)
+        maybe = isinstance(exc, (KeyboardInterrupt, UncertainCreate))
+        raise SubmitInterrupted(out, in_flight if maybe else [], [] if maybe else in_flight, rest, exc) from exc
     return out

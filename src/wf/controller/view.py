@@ -22,6 +22,7 @@ from rich.text import Text
 
 from wf.controller.cost import JobCost, StepCost
 from wf.controller.events import Key, WatchState
+from wf.controller.ops import Replica
 from wf.controller.steps import StepRow, WorkflowView
 from wf.controller.summary import Summary, phase_of, running_seconds, summarize
 
@@ -233,7 +234,7 @@ class LiveDisplay:
     """Redrawn in place on a terminal: the steps table of one workflow, or the summary of many."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console()
+        self.console = console or Console(emoji=False)  # step messages and names as written: `:100:` is no emoji
         self._trouble = ""
         self._drawn_at = 0.0
         self._live = Live(console=self.console, refresh_per_second=4, transient=False)
@@ -318,6 +319,16 @@ def attempts_table(view: WorkflowView, now: datetime) -> Table:
                           str(attempt.resumed) if attempt.resumed else "-", duration(attempt.seconds(now)),
                           duration(attempt.redone_seconds(now)) if attempt.interrupted else "-", attempt.outcome,
                           attempt.message)
+    return table
+
+
+def replicas_table(name: str, replicas: Sequence[Replica]) -> Table:
+    """A multi-node step's launcher and workers: where each runs and on what capacity."""
+    table = Table(title=f"multi-node replicas of {name}", title_justify="left")
+    for column in ("step", "MPIJob", "role", "pod", "node", "capacity", "phase"):
+        table.add_column(column, overflow="fold")
+    for r in replicas:
+        table.add_row(r.step, r.job, r.role, r.pod, r.node or "-", r.capacity or "-", _phase_text(r.phase))
     return table
 
 

@@ -140,6 +140,12 @@ class Insight:
             ledger = {}
         return with_facts(view, workflow, ledger, self.node_stayed)
 
+    def cost(self, workflow: dict[str, Any], view: WorkflowView, now: datetime) -> JobCost:
+        """What the workflow's attempts cost, from the facts of every node one ran on (read while they exist)."""
+        for host in {a.host for row in view.steps for a in row.attempts if a.host}:
+            self.node(host)
+        return job_cost(view, workflow, self.nodes(), now, self._catalog_or_none())
+
     def nodes(self) -> dict[str, NodeFacts]:
         return {name: facts for name, facts in self._nodes.items() if facts is not None}
 
@@ -307,9 +313,8 @@ def _refined(insight: Insight, state: WatchState) -> dict[Key, WorkflowView]:
 
 
 def _costs(insight: Insight, state: WatchState, views: dict[Key, WorkflowView]) -> dict[Key, JobCost]:
-    """Each workflow's cost, from the facts of every node an attempt ran on."""
     now = datetime.now(UTC)
-    return {key: job_cost(views[key], snap.workflow, insight.nodes(), now) for key, snap in state.snapshots.items()}
+    return {key: insight.cost(snap.workflow, views[key], now) for key, snap in state.snapshots.items()}
 
 
 def watch_workflows(

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from wf import argo
+from wf.argo.size import MAX_JOB_SPEC_BYTES, job_spec_problems
 from wf.compile.schedulability import explain, pod_constraints
-from wf.compile.workflow import compile_job
+from wf.compile.workflow import Kind, compile_job
 from wf.core.constants import ARGO_KINDS, CRON_WORKFLOW, ApiKind
 from wf.core.errors import InputError, PathKey, Problem, did_you_mean, listing
-from wf.core.loader import Document, load_documents
+from wf.core.loader import Document, load_documents, load_mapping
 from wf.lint.pod_security import privileges
 from wf.lint.queues import inadmissible
 from wf.model.catalog import Catalog, catalog_from_document, load_catalog
@@ -73,15 +74,15 @@ def yaml_files(paths: Iterable[str | Path]) -> Iterator[Path]:
 class _CatalogOnDemand:
     """Read the catalog only when a document needs it (a folder of plain Argo manifests may not)."""
 
-    def __init__(self, path: str | Path | None) -> None:
-        self.path = path
+    def __init__(self, path: str | Path | None, near: str | Path | None) -> None:
+        self.path, self.near = path, near
         self._catalog: Catalog | None = None
         self._groups: list[NodeGroup] | None = None
 
     @property
     def catalog(self) -> Catalog:
         if self._catalog is None:
-            self._catalog = load_catalog(self.path)
+            self._catalog = load_catalog(self.path, near=self.near)
         return self._catalog
 
     @property
@@ -95,8 +96,11 @@ Checker = Callable[[Document, _CatalogOnDemand, LintResult], list[Problem]]
 
 
 def lint_paths(paths: Iterable[str | Path], catalog: str | Path | None = None) -> LintResult:
+    """Every finding about `paths`; the catalog is --catalog's, else found from the first path (the project file
+    above it). No catalog, or an invalid one, is bad input (InputError), not a finding about the documents."""
+    paths = list(paths)
     result = LintResult()
-    source = _CatalogOnDemand(catalog)
+    source = _CatalogOnDemand(catalog, paths[0] if paths else None)
     foreign: list[Problem] = []  # other tools' documents, skipped
     for path in yaml_files(paths):
         result.files += 1
@@ -117,11 +121,9 @@ def lint_paths(paths: Iterable[str | Path], catalog: str | Path | None = None) -
                     foreign.append(Problem(doc.file, doc.line_of(()), None, _FOREIGN))
                     result.skipped.append(f"{doc.file}:{doc.line_of(())}")
                 continue
-            severity = "warning" if checker is _lint_argo else "error"
-            result.problems += [
-                Problem(doc.file, line, None, f"duplicate key {key!r}; the last value wins", severity)
-                for line, key in doc.duplicates
-            ]
+            if checker is not _lint_job:  # a job's are among check_job's findings
+                severity = "warning" if checker is _lint_argo else "error"
+                result.problems += _duplicates(doc, severity)
             result.problems += checker(doc, source, result)
     if result.kueue:
         from wf.lint.queues import check_kueue_objects
@@ -179,17 +181,61 @@ def _one_of(kinds: dict[str, ApiKind], api: Any, kind: Any) -> bool:
 
 
 def _lint_job(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:
+    catalog, groups = source.catalog, source.groups  # outside check_job: no catalog is bad input, not a finding
+    manifest, problems = check_job(doc, catalog, groups)
+    if manifest is not None:
+        result.manifests.append((doc, manifest))
+    return problems
+
+
+def load_job_document(path: Path) -> Document:
+    """A job spec file as `wf compile` reads it: refused by its size before it is parsed (as lint refuses it),
+    duplicate keys left for check_job to report."""
     try:
-        manifest = compile_job(job_from_document(doc), source.catalog)
+        size = path.stat().st_size
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", file=path) from None
+    if too_big := job_spec_problems(size):
+        raise InputError([p.in_file(str(path)) for p in too_big])
+    docs = load_documents(path, strict=False)
+    if len(docs) != 1 or not isinstance(docs[0].data, dict):
+        load_mapping(path)  # raises its error, in the words of every other one-document file
+    return docs[0]
+
+
+def check_job(doc: Document, catalog: Catalog, groups: list[NodeGroup], kind: Kind | None = None,
+              ) -> tuple[dict[str, Any] | None, list[Problem]]:
+    """A job spec compiled and checked as `wf compile` and `wf lint` both do, so each refuses what the other does
+    in the same words: (the manifest, or None when it did not compile; every finding)."""
+    problems = _duplicates(doc, "error")
+    if too_big := job_spec_problems(_spec_size(doc)):
+        return None, problems + [p.in_file(doc.file) for p in too_big]
+    try:
+        manifest = compile_job(job_from_document(doc), catalog, kind=kind)
     except InputError as exc:
-        return exc.problems
-    # The compiler's own output goes through the same checks as a hand-written manifest.
-    result.manifests.append((doc, manifest))
-    # Their paths are into the compiled manifest, which has no lines: report them at the job's first line.
-    found = argo.validate(manifest) + unschedulable(manifest, source.groups) + inadmissible(manifest, source.catalog)
-    found += privileges(manifest, source.catalog)
-    return [replace(p, message=f"compiled workflow: {p.message}").in_file(doc.file, doc.line_of(()))
-            for p in found] + _size(doc, manifest)
+        return None, problems + exc.problems
+    # The compiler's own output goes through the same checks as a hand-written manifest. Their paths are into
+    # the compiled manifest, which has no lines: reported at the job's first line.
+    found = argo.validate(manifest) + unschedulable(manifest, groups) + inadmissible(manifest, catalog)
+    found += privileges(manifest, catalog)
+    problems += [replace(p, message=f"compiled workflow: {p.message}").in_file(doc.file, doc.line_of(()))
+                 for p in found]
+    return manifest, problems + _size(doc, manifest)
+
+
+def _spec_size(doc: Document) -> int:
+    """The length of a job's document: its file's when that is within budget (no need to look closer), else its
+    own text's (a file may hold several)."""
+    try:
+        size = Path(doc.file).stat().st_size
+    except OSError:
+        return 0  # not from a file (a test's text): the manifest's own size is still checked
+    return size if size <= MAX_JOB_SPEC_BYTES else doc.node.end_mark.index - doc.node.start_mark.index
+
+
+def _duplicates(doc: Document, severity: str) -> list[Problem]:
+    return [Problem(doc.file, line, None, f"duplicate key {key!r}; the last value wins", severity)
+            for line, key in doc.duplicates]
 
 
 def _lint_catalog(doc: Document, source: _CatalogOnDemand, result: LintResult) -> list[Problem]:

@@ -65,9 +65,9 @@ def _refused(asks: list[Ask], classes: list[str | None], catalog: Catalog) -> li
             continue
         named = sorted({c for c in refusing if c is not None})
         whose = (f"compute class {', '.join(repr(c) for c in named)} does not allow it" if named
-                 else "the pod names no compute class that allows it")
-        out.append(Problem.at(ask.at, f"{ask.what}: more than Pod Security baseline gives and the catalog's "
-                                      f"{whose} (computeClasses[].podSecurity)"))
+                 else "the pod names no compute class that could")
+        out.append(Problem.at(ask.at, f"{ask.what}: more than Pod Security baseline allows, and {whose} "
+                                      "(the catalog's computeClasses[].podSecurity)"))
     return out
 
 
@@ -85,8 +85,7 @@ def _pod_asks(pod: dict[str, Any], at: Path) -> list[Ask]:
         host = volume.get("hostPath") if isinstance(volume, dict) else None
         if isinstance(host, dict):
             path = str(host.get("path", ""))
-            asks.append(Ask((*at, "volumes", v, "hostPath"), f"host path {path!r}",
-                            lambda p, path=path: any(_under(path, allowed) for allowed in p.host_paths)))
+            asks.append(Ask((*at, "volumes", v, "hostPath"), f"host path {path!r}", _allows_path(path)))
     for where, container in _containers(pod, at):
         context = container.get("securityContext") or {}
         if not isinstance(context, dict):
@@ -98,7 +97,7 @@ def _pod_asks(pod: dict[str, Any], at: Path) -> list[Ask]:
         for c, capability in enumerate(added):
             name = str(capability).removeprefix("CAP_")
             asks.append(Ask((*where, "securityContext", "capabilities", "add", c), f"capability {name}",
-                            lambda p, name=name: p.privileged or name in p.capabilities))
+                            _allows_capability(name)))
     patch = pod.get("podSpecPatch")
     if isinstance(patch, str):
         try:
@@ -109,6 +108,14 @@ def _pod_asks(pod: dict[str, Any], at: Path) -> list[Ask]:
             asks += [Ask((*at, "podSpecPatch"), f"podSpecPatch sets {a.what}", a.allowed)
                      for a in _pod_asks(parsed, (*at, "podSpecPatch"))]
     return asks
+
+
+def _allows_path(path: str) -> Callable[[PodSecurity], bool]:
+    return lambda relaxed: any(_under(path, allowed) for allowed in relaxed.host_paths)
+
+
+def _allows_capability(name: str) -> Callable[[PodSecurity], bool]:
+    return lambda relaxed: relaxed.privileged or name in relaxed.capabilities
 
 
 def _containers(pod: dict[str, Any], at: Path) -> Iterator[tuple[Path, dict[str, Any]]]:

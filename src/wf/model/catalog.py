@@ -11,8 +11,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationInfo, model_validator
 
-from wf.core.constants import CAPACITIES, DOMAIN
-from wf.core.errors import PathKey, Problem, did_you_mean
+from wf.core.constants import CAPACITIES, CATALOG_CONFIGMAP, CATALOG_NAMESPACE, DOMAIN
+from wf.core.errors import InputError, PathKey, Problem, did_you_mean
 from wf.core.loader import Document, load_mapping, parse_documents
 from wf.core.modeling import DEFER_CHECKS, StrictModel, dns_label_problem, labels_problems, parse_model, raise_problems
 from wf.model.accelerators import profile
@@ -24,8 +24,10 @@ Arch = Literal["amd64", "arm64"]
 Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 HARD_EFFECTS: tuple[Effect, ...] = ("NoSchedule", "NoExecute")
 
-DEFAULT_CATALOG = Path("eksctl/catalog.yaml")
 CATALOG_ENV = "WF_CATALOG"
+# The project file: found in the job file's folder or the nearest one above it, as git finds `.git`; it names the
+# project's catalog (`catalog: PATH`, relative to the file), so wf works from any directory of the project.
+PROJECT_FILE = ".wf.yaml"
 # Label prefixes kubelet refuses to set on itself (eksctl rejects them in node-group labels too).
 _RESERVED_LABEL_PREFIXES = ("kubernetes.io/", "k8s.io/")
 _ALLOWED_RESERVED = ("node.kubernetes.io/", "node-role.kubernetes.io/")
@@ -400,18 +402,64 @@ def _class_problems(cls: ComputeClass, at: tuple[PathKey, ...], cluster: Cluster
     return out
 
 
-def catalog_path(path: str | Path | None = None) -> Path:
-    """--catalog, else WF_CATALOG, else the project's eksctl/catalog.yaml (the cluster's copy is the controller's
-    job)."""
+def catalog_path(path: str | Path | None = None, *, near: str | Path | None = None) -> Path | None:
+    """The catalog file, in the documented order (README, The catalog): --catalog, else WF_CATALOG, else the one
+    the project file names, searched from `near` (a job file or folder) upwards, then from the working directory
+    upwards (a job written outside the project, compiled inside it). None when none names one: a cluster command
+    then reads the cluster's copy (wf.controller.catalog_source)."""
     if path:
         return Path(path)
     if env := os.environ.get(CATALOG_ENV):
         return Path(env)
-    return DEFAULT_CATALOG
+    project = (project_file(Path(near)) if near else None) or project_file(Path.cwd())
+    return _named_in(project) if project else None
 
 
-def load_catalog(path: str | Path | None = None) -> Catalog:
-    return catalog_from_document(load_mapping(catalog_path(path)))
+def project_file(start: Path) -> Path | None:
+    """The nearest project file at or above `start` (a file's folder, or a folder)."""
+    folder = start.resolve()
+    if not folder.is_dir():
+        folder = folder.parent
+    for candidate in (folder, *folder.parents):
+        if (candidate / PROJECT_FILE).is_file():
+            return candidate / PROJECT_FILE
+    return None
+
+
+def _named_in(project: Path) -> Path:
+    doc = load_mapping(project)
+    problems = [doc.problem((key,), f"unknown setting{did_you_mean(str(key), ['catalog'])}; a project file holds "
+                                   "`catalog: PATH`") for key in doc.data if key != "catalog"]
+    named = doc.data.get("catalog")
+    if not isinstance(named, str) or not named:
+        problems.append(doc.problem(("catalog",) if "catalog" in doc.data else (),
+                                    "name the compute-class catalog: `catalog: PATH` (relative to this file)"))
+    if problems:
+        raise InputError(problems)
+    catalog = project.parent / str(named)
+    if not catalog.is_file():
+        raise InputError([doc.problem(("catalog",), f"no such file: {catalog}")])
+    return catalog
+
+
+def no_catalog(near: str | Path | None = None, *, cluster: str | None = None) -> InputError:
+    """The error when nothing names a catalog, naming every place it is looked for."""
+    start = Path(near).resolve() if near else Path.cwd()
+    where = " or ".join(str(f) for f in dict.fromkeys([start if start.is_dir() else start.parent, Path.cwd()]))
+    configmap = f"ConfigMap {CATALOG_NAMESPACE}/{CATALOG_CONFIGMAP}"
+    in_cluster = (f"and the cluster ({cluster}) has none installed ({configmap})" if cluster else
+                  f"commands that reach a cluster also read the one installed there ({configmap})")
+    return InputError(
+        f"no compute-class catalog: pass --catalog FILE, set {CATALOG_ENV}=FILE, or write `catalog: PATH` in a "
+        f"{PROJECT_FILE} file in {where}, or a folder above; {in_cluster}", file=near or Path.cwd())
+
+
+def load_catalog(path: str | Path | None = None, *, near: str | Path | None = None) -> Catalog:
+    """The catalog found by `catalog_path`; InputError naming every place looked in when there is none."""
+    found = catalog_path(path, near=near)
+    if found is None:
+        raise no_catalog(near)
+    return catalog_from_document(load_mapping(found))
 
 
 def _quota_problems(team: Team, at: tuple[PathKey, ...], catalog: Catalog) -> list[Problem]:

@@ -234,7 +234,8 @@ def configmaps(catalog: Catalog, namespaces: Sequence[str]) -> list[dict[str, An
 def local_objects(catalog: Catalog, namespaces: Sequence[str]) -> list[dict[str, Any]]:
     """What the local cluster applies from the rendering, in apply order (namespaces first). Kueue's objects and
     the teams' roles come later, once Kueue's webhooks serve (wf.cluster.kueue)."""
-    return _unique([*_namespaces(catalog, namespaces), argo_configmap(catalog, local=True), *configmaps(catalog, namespaces)])
+    return _unique([*_namespaces(catalog, namespaces), argo_configmap(catalog, local=True),
+                    *configmaps(catalog, namespaces)])
 
 
 def local_marker(versions: Versions, kueue_running: bool) -> dict[str, Any]:

@@ -7,6 +7,9 @@ Argo resolves at that place: a step's input parameter (or, for an artifact, the 
 
 Argo reads `{{` as the start of a tag in every field it templates, so every such field is checked here: a `{{`
 without its `}}`, braces nested in braces, and any name Argo would not resolve are errors at their field.
+
+A literal `{{` is written `{{='{{'}}`, Argo's expression tag for the text `{{` (Argo's docs, Workflow Variables:
+expression tags), in the fields that reach the step's pod: command, env, workingDir, image and annotations.
 """
 
 from __future__ import annotations
@@ -34,7 +37,11 @@ ARGO_GLOBALS = ("workflow.name", "workflow.namespace", "workflow.uid", "workflow
 _ARGO_GLOBALS = re.compile(
     "^(" + "|".join(re.escape(name) for name in ARGO_GLOBALS) + r"|workflow\.creationTimestamp\.[A-Za-z0-9]+"
     r"|workflow\.(labels|annotations)\.(json|.+)|workflow\.outputs\.(parameters|artifacts)\.[^.]+)$")
-FORMS = "{{item}}, {{item.FIELD}}, {{steps.STEP.outputs.NAME}}, {{workflow.parameters.NAME}} or {{workflow.status}}"
+FORMS = ("{{item}}, {{item.FIELD}}, {{steps.STEP.outputs.NAME}}, {{workflow.parameters.NAME}} or {{workflow.status}}"
+         "; a literal '{{' is written {{='{{'}}")
+LITERAL_BRACES = "{{='{{'}}"
+# The fields of a step whose text reaches its pod, where the compiler can hand Argo a literal `{{`.
+LITERAL_FIELDS = ("command", "env", "workingDir", "image", "annotations")
 # Where a fanned-in artifact is unpacked in the reading step's container.
 
 Kind = Literal["item", "output", "parameter", "global"]
@@ -161,6 +168,8 @@ def problems(spec: JobSpec) -> list[Problem]:
     for at, text in _job_sites(spec):
         if "{{" not in text:
             continue
+        text, literal = _literals(text, at[1] == "env", at)
+        out += literal
         if message := _unclosed(text):
             out.append(Problem.at(at, message))
         for written, ref in references_in(text):
@@ -176,6 +185,8 @@ def problems(spec: JobSpec) -> list[Problem]:
         for i, step in enumerate(steps):
             for where, text in sites(step):
                 at = ("spec", section, i, *where)
+                text, literal = _literals(text, where[0] in LITERAL_FIELDS, at)
+                out += literal
                 if message := _unclosed(text):
                     out.append(Problem.at(at, message))
                 # A literal item is handed to Argo as it is: only workflow references resolve there.
@@ -186,6 +197,16 @@ def problems(spec: JobSpec) -> list[Problem]:
             if isinstance(step.for_each, str):
                 out += _for_each_problems(step, ("spec", section, i, "forEach"))
     return out
+
+
+def _literals(text: str, allowed: bool, at: tuple[PathKey, ...]) -> tuple[str, list[Problem]]:
+    """`text` without its literal braces (checked as text, not as references), and the problem when its field
+    cannot hold them."""
+    if LITERAL_BRACES not in text:
+        return text, []
+    found = [] if allowed else [Problem.at(at, f"a literal '{{{{' ({LITERAL_BRACES}) can be written in "
+                                               f"{', '.join(LITERAL_FIELDS)} only")]
+    return text.replace(LITERAL_BRACES, ""), found
 
 
 def _for_each_problems(step: Step, at: tuple[PathKey, ...]) -> list[Problem]:

@@ -28,7 +28,7 @@ import yaml
 
 from wf.compile import checkpoints
 from wf.compile.hardening import pod_security
-from wf.compile.interruptions import MPI_WORKER_FAILED, SPOT_FALLBACK_ANNOTATION
+from wf.compile.interruptions import MPI_WORKER_FAILED, ON_DEMAND
 from wf.compile.kinds.base import Cleanup, Demand, PodRenderer
 from wf.compile.placement import Placement, place_pod, place_step
 from wf.compile.queueing import QueueAssignment
@@ -136,6 +136,14 @@ def _replicas(job: dict[str, Any]) -> dict[str, Any]:
     return {role: spec for role, spec in specs.items() if isinstance(spec, dict)}
 
 
+def replica_templates(template: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+    """The pod templates of the MPIJob a resource template creates, each with its replica count (none for any
+    other template): what one attempt of the step runs, launcher and workers."""
+    job = _mpijob(template)
+    return [(int(spec.get("replicas") or 1), spec.get("template") or {}) for spec in _replicas(job).values()] \
+        if job is not None else []
+
+
 class MultiNodeStep:
     def matches(self, step: Step) -> bool:
         return step.nodes is not None
@@ -188,13 +196,13 @@ class MultiNodeStep:
         return [Demand(cls, capacities, requests) for (cls, capacities), requests in summed.items()]
 
     def read_back(self, template: dict[str, Any]) -> CompiledPlacement:
-        """The workers' class and capacity, in the MPIJob's queue; no Spot fallback reaches them (the
-        fallback's expression counts the retries of Argo's own resource pod)."""
+        """The workers' class, capacity and Spot fallback (counted over the resource template's retries, like a
+        pod step's over its pod's), in the MPIJob's queue."""
         job = _mpijob(template)
         if job is None:
             return CompiledPlacement()
         workers = read_placement((_replicas(job).get("Worker") or {}).get("template"))
-        return replace(workers, queue=read_placement(job).queue, fallback_after=None)
+        return replace(workers, queue=read_placement(job).queue)
 
     def cleanup(self, workflow: str) -> list[Cleanup]:
         """Argo stops its own pods, not the launcher and workers the mpi-operator made (their MPIJob is owned by
@@ -212,11 +220,17 @@ def _template(job: TrainingJob, step: Step, catalog: Catalog, worker: Placement,
     cls = catalog.compute_class(worker.compute_class)
     cpu = launcher_class(catalog, cls)
     assert cls.accelerator is not None and cpu is not None  # place() found no problems
-    launcher, problems = place_pod(catalog, cpu, cpu.default_capacity)
+    # The launcher's loss ends the whole gang's attempt, and Argo can't tell it from mpirun failing (both are
+    # `Launcher.failed`): it runs On-Demand where its class offers it, which Spot reclaims never take.
+    launcher, problems = place_pod(catalog, cpu, ON_DEMAND if ON_DEMAND in cpu.capacity else cpu.default_capacity)
     if launcher is None:
         raise ValueError(f"multi-node step {step.name!r}: no launcher fits the compute class {cpu.name!r}: {problems}")
-    # Node groups are per zone; EFA needs every worker in one, so all go to the class's first zone.
-    zone = next(g.zone for g in node_groups_of(cls, catalog) if g.capacity == worker.capacity)
+    # Node groups are per zone; EFA needs every worker in one, so all go to the class's first zone (with a Spot
+    # fallback, the first that has On-Demand nodes too).
+    groups = node_groups_of(cls, catalog)
+    zones = [g.zone for g in groups if g.capacity == worker.capacity]
+    fallback_zones = {g.zone for g in groups if g.capacity == ON_DEMAND} if worker.on_demand_after else set(zones)
+    zone = next((z for z in zones if z in fallback_zones), zones[0])
 
     def replica(placement: Placement, replicas: int, argv: list[str] | None) -> dict[str, Any]:
         pod = render_pod(placement)
@@ -224,17 +238,19 @@ def _template(job: TrainingJob, step: Step, catalog: Catalog, worker: Placement,
         main["name"] = CONTAINER
         if argv:
             main["command"] = argv  # workers run the operator's default, sshd, which mpirun reaches
-        # A replica's capacity is its placement's: Spot fallback (an expression over the pod template's own
-        # retries) does not reach pods another controller creates.
+        # The capacity label holds the Spot fallback's expression when the placement has one. No podSpecPatch
+        # reaches pods another controller creates, so the selector is that expression too: Argo substitutes the
+        # manifest for each attempt, with `retries` counting the resource template's interruptions.
+        capacity = pod["metadata"]["labels"][CAPACITY_LABEL]
         labels = {**{k: v for k, v in pod["metadata"]["labels"].items() if k not in queue_labels},
-                  CAPACITY_LABEL: placement.capacity, WORKFLOW_NAME_LABEL: "{{workflow.name}}"}
+                  WORKFLOW_NAME_LABEL: "{{workflow.name}}"}
         meta = {**{k: v for k, v in pod["metadata"].items() if k != "annotations"}, "labels": labels}
         # The simulated executor plays the checkpoints of Argo's pods only: a launcher runs its whole duration.
         if annotations := {k: v for k, v in (pod["metadata"].get("annotations") or {}).items()
-                           if k not in (SPOT_FALLBACK_ANNOTATION, SIM_CHECKPOINTS)}:
+                           if k != SIM_CHECKPOINTS}:
             meta["annotations"] = annotations
-        spec: dict[str, Any] = {"nodeSelector": pod["nodeSelector"], "securityContext": pod_security(),
-                                "containers": [main]}
+        spec: dict[str, Any] = {"nodeSelector": {**pod["nodeSelector"], CAPACITY_LABEL: capacity},
+                                "securityContext": pod_security(), "containers": [main]}
         if "tolerations" in pod:
             spec["tolerations"] = pod["tolerations"]
         if placement.host_ipc:
