@@ -11,6 +11,7 @@ listed; when nothing at all is left to check (an empty folder, only other tools'
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -104,6 +105,9 @@ def lint_paths(paths: Iterable[str | Path], catalog: str | Path | None = None) -
     foreign: list[Problem] = []  # other tools' documents, skipped
     for path in yaml_files(paths):
         result.files += 1
+        if too_big := _oversized_job(path):
+            result.problems += too_big
+            continue
         try:
             docs = load_documents(path, strict=False)
         except InputError as exc:
@@ -221,6 +225,28 @@ def check_job(doc: Document, catalog: Catalog, groups: list[NodeGroup], kind: Ki
     problems += [replace(p, message=f"compiled workflow: {p.message}").in_file(doc.file, doc.line_of(()))
                  for p in found]
     return manifest, problems + _size(doc, manifest)
+
+
+def _oversized_job(path: Path) -> list[Problem]:
+    """A job spec file over budget, refused before it is parsed as `wf compile` refuses it: a file that large
+    holding one document (no `---` but a leading one) whose top-level kind is TrainingJob. Other large files are
+    parsed, and a job among their documents is measured by its own text (check_job)."""
+    try:
+        size = path.stat().st_size
+        if size <= MAX_JOB_SPEC_BYTES:
+            return []
+        text = path.read_bytes()
+    except OSError:
+        return []  # load_documents says why it cannot be read
+    separators = len(_SEPARATOR.findall(text))
+    one_document = separators == 0 or (separators == 1 and text.lstrip().startswith(b"---"))
+    if not one_document or not _JOB_KIND.search(text):
+        return []
+    return [p.in_file(str(path)) for p in job_spec_problems(size)]
+
+
+_SEPARATOR = re.compile(rb"^---", re.M)
+_JOB_KIND = re.compile(rb"""^kind:[ \t]*["']?TrainingJob\b""", re.M)
 
 
 def _spec_size(doc: Document) -> int:
