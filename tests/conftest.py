@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from upstream import ARGO_SCHEMAS, require, strictify, with_int_or_string
+from wf.jobspec.job import TrainingJob
 from wf.model.catalog import Catalog, load_catalog
-from wf.spec.job import TrainingJob
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))

@@ -22,9 +22,9 @@ from wf.compile.checkpoints import (
 )
 from wf.compile.workflow import compile_job
 from wf.core.errors import InputError
+from wf.jobspec.job import load_job
 from wf.lint.documents import lint_paths
 from wf.model.catalog import Catalog
-from wf.spec.job import load_job
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG_FILE = ROOT / "eksctl" / "catalog.yaml"

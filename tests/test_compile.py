@@ -24,8 +24,8 @@ from wf.compile.interruptions import SPOT_FALLBACK_ANNOTATION, capacity_expressi
 from wf.compile.workflow import ATTEMPTS_SUFFIX, ENTRYPOINT, POD_GC, TTL, compile_job
 from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL
 from wf.core.errors import InputError
+from wf.jobspec.job import TrainingJob, load_job
 from wf.model.catalog import Catalog, load_catalog
-from wf.spec.job import TrainingJob, load_job
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))

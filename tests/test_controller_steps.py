@@ -85,9 +85,9 @@ def test_cost_per_step_with_spot_estimate_and_unknown_nodes() -> None:
 
 def test_a_multi_node_step_is_priced_per_replica_at_its_own_capacity() -> None:
     from wf.compile.workflow import compile_job
+    from wf.jobspec.job import TrainingJob
     from wf.model.catalog import load_catalog
     from wf.model.instances import instance_type
-    from wf.spec.job import TrainingJob
 
     catalog = load_catalog()
     job = TrainingJob.model_validate({
@@ -260,8 +260,8 @@ def test_a_multi_node_step_shows_where_its_workers_run() -> None:
     # the workers' fallback is their own (gaudi has none), not an annotation on Argo's resource pod.
     from wf.compile.interruptions import SPOT_FALLBACK_ANNOTATION
     from wf.compile.workflow import compile_job
+    from wf.jobspec.job import TrainingJob
     from wf.model.catalog import load_catalog
-    from wf.spec.job import TrainingJob
 
     job = TrainingJob.model_validate({
         "apiVersion": "wf/v1", "kind": "TrainingJob", "metadata": {"name": "bert"},

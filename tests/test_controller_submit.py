@@ -173,6 +173,29 @@ def test_submit_compiles_everything_before_creating_anything(tmp_path: Path) -> 
     assert "spec" not in light.manifest
 
 
+def test_submit_refuses_what_compile_and_lint_refuse(tmp_path: Path) -> None:
+    from wf.argo.size import MAX_JOB_SPEC_BYTES
+    from wf.controller.submit import load_jobs, submit_jobs
+    from wf.model.catalog import load_catalog
+
+    root = Path(__file__).resolve().parents[1]
+    catalog = load_catalog(root / "eksctl" / "catalog.yaml")
+    huge = tmp_path / "huge.yaml"
+    huge.write_text((root / "examples" / "data-prep.yaml").read_text() + "#" * MAX_JOB_SPEC_BYTES + "\n")
+    with pytest.raises(InputError) as refused:
+        load_jobs([str(huge)])
+    assert str(huge) in str(refused.value)
+    # Within the spec's budget, but compiled into more than etcd takes in one request: lint's finding on the
+    # compiled workflow, refused before anything is sent.
+    heavy = tmp_path / "heavy.yaml"
+    heavy.write_text((root / "examples" / "data-prep.yaml").read_text().replace(
+        "    shards: \"4\"\n", f"    shards: \"4\"\n    notes: \"{'x' * 1_700_000}\"\n", 1))
+    custom = FakeCustom([])
+    with pytest.raises(InputError) as oversized:
+        submit_jobs(FakeKube(custom), load_jobs([str(heavy)]), catalog)
+    assert str(heavy) in str(oversized.value) and "etcd" in str(oversized.value) and custom.calls == []
+
+
 def _three_jobs(tmp_path: Path) -> list[str]:
     root = Path(__file__).resolve().parents[1]
     text = (root / "examples" / "data-prep.yaml").read_text()
@@ -229,8 +252,8 @@ def test_a_submit_cut_short_says_what_exists_and_a_rerun_finishes_it(
 
 def test_the_identity_is_the_compiled_job_and_its_file(tmp_path: Path) -> None:
     from wf.controller.submit import IDENTITY_LABEL, prepare
+    from wf.jobspec.job import load_job
     from wf.model.catalog import load_catalog
-    from wf.spec.job import load_job
 
     catalog = load_catalog(Path(__file__).resolve().parents[1] / "eksctl" / "catalog.yaml")
     first, other = _three_jobs(tmp_path)[:2]

@@ -12,9 +12,9 @@ from wf import argo
 from wf.compile.artifacts import REPOSITORY_REF, repository_configmap
 from wf.compile.workflow import compile_job
 from wf.core.errors import InputError
+from wf.jobspec.job import TrainingJob, load_job
+from wf.jobspec.steps import Step
 from wf.model.catalog import Catalog
-from wf.spec.job import TrainingJob, load_job
-from wf.spec.steps import Step
 
 
 def job(steps: list[dict[str, Any]], **spec: Any) -> TrainingJob:

@@ -35,8 +35,8 @@ from wf.core.constants import KUEUE_LOCAL_QUEUE as LOCAL_QUEUE
 from wf.core.constants import KUEUE_PRIORITY_LABEL as PRIORITY_LABEL
 from wf.core.constants import KUEUE_QUEUE_LABEL as QUEUE_LABEL
 from wf.core.errors import InputError
+from wf.jobspec.job import TrainingJob
 from wf.model.catalog import Catalog
-from wf.spec.job import TrainingJob
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_CRD = SHARED / "schemas" / "mpi-operator" / "v0.6.0" / "manifests" / "base" / "kubeflow.org_mpijobs.yaml"

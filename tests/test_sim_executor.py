@@ -13,6 +13,7 @@ from wf.cluster.executor import (
     OUTPUTS_ANNOTATION,
     RESOURCE_ANNOTATION,
     collection_path,
+    executor_account,
     resource_action,
     task_result,
     verdict_annotations,
@@ -256,3 +257,16 @@ def test_the_player_resumes_from_the_ledger_and_records_what_an_interruption_lef
     assert not player.runs
     (record,) = parse_ledger(writes[-1]).values()
     assert record.saved == Saved(7, 0.7) and record.kept_seconds == pytest.approx(10)
+
+
+def test_the_executor_acts_as_the_account_argo_mounts_for_its_containers() -> None:
+    # Argo mounts the executor account's token Secret as `exec-sa-token` (workflowpod.go); the Secret names its
+    # account. Without one, Argo's containers use the pod's own (automounted) account.
+    secrets = {("wf", "wf-mpijob-executor.service-account-token"): "wf-mpijob-executor"}
+    with_executor = {"metadata": {"namespace": "wf"}, "spec": {"serviceAccountName": "wf-workflow", "volumes": [
+        {"name": "var-run-argo", "emptyDir": {}},
+        {"name": "exec-sa-token", "secret": {"secretName": "wf-mpijob-executor.service-account-token"}}]}}
+    assert executor_account(with_executor, lambda ns, name: secrets[(ns, name)]) == "wf-mpijob-executor"
+    plain = {"metadata": {"namespace": "wf"}, "spec": {"serviceAccountName": "wf-workflow"}}
+    assert executor_account(plain, lambda ns, name: pytest.fail("no token volume: nothing to read")) == "wf-workflow"
+    assert executor_account({"metadata": {}, "spec": {}}, lambda ns, name: "") == "default"

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from wf.core.errors import InputError
 from wf.core.units import parse_duration, parse_quantity
-from wf.spec.job import TrainingJob, find_cycle, load_job
-from wf.spec.steps import SecretRef, Step
+from wf.jobspec.job import TrainingJob, find_cycle, load_job
+from wf.jobspec.steps import SecretRef, Step
 
 
 def problems(write: Any, data: dict[str, Any]) -> list[tuple[int | None, str | None, str]]:

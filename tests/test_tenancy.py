@@ -15,11 +15,11 @@ import yaml
 from wf.compile.workflow import compile_job
 from wf.core.constants import EXECUTOR_ACCOUNT, MPIJOB_EXECUTOR_ACCOUNT, STEP_ACCOUNT
 from wf.core.errors import InputError
+from wf.jobspec.job import TrainingJob, load_job
 from wf.lint.documents import lint_paths
 from wf.model.catalog import Catalog, PodSecurity
 from wf.render import team_roles
 from wf.render.platform import load_manifest
-from wf.spec.job import TrainingJob, load_job
 
 ROOT = Path(__file__).resolve().parents[1]
 PSA = "pod-security.kubernetes.io"

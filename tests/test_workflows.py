@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from wf.compile.workflow import compile_job
+from wf.jobspec.job import load_job
 from wf.model.catalog import load_catalog
-from wf.spec.job import load_job
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted((ROOT / "workflows" / "src").glob("*.yaml"))

@@ -20,8 +20,8 @@ _EXPORTS = {
     "wf.model.catalog": ("Catalog", "ComputeClass", "load_catalog"),
     "wf.compile.workflow": ("compile_job",),
     "wf.core.errors": ("ClusterError", "InputError", "Problem", "WfError", "WorkFailed"),
-    "wf.spec.steps": ("Count", "JobSpec", "Metadata", "Outputs", "Resources", "SecretRef", "Step"),
-    "wf.spec.job": ("TrainingJob", "load_job"),
+    "wf.jobspec.steps": ("Count", "JobSpec", "Metadata", "Outputs", "Resources", "SecretRef", "Step"),
+    "wf.jobspec.job": ("TrainingJob", "load_job"),
     "wf.controller.api": ("submit", "watch", "get", "list_workflows", "logs", "retry", "stop", "delete"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -31,9 +31,9 @@ if TYPE_CHECKING:
     from wf.compile.workflow import compile_job
     from wf.controller.api import delete, get, list_workflows, logs, retry, stop, submit, watch
     from wf.core.errors import ClusterError, InputError, Problem, WfError, WorkFailed
+    from wf.jobspec.job import TrainingJob, load_job
+    from wf.jobspec.steps import Count, JobSpec, Metadata, Outputs, Resources, SecretRef, Step
     from wf.model.catalog import Catalog, ComputeClass, load_catalog
-    from wf.spec.job import TrainingJob, load_job
-    from wf.spec.steps import Count, JobSpec, Metadata, Outputs, Resources, SecretRef, Step
 
 __all__ = [
     "Catalog", "ClusterError", "ComputeClass", "Count", "InputError", "JobSpec", "Metadata", "Outputs", "Problem",

@@ -28,8 +28,8 @@ from wf.controller.client import Kube
 from wf.controller.queue import Workload, parse_workload
 from wf.core.constants import KUEUE_QUEUE_LABEL as QUEUE_LABEL
 from wf.core.constants import SIM_DURATION, WORKFLOW_NAME_LABEL
+from wf.jobspec.job import TrainingJob
 from wf.model.catalog import Catalog, load_catalog
-from wf.spec.job import TrainingJob
 
 from .conftest import ClusterHandle, become_subreaper, build_with_progress, connected, stop_cluster
 

@@ -122,8 +122,8 @@ def wf_lint_server(handle: ClusterHandle, *paths: Path) -> subprocess.CompletedP
 def test_every_compiled_example_passes_the_full_crds(full_crds: list[str], local_cluster: ClusterHandle,
                                                      tmp_path: Path) -> None:
     from wf.compile.workflow import compile_job
+    from wf.jobspec.job import load_job
     from wf.model.catalog import load_catalog
-    from wf.spec.job import load_job
 
     jobs = sorted(EXAMPLES.glob("*.yaml"))
     assert jobs

@@ -103,8 +103,8 @@ def schema_command(
     file: FileOption = None,
 ) -> None:
     """Print the JSON Schema of job specs (for yaml-language-server and editors)."""
+    from wf.jobspec.job import TrainingJob
     from wf.model.catalog import Catalog
-    from wf.spec.job import TrainingJob
 
     model = TrainingJob if of is SchemaFor.job else Catalog
     schema = model.model_json_schema(by_alias=True)

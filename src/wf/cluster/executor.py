@@ -45,7 +45,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -77,8 +77,59 @@ CHECK_INTERVAL_ENV = "RESOURCE_STATE_CHECK_INTERVAL"
 DEFAULT_CHECK_INTERVAL = 5.0  # Argo's default (workflow/executor/resource.go)
 MAIN_CONTAINER = "main"
 RETRY_SECONDS = 2.0  # before a checkpointed pod's event is handled again after an API error
+# The pod volume holding the token of the account Argo's own containers run as (workflow/common/common.go
+# ServiceAccountTokenVolumeName), present when the workflow or template names `executor.serviceAccountName`.
+EXECUTOR_TOKEN_VOLUME = "exec-sa-token"
+# The annotation by which Kubernetes ties a service-account token Secret to its account.
+TOKEN_ACCOUNT_ANNOTATION = "kubernetes.io/service-account.name"
 
 log = logging.getLogger("wf.cluster.executor")
+
+
+def executor_account(pod: dict[str, Any], token_account: Callable[[str, str], str]) -> str:
+    """The service account Argo's executor authenticates as in `pod`: the owner of the token Secret Argo mounts
+    for its own containers (`token_account(namespace, secret)` reads it), else the pod's own account."""
+    spec = pod.get("spec") or {}
+    namespace = (pod.get("metadata") or {}).get("namespace", "")
+    for volume in spec.get("volumes") or []:
+        secret = (volume.get("secret") or {}).get("secretName") if volume.get("name") == EXECUTOR_TOKEN_VOLUME else None
+        if secret:
+            return token_account(namespace, secret)
+    return str(spec.get("serviceAccountName") or "default")
+
+
+class ExecutorClients:
+    """API clients acting as each pod's executor account, so the twin's executor is held to the rights the
+    platform's RBAC gives Argo's executor (manifests/rbac.yaml), no more: a missing verb fails the step here as it
+    would on EKS. Impersonation by the cluster's admin credentials; what the twin does as the kubelet (the
+    annotations kwok's stages read) keeps the admin's own rights."""
+
+    def __init__(self, api: Any) -> None:
+        self.api = api
+        self.clients: dict[str, Any] = {}
+        self.accounts: dict[tuple[str, str], str] = {}
+        self.lock = threading.Lock()
+
+    def for_pod(self, pod: dict[str, Any]) -> Any:
+        from kubernetes.client import ApiClient
+
+        namespace = (pod.get("metadata") or {}).get("namespace", "")
+        user = f"system:serviceaccount:{namespace}:{executor_account(pod, self._token_account)}"
+        with self.lock:
+            if user not in self.clients:
+                client = ApiClient(configuration=self.api.configuration)
+                client.set_default_header("Impersonate-User", user)
+                self.clients[user] = client
+            return self.clients[user]
+
+    def _token_account(self, namespace: str, secret: str) -> str:
+        from kubernetes.client import CoreV1Api
+
+        key = (namespace, secret)
+        if key not in self.accounts:
+            annotations = CoreV1Api(self.api).read_namespaced_secret(secret, namespace).metadata.annotations or {}
+            self.accounts[key] = annotations.get(TOKEN_ACCOUNT_ANNOTATION, "")
+        return self.accounts[key]
 
 
 def task_result(pod: dict[str, Any]) -> dict[str, Any] | None:
@@ -158,6 +209,7 @@ class ResourceAction:
     conditions: Conditions | ConditionError
     interval: float  # seconds between reads of the object
     created: str | None  # API path of the object an earlier run created
+    pod_object: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)  # whose executor acts
 
     @property
     def collection(self) -> str:
@@ -189,7 +241,7 @@ def resource_action(pod: dict[str, Any]) -> ResourceAction | None:
                           action=str(resource.get("action", "")),
                           manifest=manifest if isinstance(manifest, dict) else {},
                           conditions=conditions, interval=_check_interval(pod),
-                          created=annotations.get(RESOURCE_ANNOTATION))
+                          created=annotations.get(RESOURCE_ANNOTATION), pod_object=pod)
 
 
 def collection_path(api_version: str, kind: str, namespace: str | None) -> str:
@@ -443,8 +495,9 @@ class _Transient(Exception):
 class ResourceExecutor:
     """Plays `argoexec resource` for each Running resource pod, in a thread per pod until its verdict."""
 
-    def __init__(self, api: Any) -> None:
+    def __init__(self, api: Any, executors: ExecutorClients) -> None:
         self.api = api
+        self.executors = executors
         self.active: dict[str, threading.Event] = {}  # pod uid -> set when the pod no longer waits
         self.lock = threading.Lock()
 
@@ -491,7 +544,7 @@ class ResourceExecutor:
             return Verdict(True, "")
         while not stop.is_set():
             try:
-                verdict = action.conditions.judge(self._read(path))
+                verdict = action.conditions.judge(self._read(action, path))
             except _Transient as exc:
                 log.info("reading %s: %s; reading again", path, exc)
                 verdict = None
@@ -504,18 +557,19 @@ class ResourceExecutor:
 
     def _create(self, action: ResourceAction) -> str:
         """kubectl create -f: the created object's API path."""
-        created = json.loads(self._call("POST", action.collection, action.manifest, "creating"))
+        created = json.loads(self._call(action, "POST", action.collection, action.manifest, "creating"))
         return f"{action.collection}/{created['metadata']['name']}"
 
-    def _read(self, path: str) -> str:
-        return self._call("GET", path, None, "reading")
+    def _read(self, action: ResourceAction, path: str) -> str:
+        return self._call(action, "GET", path, None, "reading")
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None, doing: str) -> str:
+    def _call(self, action: ResourceAction, method: str, path: str, body: dict[str, Any] | None, doing: str) -> str:
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
         try:
-            response = self.api.call_api(path, method, body=body, auth_settings=["BearerToken"],
+            api = self.executors.for_pod(action.pod_object)  # as Argo's executor in that pod: its account's rights
+            response = api.call_api(path, method, body=body, auth_settings=["BearerToken"],
                                          header_params={"Accept": "application/json",
                                                         "Content-Type": "application/json"},
                                          _preload_content=False, _request_timeout=30)
@@ -566,8 +620,9 @@ def serve(kubeconfig: Path) -> None:
     from wf.controller.stream import KubeTransport, NamespaceStream
 
     api = connect(Target(kubeconfig=str(kubeconfig))).api_client
-    core, custom = CoreV1Api(api), CustomObjectsApi(api)
-    resources = ResourceExecutor(api)
+    core = CoreV1Api(api)
+    executors = ExecutorClients(api)
+    resources = ResourceExecutor(api, executors)
     programs = CheckpointPlayer(api)
     reported: set[str] = set()
 
@@ -576,6 +631,7 @@ def serve(kubeconfig: Path) -> None:
         if uid in reported or (result := task_result(pod)) is None:
             return
         meta = result["metadata"]
+        custom = CustomObjectsApi(executors.for_pod(pod))  # Argo's wait container reports as the executor account
         try:
             custom.create_namespaced_custom_object(WORKFLOW_TASK_RESULT.group, WORKFLOW_TASK_RESULT.version,
                                                    meta["namespace"], WORKFLOW_TASK_RESULT.plural, result)

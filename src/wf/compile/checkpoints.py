@@ -15,10 +15,10 @@ from typing import Any, Final
 from wf.compile.placement import Placement
 from wf.core.errors import PathKey, Problem
 from wf.core.units import parse_duration
+from wf.jobspec.job import TrainingJob
+from wf.jobspec.references import Reference
+from wf.jobspec.steps import ARTIFACT_STORE, Checkpoint, Step
 from wf.model.catalog import Catalog, CheckpointVolume
-from wf.spec.job import TrainingJob
-from wf.spec.references import Reference
-from wf.spec.steps import ARTIFACT_STORE, Checkpoint, Step
 
 URI_ENV: Final = "WF_CHECKPOINT_URI"  # the artifact store's location, an s3:// URI
 DIR_ENV: Final = "WF_CHECKPOINT_DIR"  # a shared volume's location, a directory

@@ -15,11 +15,11 @@ from functools import lru_cache
 from wf.compile.schedulability import PodConstraints, Shortfall, Verdict, judge
 from wf.core.errors import PathKey, Problem
 from wf.core.units import format_cpu, format_mib, parse_quantity
+from wf.jobspec.job import TrainingJob
+from wf.jobspec.steps import Resources, Step
 from wf.model.accelerators import EFA_RESOURCE, HUGEPAGES_2MI, profile
 from wf.model.catalog import Catalog, ComputeClass, PodSecurity
 from wf.model.nodegroups import NodeGroup, hugepages_for, node_group
-from wf.spec.job import TrainingJob
-from wf.spec.steps import Resources, Step
 
 # A pod asking for a whole node's allocatable never fits beside the node's DaemonSets (CNI, kube-proxy,
 # device plugins), so defaults derived from a node take this share of it.

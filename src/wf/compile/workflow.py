@@ -33,11 +33,11 @@ from wf.core.constants import (
 )
 from wf.core.errors import InputError, Problem
 from wf.core.units import parse_duration
+from wf.jobspec import references
+from wf.jobspec.job import TrainingJob
+from wf.jobspec.references import Reference
+from wf.jobspec.steps import Count, SecretRef, Step, Volume
 from wf.model.catalog import Catalog
-from wf.spec import references
-from wf.spec.job import TrainingJob
-from wf.spec.references import Reference
-from wf.spec.steps import Count, SecretRef, Step, Volume
 
 Kind = Literal["Workflow", "WorkflowTemplate", "CronWorkflow"]
 # Entry and wrapper templates carry an upper-case letter, which step names (DNS-1123 labels) never do, so they
@@ -130,9 +130,10 @@ def _workflow_spec(job: TrainingJob, placements: dict[str, Placement], catalog: 
     if job.spec.on_exit:
         templates.append({"name": EXIT_HANDLER, "dag": {"tasks": exit_tasks}})
     producers = {s.name: s for _, s in job.spec.step_entries()}
+    volumes = _volumes(job, catalog)  # once: every multi-node step's replicas mount them all
     for dag, steps in ((tasks, job.spec.steps), (exit_tasks, job.spec.on_exit)):
         for step in steps:
-            dag.append(_step(job, catalog, step, placements[step.name], producers, templates, queue))
+            dag.append(_step(job, catalog, step, placements[step.name], producers, templates, volumes, queue))
     spec: dict[str, Any] = {"entrypoint": ENTRYPOINT, "templates": templates, "podGC": dict(POD_GC),
                             "ttlStrategy": dict(TTL)}
     if job.spec.on_exit:
@@ -158,7 +159,7 @@ def _workflow_spec(job: TrainingJob, placements: dict[str, Placement], catalog: 
     if job.spec.service_account is None:
         spec["automountServiceAccountToken"] = False
     spec["securityContext"] = pod_security()
-    if volumes := _volumes(job, catalog):
+    if volumes:
         spec["volumes"] = volumes
     return spec
 
@@ -227,7 +228,8 @@ def _declared_inputs(refs: list[Reference], producers: dict[str, Step], with_pat
 
 
 def _step(job: TrainingJob, catalog: Catalog, step: Step, placement: Placement, producers: dict[str, Step],
-          templates: list[dict[str, Any]], queue: QueueAssignment | None) -> dict[str, Any]:
+          templates: list[dict[str, Any]], volumes: list[dict[str, Any]], queue: QueueAssignment | None
+          ) -> dict[str, Any]:
     """The DAG task running `step`, appending the templates behind it: its kind's template (wf.compile.kinds: the
     pod, or the resource template creating a multi-node step's MPIJob; interruptions retried inside), the
     application-retry wrapper, and for a capped fan-out the wrapper that holds the loop and its cap."""
@@ -278,7 +280,7 @@ def _step(job: TrainingJob, catalog: Catalog, step: Step, placement: Placement, 
     templates += wrappers
     templates.append(kind_of(step).render(job, step, catalog, placement,
                                           lambda p: _pod_template(job, catalog, step, p, refs, producers, queue),
-                                          _volumes(job, catalog), queue))
+                                          volumes, queue))
     return task
 
 

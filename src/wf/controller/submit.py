@@ -145,6 +145,8 @@ def prepare(job: Any, catalog: Any, kube_namespace: str, namespace_flag: str | N
             parameters: dict[str, str], batch: str) -> tuple[dict[str, Any], str, str]:
     """Compile one job (a TrainingJob) for submission: (manifest, namespace, submission id). Pure."""
     from wf.compile.workflow import compile_job
+    from wf.lint.documents import check_compiled
+    from wf.model.nodegroups import node_groups
 
     path = job.source
     submission = str(uuid.uuid4())
@@ -152,6 +154,10 @@ def prepare(job: Any, catalog: Any, kube_namespace: str, namespace_flag: str | N
     # a job that names only its team goes to the team's namespace, not the context's.
     target = job.metadata.namespace or namespace_flag or (None if job.spec.team else kube_namespace)
     manifest = compile_job(job, catalog, namespace=target)
+    if job.document is not None:  # from a file: refused as `wf compile` and `wf lint` refuse it
+        found = check_compiled(manifest, job.document, catalog, node_groups(catalog))
+        if errors := [p for p in found if p.severity == "error"]:
+            raise InputError(errors)
     job_namespace = manifest["metadata"].get("namespace")
     if namespace_flag and job_namespace and namespace_flag != job_namespace:
         raise InputError(f"the job's namespace {job_namespace!r} does not match --namespace {namespace_flag!r}",
@@ -279,11 +285,24 @@ def accounting(done: list[Submitted], stopped: SubmitInterrupted | None = None) 
 
 def load_jobs(sources: list[Any]) -> list[Any]:
     """TrainingJob objects as given; paths (files or folders) loaded."""
-    from wf.spec.job import TrainingJob, load_job
+    from wf.jobspec.job import TrainingJob, load_job
 
     jobs: list[Any] = [s for s in sources if isinstance(s, TrainingJob)]
     paths = [str(s) for s in sources if not isinstance(s, TrainingJob)]
-    return jobs + [load_job(p) for p in job_files(paths)] if paths else jobs
+    return jobs + [load_job(_within_budget(p)) for p in job_files(paths)] if paths else jobs
+
+
+def _within_budget(path: Path) -> Path:
+    """A job spec file too big to compile is refused by its size before it is parsed, as `wf compile` does."""
+    from wf.argo.size import job_spec_problems
+
+    try:
+        size = Path(path).stat().st_size
+    except OSError:
+        return path  # load_job says why it cannot be read
+    if too_big := job_spec_problems(size):
+        raise InputError([p.in_file(str(path)) for p in too_big])
+    return path
 
 
 def submit_jobs(kube: Kube, jobs: list[Any], catalog: Any, *, namespace: str | None = None,

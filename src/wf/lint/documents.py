@@ -24,12 +24,12 @@ from wf.compile.workflow import Kind, compile_job
 from wf.core.constants import ARGO_KINDS, CRON_WORKFLOW, ApiKind
 from wf.core.errors import InputError, PathKey, Problem, did_you_mean, listing
 from wf.core.loader import Document, load_documents, load_mapping
+from wf.jobspec.job import job_from_document
 from wf.lint.pod_security import privileges
 from wf.lint.queues import inadmissible
 from wf.model.catalog import Catalog, catalog_from_document, load_catalog
 from wf.model.nodegroups import NodeGroup, mixed_sizes, node_groups
 from wf.render.kueue import KINDS as KUEUE_KINDS
-from wf.spec.job import job_from_document
 
 YAML_SUFFIXES = (".yaml", ".yml")
 # The kinds lint checks, with the apiVersion each is read at.
@@ -218,13 +218,17 @@ def check_job(doc: Document, catalog: Catalog, groups: list[NodeGroup], kind: Ki
         manifest = compile_job(job_from_document(doc), catalog, kind=kind)
     except InputError as exc:
         return None, problems + exc.problems
-    # The compiler's own output goes through the same checks as a hand-written manifest. Their paths are into
-    # the compiled manifest, which has no lines: reported at the job's first line.
+    return manifest, problems + check_compiled(manifest, doc, catalog, groups)
+
+
+def check_compiled(manifest: dict[str, Any], doc: Document, catalog: Catalog, groups: list[NodeGroup]
+                   ) -> list[Problem]:
+    """The compiler's own output through the same checks as a hand-written manifest (`wf submit` runs them too).
+    Their paths are into the compiled manifest, which has no lines: reported at the job's first line."""
     found = argo.validate(manifest) + unschedulable(manifest, groups) + inadmissible(manifest, catalog)
     found += privileges(manifest, catalog)
-    problems += [replace(p, message=f"compiled workflow: {p.message}").in_file(doc.file, doc.line_of(()))
-                 for p in found]
-    return manifest, problems + _size(doc, manifest)
+    return [replace(p, message=f"compiled workflow: {p.message}").in_file(doc.file, doc.line_of(()))
+            for p in found] + _size(doc, manifest)
 
 
 def _oversized_job(path: Path) -> list[Problem]:

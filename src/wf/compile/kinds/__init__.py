@@ -17,7 +17,7 @@ from typing import Any
 from wf.compile.kinds.base import StepKind
 from wf.compile.kinds.mpijob import MPIJOB_STEP
 from wf.compile.kinds.pod import POD
-from wf.spec.steps import Step
+from wf.jobspec.steps import Step
 
 # The first kind that matches a step or a template is its kind.
 KINDS: tuple[StepKind, ...] = (MPIJOB_STEP, POD)

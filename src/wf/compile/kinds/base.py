@@ -14,9 +14,9 @@ from wf.compile.queueing import QueueAssignment
 from wf.compile.readback import CompiledPlacement
 from wf.core.constants import ApiKind
 from wf.core.errors import Problem
+from wf.jobspec.job import TrainingJob
+from wf.jobspec.steps import Step
 from wf.model.catalog import Catalog
-from wf.spec.job import TrainingJob
-from wf.spec.steps import Step
 
 # The compiler's pod template of a step for a placement: container, inputs, outputs, labels, retry strategy.
 PodRenderer = Callable[[Placement], dict[str, Any]]

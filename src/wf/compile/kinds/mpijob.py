@@ -49,10 +49,10 @@ from wf.core.constants import (
     ZONE_LABEL,
 )
 from wf.core.errors import PathKey, Problem
+from wf.jobspec.job import TrainingJob
+from wf.jobspec.steps import Step
 from wf.model.catalog import Catalog, ComputeClass
 from wf.model.nodegroups import node_groups_of
-from wf.spec.job import TrainingJob
-from wf.spec.steps import Step
 
 # Set by the mpi-operator on every pod it creates (pkg/apis/kubeflow/v2beta1/constants.go).
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"

@@ -11,9 +11,9 @@ from wf.compile.queueing import QueueAssignment
 from wf.compile.readback import CompiledPlacement, read_placement
 from wf.compile.schedulability import template_requests
 from wf.core.errors import PathKey, Problem
+from wf.jobspec.job import TrainingJob
+from wf.jobspec.steps import Step
 from wf.model.catalog import Catalog
-from wf.spec.job import TrainingJob
-from wf.spec.steps import Step
 
 
 class PodStep:

@@ -23,7 +23,7 @@ from wf.core.constants import INPUTS_ROOT
 from wf.core.errors import PathKey, Problem, did_you_mean, listing
 
 if TYPE_CHECKING:
-    from wf.spec.steps import JobSpec, Step
+    from wf.jobspec.steps import JobSpec, Step
 
 PATTERN = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 _STEP_OUTPUT = re.compile(r"^steps\.([^.]+)\.outputs\.([^.]+)$")

@@ -1,5 +1,5 @@
 """The parts of a job spec: steps, their resources, outputs, fan-out and volumes (pydantic models usable from YAML
-and from Python alike). The whole job and its cross-field rules are in `wf.spec.job`."""
+and from Python alike). The whole job and its cross-field rules are in `wf.jobspec.job`."""
 
 from __future__ import annotations
 

@@ -24,8 +24,8 @@ from wf.core.modeling import (
     parse_model,
     raise_problems,
 )
-from wf.spec import references
-from wf.spec.steps import JobSpec, Metadata, Step, Volume
+from wf.jobspec import references
+from wf.jobspec.steps import JobSpec, Metadata, Step, Volume
 
 M = TypeVar("M", bound=StrictModel)
 
