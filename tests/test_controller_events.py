@@ -31,6 +31,27 @@ def test_a_snapshot_keeps_the_view_and_what_cost_reads_but_not_the_bulk() -> Non
     assert job_cost(snap.view, snap.workflow, nodes, now) == job_cost(workflow_view(run), run, nodes, now)
 
 
+def test_a_snapshot_keeps_what_prices_a_multi_node_steps_replicas() -> None:
+    from wf.compile.workflow import compile_job
+    from wf.jobspec.job import load_job
+    from wf.model.catalog import load_catalog
+
+    root = Path(__file__).resolve().parents[1]
+    catalog = load_catalog(root / "eksctl" / "catalog.yaml")
+    run = compile_job(load_job(root / "examples" / "bert-large-multinode.yaml"), catalog)
+    run["metadata"]["name"] = "bert-large-multinode-x"
+    resource = next(t for t in run["spec"]["templates"] if "resource" in t)
+    name = run["metadata"]["name"]
+    step = pod_node(name, f"{name}-1", resource["name"], "Succeeded", template=resource["name"],
+                    host="cpu-on-demand-us-east-1a-0")
+    run["status"] = {"phase": "Succeeded", "nodes": {step["id"]: step}}
+    snap = snapshot(run)
+    now = datetime.now(UTC)
+    full = job_cost(workflow_view(run), run, {}, now, catalog)
+    assert full.steps and full.steps[0].node_hours > 0
+    assert job_cost(snap.view, snap.workflow, {}, now, catalog) == full
+
+
 def test_the_inbox_keeps_the_newest_state_per_workflow_and_notices_in_order() -> None:
     inbox = Inbox()
     first, second = snapshot(workflow("a", "Running")), snapshot(workflow("a", "Succeeded"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -10,7 +11,7 @@ from controller_fakes import nested_run, pod_node, workflow
 from wf.controller.checkpoints import AttemptRecord, Saved
 from wf.controller.cost import NodeFacts, job_cost
 from wf.controller.ops import retry_plan
-from wf.controller.steps import pod_name, with_facts, workflow_view
+from wf.controller.steps import WorkflowView, pod_name, with_facts, workflow_view
 from wf.core.errors import InputError
 
 
@@ -195,17 +196,21 @@ def test_attempts_show_where_they_ran_and_why_they_ended() -> None:
     assert view.interruptions == 2 and view.redone_seconds(now) == 25 * 60
 
 
-def test_the_ledger_tells_where_attempts_resumed_and_what_their_checkpoints_kept() -> None:
+def _resumed_run() -> tuple[dict[str, Any], WorkflowView, WorkflowView]:
+    """The fallback run with a checkpoint ledger: attempt 0 ran 20 min and passed checkpoint 5 (50%, 15 min in);
+    attempt 1 resumed there, ran 5 min, passed none; attempt 2 resumed at 50% too: (run, view, refined view)."""
     doc = fallback_run()
     view = workflow_view(doc)
     pods = [pod_name(doc, a) for a in view.steps[0].attempts]
     location = "s3://b/checkpoints/wf/prep-q8z/shard"
-    # Attempt 0 ran 20 min and passed checkpoint 5 (50%, 15 min in); attempt 1 resumed there, ran 5 min, passed
-    # none; attempt 2 resumed at 50% too.
     ledger = {pods[0]: AttemptRecord(location, Saved(), Saved(5, 0.5), 15 * 60),
               pods[1]: AttemptRecord(location, Saved(5, 0.5), Saved(5, 0.5), 0.0),
               pods[2]: AttemptRecord(location, Saved(5, 0.5))}
-    refined = with_facts(view, doc, ledger, lambda host: None)
+    return doc, view, with_facts(view, doc, ledger, lambda host: None)
+
+
+def test_the_ledger_tells_where_attempts_resumed_and_what_their_checkpoints_kept() -> None:
+    doc, view, refined = _resumed_run()
     (shard,) = refined.steps
     assert [str(a.resumed) for a in shard.attempts] == ["from the start", "at 50% from checkpoint 5",
                                                          "at 50% from checkpoint 5"]
@@ -290,14 +295,7 @@ def test_get_shows_where_attempts_resumed_and_the_work_redone() -> None:
 
     from wf.controller.view import attempts_table, cost_table, costs_table, interruption_summary, step_note
 
-    doc = fallback_run()
-    view = workflow_view(doc)
-    pods = [pod_name(doc, a) for a in view.steps[0].attempts]
-    location = "s3://b/checkpoints/wf/prep-q8z/shard"
-    ledger = {pods[0]: AttemptRecord(location, Saved(), Saved(5, 0.5), 15 * 60),
-              pods[1]: AttemptRecord(location, Saved(5, 0.5), Saved(5, 0.5), 0.0),
-              pods[2]: AttemptRecord(location, Saved(5, 0.5))}
-    refined = with_facts(view, doc, ledger, lambda host: None)
+    doc, _, refined = _resumed_run()
     now = datetime(2026, 3, 1, 14, tzinfo=UTC)
     nodes = {"cpu-spot-1": NodeFacts("r5.4xlarge", "spot"), "cpu-spot-2": NodeFacts("r5.4xlarge", "spot"),
              "cpu-od-1": NodeFacts("r5.4xlarge", "on-demand")}

@@ -90,10 +90,11 @@ def assert_placed_by_class(kube: Kube, name: str, doc: dict[str, Any]) -> None:
         cls = s.get("compute") or spec["compute"]
         capacity = s.get("capacity") or spec.get("capacity") or catalog.compute_class(cls).default_capacity
         wanted[s["name"]] = (cls, capacity)
-        if s.get("nodes"):  # a multi-node step's own pod is Argo's, creating the MPIJob from the launcher's class
-            launcher = launcher_class(catalog, catalog.compute_class(cls))
+        if s.get("nodes"):  # a multi-node step's own pod is Argo's, creating the MPIJob where the launcher runs:
+            launcher = launcher_class(catalog, catalog.compute_class(cls))  # On-Demand where its class offers it
             assert launcher
-            wanted[s["name"]] = (launcher.name, launcher.default_capacity)
+            wanted[s["name"]] = (launcher.name,
+                                 "on-demand" if "on-demand" in launcher.capacity else launcher.default_capacity)
     workflow = kube.custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", kube.namespace, "workflows", name)
     pods = [n for n in workflow["status"]["nodes"].values() if n["type"] == "Pod"]
     assert {n["templateName"] for n in pods} == wanted.keys(), pods

@@ -68,7 +68,10 @@ def snapshot(workflow: dict[str, Any]) -> Snapshot:
             "metadata": {"name": metadata.get("name", ""), "namespace": metadata.get("namespace", ""),
                          "annotations": annotations},
             "spec": {"templates": [_slim_template(t) for t in templates if any(k in t for k in _POD_TEMPLATE_KINDS)]
-                     + [{"name": t.get("name", ""), "resource": {}} for t in templates if "resource" in t]},
+                     # A multi-node step's object, whose replicas are what its attempts ran: cost and `wf get`
+                     # read them (wf.compile.kinds.mpijob.replica_templates).
+                     + [{"name": t.get("name", ""), "resource": {"manifest": (t["resource"] or {}).get("manifest", "")}}
+                        for t in templates if "resource" in t]},
         },
     )
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from wf.controller.client import Kube, api_errors, is_transient
+from wf.controller.client import Kube, api_errors, cluster_error, is_transient
 from wf.core.constants import ARGO_KINDS, CRON_WORKFLOW, DOMAIN, SUBMISSION_LABEL
 from wf.core.errors import ClusterError, InputError, WfError
 
@@ -204,6 +204,7 @@ def create(kube: Kube, manifest: dict[str, Any], *, dry_run: bool = False, attem
     doing = f"creating {manifest['kind']} {namespace}/{name}"
     delay = 0.5
     last: BaseException | None = None  # the last transient failure: a request that may have been served
+    sent = False  # whether any attempt reached the server (a refused connection never did)
     for _ in range(attempts):
         with api_errors(kube, doing, namespace):
             try:
@@ -222,15 +223,27 @@ def create(kube: Kube, manifest: dict[str, Any], *, dry_run: bool = False, attem
             except Exception as exc:
                 if is_transient(exc):
                     last = exc
-                elif last is not None:
+                    sent = sent or not _never_sent(exc)
+                elif sent:
                     raise UncertainCreate(f"{doing}: {exc} after an attempt whose outcome is unknown") from exc
                 else:
                     raise
         (sleep or time.sleep)(_retry_after(last, delay))
         delay = min(delay * 2, 8.0)
     reason = getattr(last, "reason", None) or last
+    assert last is not None  # the loop ends only after transient failures
+    if not sent:  # every attempt was refused at connect: nothing can exist
+        raise cluster_error(last, kube, doing, namespace) from last
     raise UncertainCreate(f"{doing}: the API server at {kube.server} kept failing ({reason}); the workflow may "
                           "exist: run the same submit with --skip-existing to finish it")
+
+
+def _never_sent(exc: BaseException) -> bool:
+    """A request that never left this machine: its connection was refused or could not be made."""
+    from urllib3.exceptions import MaxRetryError, NewConnectionError
+
+    reason = exc.reason if isinstance(exc, MaxRetryError) else exc
+    return isinstance(reason, (NewConnectionError, ConnectionRefusedError))
 
 
 def find_existing(kube: Kube, manifest: dict[str, Any]) -> dict[str, Any] | None:

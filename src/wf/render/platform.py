@@ -138,8 +138,9 @@ def workflow_namespace_objects(catalog: Catalog, namespace: str) -> list[dict[st
 
 
 def _namespaces(catalog: Catalog, namespaces: Sequence[str]) -> list[dict[str, Any]]:
-    return [*load_manifest("namespaces.yaml"),
-            *(o for ns in namespaces for o in workflow_namespace_objects(catalog, ns))]
+    """wf's own namespaces, a workflow namespace (`wf` among them) at its Pod Security level."""
+    own = [o for o in load_manifest("namespaces.yaml") if o["metadata"]["name"] not in namespaces]
+    return [*own, *(o for ns in namespaces for o in workflow_namespace_objects(catalog, ns))]
 
 
 def namespaces_rbac(catalog: Catalog, namespaces: Sequence[str]) -> list[dict[str, Any]]:
