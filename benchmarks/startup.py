@@ -3,7 +3,8 @@
     python benchmarks/startup.py [--runs 15] [--src src] [--against OTHER/src]
 
 Whole processes, taken in turns (one of each per round, so a busy neighbour slows all of them alike):
-`python -c pass`, `python -m wf --help` and `python -m wf compile examples/bert-large-pretrain.yaml`. The result is
+`python -c pass`, the libraries' own import (typer, pydantic, PyYAML), `python -m wf --help` and
+`python -m wf compile examples/bert-large-pretrain.yaml`. The result is
 each one's median wall time and its ratio to the interpreter's. --src chooses the wf source tree the commands
 import; --against adds the same commands from another tree (e.g. an older version) to the same turns. Where the
 time goes: `python -X importtime -m wf compile examples/data-prep.yaml 2>&1 >/dev/null | sort -t'|' -k2 -n | tail -30`.
@@ -21,6 +22,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 INTERPRETER = "python -c pass"
+# The floor under any typed CLI of pydantic models: importing the libraries wf is built on, nothing of wf's.
+LIBRARIES = "python -c 'import typer, pydantic, yaml'"
 WF_COMMANDS = {
     "wf --help": ["-m", "wf", "--help"],
     "wf compile examples/bert-large-pretrain.yaml": ["-m", "wf", "compile", "examples/bert-large-pretrain.yaml"],
@@ -40,7 +43,8 @@ def main() -> None:
     parser.add_argument("--src", default=str(ROOT / "src"), help="the wf source tree the commands run")
     parser.add_argument("--against", help="another wf source tree, measured in the same turns")
     args = parser.parse_args()
-    commands = {INTERPRETER: (["-c", "pass"], args.src)}
+    commands = {INTERPRETER: (["-c", "pass"], args.src),
+                LIBRARIES: (["-c", "import typer, pydantic, yaml"], args.src)}
     commands |= {label: (argv, args.src) for label, argv in WF_COMMANDS.items()}
     if args.against:
         commands |= {f"{label} (--against)": (argv, args.against) for label, argv in WF_COMMANDS.items()}
