@@ -259,6 +259,44 @@ def test_the_player_resumes_from_the_ledger_and_records_what_an_interruption_lef
     assert record.saved == Saved(7, 0.7) and record.kept_seconds == pytest.approx(10)
 
 
+@pytest.mark.parametrize("due_first", [False, True])
+def test_a_pod_gone_before_its_work_was_done_is_recorded_cut_short_whatever_the_timer_saw(due_first: bool) -> None:
+    # The storm day: a node vanishes 60 s into a 100 s program, but its deletion is still queued when the timer
+    # finds the work due. Whichever the ledger's thread plays first, the attempt left checkpoint 6, not 10: the
+    # retry that follows reads that (issue 20's rehearsal found 15 retries that started over).
+    from types import SimpleNamespace
+
+    from wf.cluster.executor import CheckpointPlayer
+    from wf.controller.checkpoints import Saved, parse_ledger
+
+    writes: list[dict[str, str]] = []
+
+    class Core:
+        def read_namespaced_config_map(self, name: str, namespace: str) -> Any:
+            return SimpleNamespace(data={})
+
+        def patch_namespaced_config_map(self, name: str, namespace: str, body: dict[str, Any]) -> None:
+            writes.append(body["data"])
+
+        def patch_namespaced_pod(self, name: str, namespace: str, body: dict[str, Any]) -> None:
+            pass
+
+    player = CheckpointPlayer(None)
+    player.core = Core()  # type: ignore[assignment]
+    pod = checkpointing_pod()
+    player.handle(pod)
+    gone = {**pod, "metadata": {**pod["metadata"], "deletionTimestamp": "2026-03-01T12:01:05Z"}}
+    if due_first:
+        player.finish("u1")
+        assert parse_ledger(writes[-1])["w-1-train-1"].saved == Saved(10, 1.0)
+        player.handle(gone, deleted=True)
+    else:
+        player.handle(gone, deleted=True)
+        player.finish("u1")
+    assert not player.runs
+    assert parse_ledger(writes[-1])["w-1-train-1"].saved == Saved(6, 0.6)
+
+
 def test_the_executor_acts_as_the_account_argo_mounts_for_its_containers() -> None:
     # Argo mounts the executor account's token Secret as `exec-sa-token` (workflowpod.go); the Secret names its
     # account. Without one, Argo's containers use the pod's own (automounted) account.

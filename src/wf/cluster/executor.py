@@ -364,8 +364,10 @@ def ended_at(pod: dict[str, Any], now: float) -> float:
 
 class CheckpointPlayer:
     """Plays the checkpointing programs of Running pods: resumes each from its location's last checkpoint, ends it
-    when its work is done, records what an interrupted one left. The ledger's reads and writes happen in a thread
-    of their own, off the pod stream; one timer thread ends every pod."""
+    when its work is done, records what an interrupted one left. The ledger's reads and writes happen in one thread
+    of their own, off the pod stream, in the order of the pod events: a program's end that its timer finds due is
+    queued behind the events already received, so a pod deleted before its program finished is recorded as cut
+    short before the retry that follows it reads the ledger."""
 
     def __init__(self, api: Any, clock: Callable[[], float] = time.time) -> None:
         from kubernetes.client import CoreV1Api
@@ -375,7 +377,9 @@ class CheckpointPlayer:
         self.runs: dict[str, CheckpointedRun] = {}  # pod uid -> its program, until the pod ends
         self.done: set[str] = set()  # uids this process ended
         self.changed = threading.Condition()
-        self.events: queue.SimpleQueue[tuple[dict[str, Any], bool]] = queue.SimpleQueue()
+        # Pod events (the pod, whether it was deleted), and the uids of runs whose work the timer found done.
+        self.events: queue.SimpleQueue[tuple[dict[str, Any], bool] | str] = queue.SimpleQueue()
+        self.due: set[str] = set()  # uids queued as done, not yet played
         threading.Thread(target=self._timer, name="checkpointed programs", daemon=True).start()
         threading.Thread(target=self._play, name="checkpoint ledger", daemon=True).start()
 
@@ -389,7 +393,11 @@ class CheckpointPlayer:
 
     def _play(self) -> None:
         while True:
-            pod, deleted = self.events.get()
+            item = self.events.get()
+            if isinstance(item, str):
+                self.finish(item)
+                continue
+            pod, deleted = item
             try:
                 self.handle(pod, deleted)
             except Exception:  # the API server's trouble: a pod not played stays Running, so play it again soon
@@ -402,7 +410,11 @@ class CheckpointPlayer:
             run = self.runs.get(uid)
         if run is not None:
             if deleted or checkpointed_run(pod) is None:  # ended: done, failed, or going with its node
-                if uid not in self.done and (record := run.ended_at(ended_at(pod, self.clock()))) is not None:
+                end = ended_at(pod, self.clock())
+                # Ended by us when its work was done, unless the pod had gone before that (an event we had not
+                # read yet): then it was cut short like any other.
+                cut_short = uid not in self.done or end < run.ends
+                if cut_short and (record := run.ended_at(end)) is not None:
                     self._record(run, record)  # tracked until recorded: an API error plays the event again
                     log.info("checkpointed pod %s/%s interrupted: %s kept", run.namespace, run.pod, record.saved)
                 with self.changed:
@@ -425,23 +437,33 @@ class CheckpointPlayer:
     def _timer(self) -> None:
         while True:
             with self.changed:
-                due = [(uid, run) for uid, run in self.runs.items() if run.ends <= self.clock()]
+                waiting = {uid: run for uid, run in self.runs.items() if uid not in self.done and uid not in self.due}
+                due = [uid for uid, run in waiting.items() if run.ends <= self.clock()]
                 if not due:
-                    soonest = min((run.ends for run in self.runs.values()), default=self.clock() + 60)
+                    soonest = min((run.ends for run in waiting.values()), default=self.clock() + 60)
                     self.changed.wait(max(0.05, soonest - self.clock()))
                     continue
-                for uid, _ in due:
-                    self.done.add(uid)
-            for uid, run in due:
-                try:
-                    if (record := run.ended_at(run.ends)) is not None:
-                        self._record(run, record)
-                    self._end(run)
-                except Exception:  # the pod is left Running: the next event of it plays it again
-                    log.exception("ending checkpointed pod %s/%s", run.namespace, run.pod)
-                    with self.changed:
-                        self.done.discard(uid)
-                        self.runs.pop(uid, None)
+                self.due.update(due)
+            for uid in due:
+                self.events.put(uid)
+
+    def finish(self, uid: str) -> None:
+        """End the program of `uid`, whose work is done, unless an earlier event ended it (the ledger's thread)."""
+        with self.changed:
+            self.due.discard(uid)
+            run = self.runs.get(uid)
+            if run is None or uid in self.done:
+                return
+            self.done.add(uid)
+        try:
+            if (record := run.ended_at(run.ends)) is not None:
+                self._record(run, record)
+            self._end(run)
+        except Exception:  # the pod is left Running: the next event of it plays it again
+            log.exception("ending checkpointed pod %s/%s", run.namespace, run.pod)
+            with self.changed:
+                self.done.discard(uid)
+                self.runs.pop(uid, None)
 
     def _end(self, run: CheckpointedRun) -> None:
         from kubernetes.client.exceptions import ApiException
