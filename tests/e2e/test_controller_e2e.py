@@ -79,7 +79,7 @@ def test_every_example_submits_and_watches_to_succeeded(local_cluster: ClusterHa
 def assert_placed_by_class(kube: Kube, name: str, doc: dict[str, Any]) -> None:
     """Every pod of the workflow was bound by the scheduler to a node of its step's compute class and capacity
     (the job spec's, defaults per ../shared/DESIGN.md: the job's, else the class's first capacity)."""
-    from wf.compile.kinds.mpijob import launcher_class
+    from wf.compile.kinds.mpijob import launcher_capacity, launcher_class
     from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
     from wf.model.catalog import load_catalog
 
@@ -93,8 +93,7 @@ def assert_placed_by_class(kube: Kube, name: str, doc: dict[str, Any]) -> None:
         if s.get("nodes"):  # a multi-node step's own pod is Argo's, creating the MPIJob where the launcher runs:
             launcher = launcher_class(catalog, catalog.compute_class(cls))  # On-Demand where its class offers it
             assert launcher
-            wanted[s["name"]] = (launcher.name,
-                                 "on-demand" if "on-demand" in launcher.capacity else launcher.default_capacity)
+            wanted[s["name"]] = (launcher.name, launcher_capacity(launcher))
     workflow = kube.custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", kube.namespace, "workflows", name)
     pods = [n for n in workflow["status"]["nodes"].values() if n["type"] == "Pod"]
     assert {n["templateName"] for n in pods} == wanted.keys(), pods

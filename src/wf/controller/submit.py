@@ -299,23 +299,14 @@ def accounting(done: list[Submitted], stopped: SubmitInterrupted | None = None) 
 def load_jobs(sources: list[Any]) -> list[Any]:
     """TrainingJob objects as given; paths (files or folders) loaded."""
     from wf.jobspec.job import TrainingJob, load_job
+    from wf.lint.documents import refuse_oversized
 
     jobs: list[Any] = [s for s in sources if isinstance(s, TrainingJob)]
     paths = [str(s) for s in sources if not isinstance(s, TrainingJob)]
-    return jobs + [load_job(_within_budget(p)) for p in job_files(paths)] if paths else jobs
-
-
-def _within_budget(path: Path) -> Path:
-    """A job spec file too big to compile is refused by its size before it is parsed, as `wf compile` does."""
-    from wf.argo.size import job_spec_problems
-
-    try:
-        size = Path(path).stat().st_size
-    except OSError:
-        return path  # load_job says why it cannot be read
-    if too_big := job_spec_problems(size):
-        raise InputError([p.in_file(str(path)) for p in too_big])
-    return path
+    files = job_files(paths) if paths else []
+    for path in files:
+        refuse_oversized(path)  # before any is parsed, as `wf compile` refuses it
+    return jobs + [load_job(p) for p in files]
 
 
 def submit_jobs(kube: Kube, jobs: list[Any], catalog: Any, *, namespace: str | None = None,

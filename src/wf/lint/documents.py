@@ -192,15 +192,20 @@ def _lint_job(doc: Document, source: _CatalogOnDemand, result: LintResult) -> li
     return problems
 
 
-def load_job_document(path: Path) -> Document:
-    """A job spec file as `wf compile` reads it: refused by its size before it is parsed (as lint refuses it),
-    duplicate keys left for check_job to report."""
+def refuse_oversized(path: Path) -> None:
+    """A job spec file too big to compile is refused by its size, before it is parsed (`wf compile`, `wf submit`)."""
     try:
         size = path.stat().st_size
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", file=path) from None
     if too_big := job_spec_problems(size):
         raise InputError([p.in_file(str(path)) for p in too_big])
+
+
+def load_job_document(path: Path) -> Document:
+    """A job spec file as `wf compile` reads it: refused by its size before it is parsed (as lint refuses it),
+    duplicate keys left for check_job to report."""
+    refuse_oversized(path)
     docs = load_documents(path, strict=False)
     if len(docs) != 1 or not isinstance(docs[0].data, dict):
         load_mapping(path)  # raises its error, in the words of every other one-document file

@@ -82,6 +82,13 @@ def launcher_class(catalog: Catalog, workers: ComputeClass) -> ComputeClass | No
     return None
 
 
+def launcher_capacity(launcher: ComputeClass) -> str:
+    """Where the launcher (and Argo's resource pod beside it) runs: its loss ends the whole gang's attempt, and Argo
+    can't tell it from mpirun failing (both are `Launcher.failed`), so On-Demand where its class offers it, which
+    Spot reclaims never take."""
+    return ON_DEMAND if ON_DEMAND in launcher.capacity else launcher.default_capacity
+
+
 def _problems(job: TrainingJob, index: int, catalog: Catalog, placement: Placement | None,
               section: str) -> list[Problem]:
     """What makes `nodes` impossible, in the developer's terms; `placement` is the step's from place_step(),
@@ -220,9 +227,7 @@ def _template(job: TrainingJob, step: Step, catalog: Catalog, worker: Placement,
     cls = catalog.compute_class(worker.compute_class)
     cpu = launcher_class(catalog, cls)
     assert cls.accelerator is not None and cpu is not None  # place() found no problems
-    # The launcher's loss ends the whole gang's attempt, and Argo can't tell it from mpirun failing (both are
-    # `Launcher.failed`): it runs On-Demand where its class offers it, which Spot reclaims never take.
-    launcher, problems = place_pod(catalog, cpu, ON_DEMAND if ON_DEMAND in cpu.capacity else cpu.default_capacity)
+    launcher, problems = place_pod(catalog, cpu, launcher_capacity(cpu))
     if launcher is None:
         raise ValueError(f"multi-node step {step.name!r}: no launcher fits the compute class {cpu.name!r}: {problems}")
     # Node groups are per zone; EFA needs every worker in one, so all go to the class's first zone (with a Spot
