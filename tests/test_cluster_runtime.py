@@ -27,6 +27,15 @@ def test_free_port_is_on_loopback_and_bindable() -> None:
         sock.bind(("127.0.0.1", port))
 
 
+def test_free_ports_are_distinct_and_below_the_ephemeral_range() -> None:
+    """A client connection can take an ephemeral port before a component listens on it (a second cluster's
+    controller-manager could not start beside a busy first one); ports handed out twice would collide too."""
+    lowest_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = [processes.free_port() for _ in range(300)]
+    assert len(set(ports)) == len(ports)
+    assert all(10_000 <= p < lowest_ephemeral for p in ports)
+
+
 def test_is_running_checks_the_binary_and_sees_through_zombies(tmp_path: Path) -> None:
     pid = processes.start(
         [sys.executable, "-c", "import time; time.sleep(30)"],

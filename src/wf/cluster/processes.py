@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -19,11 +20,34 @@ from pathlib import Path
 LOOPBACK = "127.0.0.1"
 
 
+# Listening ports come from below the kernel's ephemeral range. A port the OS hands out for `bind(0)` is an
+# ephemeral one, which any client connection made before our process binds it may take as its own local
+# port (a busy cluster beside us opens thousands): the component then cannot listen, and a restart picks the
+# same port again. Ports below the range are never taken that way.
+_LOWEST_PORT = 10_000
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_handed_out: set[int] = set()  # ports this process already chose, not bound yet by whoever will listen on them
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on 127.0.0.1 that nothing listens on or connects from right now, outside the ephemeral range
+    and not handed out before by this process; random, so two clusters started at once do not collide."""
+    try:
+        highest = int(_EPHEMERAL_RANGE.read_text().split()[0]) - 1
+    except (OSError, ValueError, IndexError):
+        highest = 32_767  # Linux's default range starts at 32768
+    for _ in range(200):
+        port = random.randint(_LOWEST_PORT, max(highest, _LOWEST_PORT + 1000))
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((LOOPBACK, port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise OSError("no free TCP port on 127.0.0.1 below the ephemeral range")
 
 
 def read_pid(pid_file: Path) -> int | None:

@@ -29,7 +29,7 @@ from wf.cluster import build, karpenter_kwok, kubeconfig, mpi, processes
 from wf.cluster import kueue as local_kueue
 from wf.cluster.readiness import wait_api_ready, wait_workloads_ready
 from wf.cluster.supervise import CONTROLLER, SIM_EXECUTOR, ComponentStatus, Say, Supervisor
-from wf.core.errors import InputError
+from wf.core.errors import ClusterError, InputError
 from wf.render.platform import CONTROLLER_NAMESPACE, WORKFLOW_NAMESPACE
 
 if TYPE_CHECKING:
@@ -200,15 +200,31 @@ class LocalCluster:
             mpi_operator_health_port=mpi_port,
         )
         self._save_state(state)
-        wait_workloads_ready(
-            self.kubeconfig, port, namespaces, timeout, say, while_waiting=lambda: self.supervisor.repair(say)
-        )
+        try:
+            wait_workloads_ready(
+                self.kubeconfig, port, namespaces, timeout, say, while_waiting=lambda: self.supervisor.repair(say)
+            )
+        except ClusterError as exc:
+            raise ClusterError(f"{exc}\n{self._log_tails()}") from None
         if queues:
             self._kueue().ensure(catalog, say)
         if merge_into:
             kubeconfig.merge(self._kubeconfig_entry(), merge_into)
             say(f"context {state.context} merged into {merge_into}")
         return state
+
+    def _log_tails(self, lines: int = 5) -> str:
+        """The last lines of each control-plane log: what a readiness timeout's reader needs first (a component
+        that keeps failing to start says why there, and `repair` restarts it silently)."""
+        out = []
+        for component in self.supervisor.control_plane():
+            try:
+                tail = Path(component.log).read_text(errors="replace").splitlines()[-lines:]
+            except OSError:
+                continue
+            out.append(f"{component.name} ({'running' if component.running else 'not running'}, {component.log}):")
+            out.extend(f"  {line[:300]}" for line in tail)
+        return "\n".join(out)
 
     def _catalog(self, path: str | Path | None) -> Catalog:
         """The catalog given, else the one this cluster was last brought up with, else the default one."""
