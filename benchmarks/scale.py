@@ -48,6 +48,7 @@ from typing import Any
 
 import yaml
 
+from wf.argo.nodes import workflow_nodes
 from wf.cluster.nodes import node_manifests
 from wf.cluster.runtime import LocalCluster
 from wf.compile.readback import node_capacity
@@ -333,7 +334,7 @@ def interruptions(workflows: list[dict[str, Any]]) -> Counter[tuple[str, str]]:
     the same step that succeeded, one that failed too, or none (the step, and so the workflow, failed)."""
     out: Counter[tuple[str, str]] = Counter()
     for wf in workflows:
-        nodes = (wf.get("status") or {}).get("nodes") or {}
+        nodes = workflow_nodes(wf)
         for node in nodes.values():
             if node.get("type") != "Retry":
                 continue

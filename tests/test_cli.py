@@ -275,14 +275,14 @@ def test_cluster_up_takes_team_namespaces_and_not_namespace() -> None:
 
 TARGET_FLAGS = ("--context", "c", "--kubeconfig", "k", "--eks-cluster", "e", "--region", "r", "--role-arn", "a")
 CLUSTER_COMMANDS = [("submit", str(EXAMPLES[0])), ("watch", "w"), ("get", "w"), ("list",), ("logs", "w"),
-                    ("retry", "w"), ("stop", "w"), ("delete", "w"), ("queue",),
+                    ("retry", "w"), ("stop", "w"), ("delete", "w"), ("queue",), ("report",),
                     ("lint", "--server", "--catalog", str(CATALOG), str(EXAMPLES[0]))]
 
 
 @pytest.mark.parametrize("command", CLUSTER_COMMANDS, ids=lambda c: c[0])
 def test_every_cluster_command_takes_its_cluster_as_one_target(command: tuple[str, ...],
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from wf.cli import kueue, offline, workflows
+    from wf.cli import kueue, offline, report, workflows
     from wf.controller.client import Target
     from wf.core.errors import ClusterError
 
@@ -292,10 +292,10 @@ def test_every_cluster_command_takes_its_cluster_as_one_target(command: tuple[st
         asked.append(target)
         raise ClusterError("not connecting in a unit test")
 
-    for module in (offline, workflows, kueue):
+    for module in (offline, workflows, kueue, report):
         monkeypatch.setattr(module, "connect", connect)
-    # `wf queue` reads every team's namespace: it has no -n rather than one it would ignore.
-    namespaced = command[0] != "queue"
+    # `wf queue` and `wf report` read every team's namespace: they have no -n rather than one they would ignore.
+    namespaced = command[0] not in ("queue", "report")
     flags = (*TARGET_FLAGS, "-n", "ns") if namespaced else TARGET_FLAGS
     assert run_main(*command, *flags) == 3
     assert asked == [Target(context="c", namespace="ns" if namespaced else None, kubeconfig="k", eks_cluster="e",

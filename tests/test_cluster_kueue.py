@@ -38,9 +38,11 @@ def test_kueue_is_not_built_until_its_crds_are_there(tmp_path: Path) -> None:
 
 def test_local_configuration_serves_on_loopback_without_cert_management(write: Callable[..., Path],
                                                                          tmp_path: Path) -> None:
-    config = local_configuration(team_catalog(write), KueueState(health_port=1, webhook_port=2), tmp_path)
+    config = local_configuration(team_catalog(write), KueueState(health_port=1, webhook_port=2, metrics_port=3),
+                                 tmp_path)
     assert config["webhook"] == {"host": "127.0.0.1", "port": 2, "certDir": str(tmp_path)}
     assert config["health"] == {"healthProbeBindAddress": "127.0.0.1:1"}
+    assert config["metrics"] == {"bindAddress": "127.0.0.1:3"}  # HTTPS, certificate from WF_KUEUE_METRICS_CERT_DIR
     assert config["internalCertManagement"] == {"enable": False}
     assert config["integrations"] == {"frameworks": ["pod", "kubeflow.org/mpijob"]}
     assert config["managedJobsNamespaceSelector"]["matchExpressions"][0]["values"] == ["mapping", "mapping-dev",

@@ -7,7 +7,6 @@ from decimal import Decimal
 
 import pytest
 
-from wf.controller.cost import node_share
 from wf.model.instances import (
     AS_OF,
     SOURCE,
@@ -18,7 +17,7 @@ from wf.model.instances import (
     parse_metadata,
     parse_table,
 )
-from wf.model.nodegroups import instance_allocatable
+from wf.model.nodegroups import instance_allocatable, node_share
 
 REQUIRED_FAMILIES = (
     "m5", "c5", "c6i", "c7g", "r5", "r6i", "g4dn", "g5", "g5g", "g6", "p3", "p4d", "p5", "dl1", "trn1", "inf2",

@@ -68,7 +68,7 @@ def test_argo_configuration_uses_only_keys_argo_documents(catalog: Catalog) -> N
     assert yaml.safe_load(configmap["data"]["resourceRateLimit"]) == {"limit": 100, "burst": 200}
 
 
-def test_local_cluster_installs_the_same_objects_but_argo_s_rate_limit(catalog: Catalog) -> None:
+def test_local_cluster_installs_the_same_objects_but_argo_s_rate_limit_and_metrics_tls(catalog: Catalog) -> None:
     files = bundle(catalog)
     namespaces = platform.workflow_namespaces(catalog)
     local = {key(o): o for o in platform.local_objects(catalog, namespaces)}
@@ -78,7 +78,11 @@ def test_local_cluster_installs_the_same_objects_but_argo_s_rate_limit(catalog: 
             assert local[key(obj)] == obj
     local_argo = local[key(files["argo-configmap.yaml"][0])]
     assert set(files["argo-configmap.yaml"][0]["data"]) - set(local_argo["data"]) == {"resourceRateLimit"}
-    assert local_argo == platform.load_manifest("workflow-controller-configmap.yaml")[0]
+    manifest = platform.load_manifest("workflow-controller-configmap.yaml")[0]
+    # Metrics on loopback need no TLS (wf.cluster.prometheus scrapes them); everything else is the manifest's.
+    assert yaml.safe_load(local_argo["data"].pop("metricsConfig")) == {
+        **yaml.safe_load(manifest["data"].pop("metricsConfig")), "secure": False}
+    assert local_argo == manifest
 
 
 def test_kustomization_lists_every_file_once_pinned_upstream_and_no_object_twice(catalog: Catalog) -> None:

@@ -83,14 +83,16 @@ def example_namespaces() -> list[str]:
 
 
 def start_cluster(
-    root: Path, name: str, nodes_per_group: int = 1, namespaces: Sequence[str] = (), autoscaler: str | None = None
+    root: Path, name: str, nodes_per_group: int = 1, namespaces: Sequence[str] = (), autoscaler: str | None = None,
+    queues: bool | None = None,
 ) -> ClusterHandle:
     cluster = LocalCluster(name, root=root / "clusters")
     kubeconfig = root / "kubeconfig"
     started = time.monotonic()
     try:
         state = cluster.up(
-            nodes_per_group=nodes_per_group, namespaces=namespaces, merge_into=kubeconfig, autoscaler=autoscaler
+            nodes_per_group=nodes_per_group, namespaces=namespaces, merge_into=kubeconfig, autoscaler=autoscaler,
+            queues=queues,
         )
     except BaseException:
         cluster.down()  # a half-started cluster must not leak processes either

@@ -14,9 +14,10 @@ from typing import Annotated, Any
 
 import typer
 
-from wf.cli import cluster, generate, instances, kueue, offline, platform, workflows
-from wf.cli.output import print_line
-from wf.core.errors import InputError, WfError
+from wf.cli import cluster, generate, instances, kueue, offline, platform, report, workflows
+from wf.cli.options import Invocation
+from wf.cli.output import print_error, print_line
+from wf.core.errors import WfError
 
 app = typer.Typer(
     name="wf",
@@ -29,7 +30,7 @@ app = typer.Typer(
     # three times the rest of the start-up (benchmarks/startup.py).
     rich_markup_mode=None,
 )
-for area in (offline, workflows, generate, kueue, platform, cluster, instances):
+for area in (offline, workflows, report, generate, kueue, platform, cluster, instances):
     app.add_typer(area.app)
 
 
@@ -77,20 +78,16 @@ if _TYPER_DISPLAY_TYPE is not None:  # older typer prints click's help, without 
 
 
 def main(argv: list[str] | None = None) -> None:
+    """wf with `argv`, or, without, as the process's program (the `wf` script, `python -m wf`): then a command
+    may replace the process (`wf report -o html` hands over to its drawing program by exec)."""
     # A big job spec allocates a few hundred thousand long-lived objects (YAML nodes, models, the manifest);
     # with the default threshold the cyclic collector re-walks them hundreds of times and doubles `wf compile`'s
     # time. Collecting less often changes nothing else: nearly all of it is freed by reference counting.
     gc.set_threshold(20_000, 10, 10)
     try:
-        rc = app(args=argv, standalone_mode=False)
+        rc = app(args=argv, standalone_mode=False, obj=Invocation(own_process=argv is None))
     except WfError as exc:
-        if isinstance(exc, InputError):
-            # One problem per line whatever the width, so CI can parse `file:line: field: message`.
-            for problem in exc.problems:
-                print_line(str(problem), err=True)
-        else:
-            print_line(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
+        sys.exit(print_error(exc))
     except KeyboardInterrupt:
         sys.exit(130)
     except SystemExit:

@@ -173,6 +173,7 @@ def up_cmd(
     )
     print_line(f"cluster {name} is up in {time.monotonic() - started:.0f}s: context {state.context}, "
                f"workflows run in namespace wf; `wf cluster status --name {name}` lists its processes", err=True)
+    print_line(f"Prometheus: {state.prometheus_url}", err=True)
 
 
 @cluster_app.command("down")
@@ -203,6 +204,7 @@ def status_cmd(
             "exists": cluster_.exists(),
             "context": state.context if state else None,
             "kubeconfig": state.kubeconfig if state else None,
+            "prometheus": state.prometheus_url if state else None,
             "components": [asdict(c) for c in components],
         })
     elif components:

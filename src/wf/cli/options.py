@@ -1,8 +1,9 @@
 """The command line's shared vocabulary: every command area takes its common options from here, so one flag
 means one thing everywhere (as in kubectl).
 
-* `-o/--output` is the output FORMAT (yaml, json, text; name and wide where kubectl get offers them) where a
-  command has a choice of formats, never a file; commands with one format (the lock-file generators) have no -o.
+* `-o/--output` is the output FORMAT (yaml, json, text; name and wide where kubectl get offers them; table and
+  html for `wf report`) where a command has a choice of formats, never a file; commands with one format (the
+  lock-file generators) have no -o.
 * `--file FILE` writes a generated document to a file instead of stdout (every generator: compile, schema,
   eksctl/karpenter/kueue generate, kueue roles, instances refresh); a shell redirect does the same for stdout.
 * The cluster a command acts on is one `Target`, declared once by `with_target`: `--context`, `--kubeconfig`,
@@ -16,6 +17,7 @@ import functools
 import inspect
 import typing
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,6 +25,15 @@ from typing import Annotated, Any
 import typer
 
 from wf.controller.client import Target
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """How wf.cli.app.main was called: every command's typer context object (`ctx.obj`)."""
+
+    # wf is the process's program (`wf`, `python -m wf`): a command may replace the process (os.execv). An
+    # in-process caller (tests, typer's CliRunner) keeps its process.
+    own_process: bool = False
 
 
 class Output(str, Enum):
@@ -49,6 +60,15 @@ class Format(str, Enum):
     json = "json"
 
 
+class Page(str, Enum):
+    """Formats of `wf report`: a table for a person, one JSON document for a program, one self-contained HTML page
+    with pictures."""
+
+    table = "table"
+    json = "json"
+    html = "html"
+
+
 def _format_of(kind: type[Enum], *aliases: str) -> Any:
     """-o/--output for the formats of `kind`; a file name there (the old `-o FILE`) is told to use --file."""
     names = [m.value for m in kind]
@@ -69,6 +89,7 @@ def _format_of(kind: type[Enum], *aliases: str) -> Any:
 ObjectOutput = Annotated[str | None, _format_of(Output)]
 ListingOutput = Annotated[str | None, _format_of(Listing)]
 ReportOutput = Annotated[str, _format_of(Format)]
+PageOutput = Annotated[str, _format_of(Page)]
 # `wf lint --format` came first (a published flag) and stays an alias.
 LintOutput = Annotated[str, _format_of(Format, "--format")]
 

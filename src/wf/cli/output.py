@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wf.core.errors import InputError
+from wf.core.errors import InputError, WfError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -59,6 +59,17 @@ def print_line(text: str = "", *, err: bool = False, style: str | None = None) -
         print(text, file=sys.stderr if err else sys.stdout, flush=True)
     else:
         console(err=err).print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+
+
+def print_error(exc: WfError) -> int:
+    """An error as wf reports it, to stderr; its exit code. Bad input is one problem per line whatever the width,
+    so CI can parse `file:line: field: message`."""
+    if isinstance(exc, InputError):
+        for problem in exc.problems:
+            print_line(str(problem), err=True)
+    else:
+        print_line(f"error: {exc}", err=True)
+    return exc.exit_code
 
 
 @cache

@@ -189,13 +189,15 @@ def get_command(
         print_line(line)
     now = datetime.now(UTC)
     cost = insight.cost(workflow, view, now)
-    if output == Listing.wide.value or any(len(row.attempts) > 1 for row in view.steps):
-        print_table(attempts_table(view, now))
+    wide = output == Listing.wide.value
+    if wide or any(len(row.attempts) > 1 for row in view.steps):
+        print_table(attempts_table(view, now, every_step=wide))
     if found := replicas(kube, view.name, view.namespace):
         print_table(replicas_table(view.name, found))
     if view.interruptions:
         print_line(interruption_summary(view, cost, now))
-    _print_costs([(view.name, cost)])
+    if not view.offloaded:  # its steps are unknown here: a cost of 0 would be wrong, and the line said so
+        _print_costs([(view.name, cost)])
 
 
 @app.command("list")

@@ -33,6 +33,9 @@ KARPENTER_RELEASE = "1.15.0"
 KARPENTER_GO = "go1.26.9"
 KUEUE_RELEASE = "0.17.0"
 MPI_OPERATOR_RELEASE = "0.6.0"
+PROMETHEUS_RELEASE = "3.16.0"
+# Prometheus 3.x publishes its Go module as v0.3<minor>.<patch> (v0.316.0 is 3.16.0).
+PROMETHEUS_MODULE_VERSION = "0.316.0"
 
 _K8S_VERSION_PKGS = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
 _BUILD_DATE = "1970-01-01T00:00:00Z"  # fixed, so rebuilding the same version gives the same bytes
@@ -53,16 +56,17 @@ class SourcePatch:
         return text.replace(self.old, self.new) + self.append
 
 
-def _env_or_default(function: str, variable: str, default: str) -> str:
-    """Go source of a function returning the environment variable's value, else `default` (upstream's value,
-    or our loopback one): what each patch below calls instead of a hard-coded address or path."""
+def _env_or_default(function: str, variable: str, default: str, parameters: str = "") -> str:
+    """Go source of a function returning the environment variable's value, else the Go expression `default`
+    (upstream's value, or our loopback one): what each patch below calls instead of a hard-coded address or
+    path."""
     return f"""
 // {function} was added by wf's local-cluster build (see wf/cluster/build.py).
-func {function}() string {{
+func {function}({parameters}) string {{
 	if value := os.Getenv("{variable}"); value != "" {{
 		return value
 	}}
-	return "{default}"
+	return {default}
 }}
 """
 
@@ -73,7 +77,17 @@ _ARGO_HEALTH_PATCH = SourcePatch(
     file="cmd/workflow-controller/main.go",
     old='http.ListenAndServe(":6060", nil)',
     new="http.ListenAndServe(wfHealthAddr(), nil)",
-    append=_env_or_default("wfHealthAddr", "WF_HEALTH_ADDR", "127.0.0.1:6060"),
+    append=_env_or_default("wfHealthAddr", "WF_HEALTH_ADDR", '"127.0.0.1:6060"'),
+)
+
+# Its Prometheus metrics server listens on ":<metricsConfig.port>" (every interface; Argo has no host option).
+# The local cluster scrapes it on loopback, at a port of its choosing so that two clusters do not collide; the
+# ConfigMap's port stays Argo's default, which an EKS cluster's in-cluster scrape uses.
+_ARGO_METRICS_PATCH = SourcePatch(
+    file="util/telemetry/exporter_prometheus.go",
+    old='Addr: fmt.Sprintf(":%v", m.config.port())',
+    new="Addr: wfMetricsAddr(m.config.port())",
+    append=_env_or_default("wfMetricsAddr", "WF_METRICS_ADDR", 'fmt.Sprintf("127.0.0.1:%d", port)', "port int"),
 )
 
 # The mpi-operator serves its leader-election health check on ":8080" (every interface, a fixed port): the same
@@ -82,7 +96,7 @@ _MPI_HEALTH_PATCH = SourcePatch(
     file="cmd/mpi-operator/app/server.go",
     old='Addr:    fmt.Sprintf(":%d", healthCheckPort),',
     new="Addr:    wfHealthAddr(),",
-    append=_env_or_default("wfHealthAddr", "WF_HEALTH_ADDR", "127.0.0.1:8080"),
+    append=_env_or_default("wfHealthAddr", "WF_HEALTH_ADDR", '"127.0.0.1:8080"'),
 )
 
 
@@ -101,7 +115,7 @@ _KUEUE_METRICS_CERT_PATCH = SourcePatch(
     file="cmd/kueue/main.go",
     old='metricsCertPath := "/etc/kueue/metrics/certs"',
     new="metricsCertPath := wfMetricsCertDir()",
-    append=_env_or_default("wfMetricsCertDir", "WF_KUEUE_METRICS_CERT_DIR", "/etc/kueue/metrics/certs"),
+    append=_env_or_default("wfMetricsCertDir", "WF_KUEUE_METRICS_CERT_DIR", '"/etc/kueue/metrics/certs"'),
 )
 
 
@@ -121,6 +135,11 @@ class Component:
     # Linker variable that gets the upstream commit (from the module proxy's Origin record), if any.
     commit_variable: str | None = None
 
+    # The module's tag when it is not v<version> (Prometheus 3.x's Go module is v0.3xx.y).
+    module_version: str | None = None
+    # Go build tags (e.g. to leave out parts of a program the local cluster never uses).
+    tags: tuple[str, ...] = ()
+
     # Command names, one per package; default: the package's last path element.
     names: tuple[str, ...] = ()
     # A Go toolchain to fetch through the module proxy when the module needs a newer Go than the local one.
@@ -130,6 +149,11 @@ class Component:
     # Files or directories of the module kept beside the binaries (e.g. CRDs the cluster installs), by module
     # path; each lands in assets_dir under its last path element.
     assets: tuple[str, ...] = ()
+
+    @property
+    def tag(self) -> str:
+        """The module version `go` fetches."""
+        return f"v{self.module_version or self.version}"
 
     @property
     def binaries(self) -> tuple[str, ...]:
@@ -187,8 +211,8 @@ def _argo_ldflags(version: str) -> tuple[str, ...]:
     return (
         f"-X {root}.version=v{version}",
         f"-X {root}.gitTag=v{version}",
-        # Our build patches one file (see _ARGO_HEALTH_PATCH), so it is not the clean upstream tree; the
-        # version then reads "v4.0.7+<commit>.dirty", saying exactly that.
+        # Our build patches two files (_ARGO_HEALTH_PATCH, _ARGO_METRICS_PATCH), so it is not the clean
+        # upstream tree; the version then reads "v4.0.7+<commit>.dirty", saying exactly that.
         f"-X {root}.gitTreeState=dirty",
         f"-X {root}.buildDate={_BUILD_DATE}",
     )
@@ -230,7 +254,7 @@ def components() -> list[Component]:
             module="github.com/argoproj/argo-workflows/v4",
             packages=("github.com/argoproj/argo-workflows/v4/cmd/workflow-controller",),
             version_ldflags=_argo_ldflags(ARGO_RELEASE),
-            patches=(_ARGO_HEALTH_PATCH,),
+            patches=(_ARGO_HEALTH_PATCH, _ARGO_METRICS_PATCH),
             commit_variable="github.com/argoproj/argo-workflows/v4.gitCommit",
         ),
         # Karpenter's kwok provider: the real provisioning and disruption controllers with simulated
@@ -276,6 +300,22 @@ def components() -> list[Component]:
             patches=(_MPI_HEALTH_PATCH,),
             commit_variable="github.com/kubeflow/mpi-operator/pkg/version.GitSHA",
             assets=("manifests/base/kubeflow.org_mpijobs.yaml",),
+        ),
+        # Scrapes Argo's controller, Kueue and the API server (wf.cluster.prometheus). Without the web UI's
+        # assets (a Node build; the HTTP API is what wf reads) and without service discovery (every target is
+        # a static loopback address): `remove_all_sd` leaves out the cloud SDKs, most of its compile time.
+        Component(
+            name="prometheus",
+            version=PROMETHEUS_RELEASE,
+            module_version=PROMETHEUS_MODULE_VERSION,
+            module="github.com/prometheus/prometheus",
+            packages=("github.com/prometheus/prometheus/cmd/prometheus",),
+            version_ldflags=(
+                f"-X github.com/prometheus/common/version.Version={PROMETHEUS_RELEASE}",
+                f"-X github.com/prometheus/common/version.BuildDate={_BUILD_DATE}",
+            ),
+            commit_variable="github.com/prometheus/common/version.Revision",
+            tags=("remove_all_sd",),
         ),
     ]
 
@@ -387,12 +427,12 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
 
         if not (src / "go.mod").exists():
             run("init", [go, "mod", "init", f"local.wf/build/{comp.name}"])
-        download = [go, "mod", "download", "-json", f"{comp.module}@v{comp.version}"]
+        download = [go, "mod", "download", "-json", f"{comp.module}@{comp.tag}"]
         info = json.loads(run("read upstream module", download))
         if comp.replace_staging_with:
             replaces = staging_replaces(Path(info["GoMod"]).read_text(), comp.replace_staging_with)
             run("pin staging modules", [go, "mod", "edit", *(f"-replace={m}={m}@v{v}" for m, v in replaces)])
-        run("download modules", [go, "get", *(f"{pkg}@v{comp.version}" for pkg in comp.packages)])
+        run("download modules", [go, "get", *(f"{pkg}@{comp.tag}" for pkg in comp.packages)])
         staging_bin = src / "bin"
         staging_bin.mkdir(exist_ok=True)
         version_flags = list(comp.version_ldflags)
@@ -405,7 +445,8 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
             run("use patched sources", [go, "mod", "edit", f"-replace={comp.module}=./{patched.relative_to(src)}"])
         # One package: name the output explicitly (a module path like .../server/v3 would name it "server").
         output = str(staging_bin / comp.binaries[0]) if len(comp.packages) == 1 else str(staging_bin) + os.sep
-        argv = [go, "build", "-ldflags", ldflags, "-o", output, *comp.packages]
+        tags = ["-tags", ",".join(comp.tags)] if comp.tags else []
+        argv = [go, "build", *tags, "-ldflags", ldflags, "-o", output, *comp.packages]
         run("compile", argv)
         # Move into place only when every binary exists, so an interrupted build is never taken as done.
         for asset in comp.assets:

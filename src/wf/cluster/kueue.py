@@ -12,7 +12,7 @@ workloads), so a stopped Kueue can never block pods anywhere else.
 Layout under the cluster's work directory:
   kueue/config.yaml   Kueue's Configuration (wf.render.kueue.configuration plus the loopback addresses)
   kueue/certs/        ca.crt, tls.crt, tls.key (webhook and metrics serving), regenerated on each start
-  kueue/state.json    the health and webhook ports of the running process
+  kueue/state.json    the health, webhook and metrics ports of the running process
   pids/kueue.pid, logs/kueue.log
 """
 
@@ -74,6 +74,9 @@ def crd_manifests() -> list[dict[str, Any]]:
 class KueueState:
     health_port: int
     webhook_port: int
+    # HTTPS with the certificate in certs/, for callers the API server authenticates (TokenReview) and
+    # authorizes (GET /metrics): wf.cluster.prometheus.
+    metrics_port: int
 
 
 class LocalKueue:
@@ -94,7 +97,7 @@ class LocalKueue:
     def state(self) -> KueueState | None:
         try:
             return KueueState(**json.loads(self.state_file.read_text()))
-        except FileNotFoundError:
+        except (FileNotFoundError, TypeError):  # TypeError: the state of a Kueue an older wf started
             return None
 
     def pid(self) -> int | None:
@@ -124,6 +127,7 @@ class LocalKueue:
                 say("restarting Kueue: the catalog's teams changed")  # Kueue reads its configuration once
                 self.stop()
             if state is None or not self.running():
+                self.stop()  # one running without a state we can read, e.g. from an older wf
                 state = self._start(catalog, say)
             _wait_ready(state.health_port, self.log, timeout)
             say("registering Kueue's webhooks, the teams' queues and roles")
@@ -142,7 +146,8 @@ class LocalKueue:
 
     def _start(self, catalog: Catalog, say: Any) -> KueueState:
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        state = KueueState(health_port=processes.free_port(), webhook_port=processes.free_port())
+        state = KueueState(health_port=processes.free_port(), webhook_port=processes.free_port(),
+                           metrics_port=processes.free_port())
         write_certificates(self.cert_dir)
         self.config_file.write_text(self._config_text(catalog, state))
         say("starting Kueue")
@@ -180,8 +185,8 @@ def _namespace(name: str) -> dict[str, Any]:
 
 
 def local_configuration(catalog: Catalog, state: KueueState, cert_dir: Path) -> dict[str, Any]:
-    """wf's Kueue configuration, served on loopback: webhooks with our certificate, no leader election
-    (one process), no metrics listener, no visibility API server (it would need an APIService)."""
+    """wf's Kueue configuration, served on loopback: webhooks and metrics with our certificate, no leader
+    election (one process), no visibility API server (it would need an APIService)."""
     return {
         **kueue.configuration(catalog),
         "namespace": NAMESPACE,
@@ -189,7 +194,7 @@ def local_configuration(catalog: Catalog, state: KueueState, cert_dir: Path) -> 
         "internalCertManagement": {"enable": False},
         "webhook": {"host": processes.LOOPBACK, "port": state.webhook_port, "certDir": str(cert_dir)},
         "health": {"healthProbeBindAddress": f"{processes.LOOPBACK}:{state.health_port}"},
-        "metrics": {"bindAddress": "0"},
+        "metrics": {"bindAddress": f"{processes.LOOPBACK}:{state.metrics_port}"},
         "featureGates": {"VisibilityOnDemand": False},
     }
 

@@ -9,7 +9,9 @@ Layout of a cluster's work directory (default ~/.local/share/wf/clusters/<name>)
   kubeconfig              admin kubeconfig with one context, wf-<name> (mode 0600)
   pids/, logs/            the workflow-controller's pid and log
   sim-logs/               the text kwok serves as every simulated container's log
-  state.json              what `up` decided (context, merged kubeconfig path, controller port, node count)
+  state.json              what `up` decided (context, merged kubeconfig path, controller and Prometheus ports,
+                          node count)
+  prometheus/             Prometheus' configuration, scrape credentials and TSDB (wf.cluster.prometheus)
   catalog.yaml            the catalog the nodes mirror (a later `up` without --catalog keeps it)
 """
 
@@ -21,14 +23,15 @@ import re
 import shutil
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wf.cluster import build, karpenter_kwok, kubeconfig, mpi, processes
 from wf.cluster import kueue as local_kueue
+from wf.cluster import prometheus as local_prometheus
 from wf.cluster.readiness import wait_api_ready, wait_workloads_ready
-from wf.cluster.supervise import CONTROLLER, SIM_EXECUTOR, ComponentStatus, Say, Supervisor
+from wf.cluster.supervise import CONTROLLER, SIM_EXECUTOR, ComponentStatus, ControllerPorts, Say, Supervisor
 from wf.core.errors import ClusterError, InputError
 from wf.render.platform import CONTROLLER_NAMESPACE, WORKFLOW_NAMESPACE
 
@@ -51,6 +54,19 @@ class ClusterState:
     namespaces: list[str]  # where workflows may run; the first is the context's namespace
     autoscaler: str | None = None  # "karpenter": nodes come from Karpenter's kwok provider
     mpi_operator_health_port: int | None = None
+    # None in a state written by a wf whose controller served no metrics: `up` restarts the controller.
+    controller_metrics_port: int | None = None
+    prometheus_port: int | None = None
+
+    @property
+    def prometheus_url(self) -> str | None:
+        """Where this cluster's Prometheus answers (its HTTP API: what `wf report` queries)."""
+        return local_prometheus.url(self.prometheus_port) if self.prometheus_port else None
+
+    def controller_ports(self) -> ControllerPorts | None:
+        if self.controller_metrics_port is None:
+            return None
+        return ControllerPorts(health=self.controller_health_port, metrics=self.controller_metrics_port)
 
 
 def data_home() -> Path:
@@ -108,6 +124,10 @@ class LocalCluster:
         pid = processes.read_pid(mpi.pid_file(self.workdir))
         out.append(ComponentStatus(name=mpi.OPERATOR, pid=pid, port=state.mpi_operator_health_port if state else None,
                                    log=str(mpi.log_file(self.workdir)), running=mpi.is_running(self.workdir)))
+        metrics = self._prometheus()
+        out.append(ComponentStatus(name=local_prometheus.NAME, pid=metrics.pid(),
+                                   port=state.prometheus_port if state else None, log=str(metrics.log),
+                                   running=metrics.running()))
         return out
 
     def _autoscaler_status(self) -> ComponentStatus:
@@ -122,6 +142,9 @@ class LocalCluster:
 
     def _kueue(self) -> local_kueue.LocalKueue:
         return local_kueue.LocalKueue(self.workdir, self.kubeconfig)
+
+    def _prometheus(self) -> local_prometheus.LocalPrometheus:
+        return local_prometheus.LocalPrometheus(self.workdir, self.kubeconfig)
 
     # ---- up ----------------------------------------------------------------------------------------
     def up(
@@ -175,8 +198,8 @@ class LocalCluster:
         wait_api_ready(self.kubeconfig, timeout, say, while_waiting=lambda: self.supervisor.repair(say))
         say("installing Argo CRDs, RBAC, catalog and simulated nodes")
         install(self.kubeconfig, catalog, nodes_per_group, namespaces)
-        port = self.supervisor.ensure_controller(previous.controller_health_port if previous else None, nodes_per_group,
-                                                 say)
+        ports = self.supervisor.ensure_controller(previous.controller_ports() if previous else None, nodes_per_group,
+                                                  say)
         self.supervisor.ensure_sim_executor(say)
         if autoscaler:
             say("installing Karpenter's CRDs and wf's NodePools; starting Karpenter's kwok provider")
@@ -193,21 +216,30 @@ class LocalCluster:
             workdir=str(self.workdir),
             kubeconfig=str(self.kubeconfig),
             merged_into=str(merge_into) if merge_into else (previous.merged_into if previous else None),
-            controller_health_port=port,
+            controller_health_port=ports.health,
             nodes_per_group=nodes_per_group,
             namespaces=namespaces,
             autoscaler=autoscaler,
             mpi_operator_health_port=mpi_port,
+            controller_metrics_port=ports.metrics,
+            prometheus_port=previous.prometheus_port if previous else None,
         )
         self._save_state(state)
         try:
             wait_workloads_ready(
-                self.kubeconfig, port, namespaces, timeout, say, while_waiting=lambda: self.supervisor.repair(say)
+                self.kubeconfig, ports.health, namespaces, timeout, say,
+                while_waiting=lambda: self.supervisor.repair(say),
             )
         except ClusterError as exc:
             raise ClusterError(f"{exc}\n{self._log_tails()}") from None
+        kueue_metrics = None
         if queues:
-            self._kueue().ensure(catalog, say)
+            kueue_state = self._kueue().ensure(catalog, say)
+            kueue_metrics = (kueue_state.metrics_port, self._kueue().cert_dir / "ca.crt")
+        # Last: it scrapes the others where they listen now.
+        prometheus_port = self._prometheus().ensure(ports.metrics, kueue_metrics, state.prometheus_port, say)
+        state = replace(state, prometheus_port=prometheus_port)
+        self._save_state(state)
         if merge_into:
             kubeconfig.merge(self._kubeconfig_entry(), merge_into)
             say(f"context {state.context} merged into {merge_into}")
@@ -255,6 +287,7 @@ class LocalCluster:
             queues.stop()
         self.supervisor.stop_all(
             [
+                (local_prometheus.NAME, self._prometheus().pid_file, build.binary_path(local_prometheus.NAME)),
                 (karpenter_kwok.NAME, karpenter_kwok.pid_file(self.workdir), build.binary_path(karpenter_kwok.BINARY)),
                 (CONTROLLER, self.supervisor.controller_pid_file, build.binary_path(CONTROLLER)),
                 (SIM_EXECUTOR, self.supervisor.sim_executor_pid_file, Path(sys.executable)),

@@ -43,6 +43,14 @@ _PORT_OPTIONS = (
 )
 
 @dataclass(frozen=True)
+class ControllerPorts:
+    """The workflow-controller's loopback listeners (our build patches both addresses, see wf.cluster.build)."""
+
+    health: int
+    metrics: int  # Argo's Prometheus metrics, plain HTTP
+
+
+@dataclass(frozen=True)
 class ComponentStatus:
     name: str
     pid: int | None
@@ -200,20 +208,24 @@ class Supervisor:
         self._kwokctl(["start", "cluster", "--name", self.name], say, "restarting " + ", ".join(sorted(names)))
 
     # ---- Argo's controller -------------------------------------------------------------------------
-    def ensure_controller(self, previous_port: int | None, nodes_per_group: int, say: Say) -> int:
-        """The controller's health port: the previous one if it still runs, else a new process's."""
+    def ensure_controller(self, previous: ControllerPorts | None, nodes_per_group: int, say: Say) -> ControllerPorts:
+        """The controller's ports: the previous ones if it still runs, else a new process's. One running with
+        ports nobody recorded (an `up` that died half-way, or a wf that did not serve metrics) is replaced."""
         binary = build.binary_path(CONTROLLER)
         pid = processes.read_pid(self.controller_pid_file)
-        if previous_port is not None and processes.is_running(pid, binary):
-            return previous_port
-        port = processes.free_port()
+        if pid is not None and processes.is_running(pid, binary):
+            if previous is not None:
+                return previous
+            processes.stop(pid, binary, grace_seconds=2)
+        ports = ControllerPorts(health=processes.free_port(), metrics=processes.free_port())
         say(f"starting Argo {CONTROLLER}")
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(self.workdir),
             "LEADER_ELECTION_DISABLE": "true",
             "DEFAULT_REQUEUE_TIME": requeue_time(nodes_per_group),
-            "WF_HEALTH_ADDR": f"{processes.LOOPBACK}:{port}",
+            "WF_HEALTH_ADDR": f"{processes.LOOPBACK}:{ports.health}",
+            "WF_METRICS_ADDR": f"{processes.LOOPBACK}:{ports.metrics}",
         }
         argv = [
             str(binary),
@@ -228,7 +240,7 @@ class Supervisor:
         ]
         processes.start(argv, env=env, log_file=self.controller_log, pid_file=self.controller_pid_file,
                         cwd=self.workdir)
-        return port
+        return ports
 
     # ---- the simulated executor ------------------------------------------------------------------------
     def sim_executor(self) -> ComponentStatus:

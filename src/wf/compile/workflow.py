@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal
 
-from wf.compile import artifacts, checkpoints
+from wf.compile import artifacts, checkpoints, metrics
 from wf.compile.hardening import container_security, pod_security
 from wf.compile.interruptions import (
     APPLICATION_EXPRESSION,
@@ -135,7 +135,8 @@ def _workflow_spec(job: TrainingJob, placements: dict[str, Placement], catalog: 
         for step in steps:
             dag.append(_step(job, catalog, step, placements[step.name], producers, templates, volumes, queue))
     spec: dict[str, Any] = {"entrypoint": ENTRYPOINT, "templates": templates, "podGC": dict(POD_GC),
-                            "ttlStrategy": dict(TTL)}
+                            "ttlStrategy": dict(TTL), "metrics": metrics.workflow_metrics(team=_team(queue),
+                                                                                          job=job.name)}
     if job.spec.on_exit:
         spec["onExit"] = EXIT_HANDLER
     if job.spec.parallelism:
@@ -278,10 +279,18 @@ def _step(job: TrainingJob, catalog: Catalog, step: Step, placement: Placement, 
     if step.when is not None:
         task["when"] = _rewrite(step.when, lambda r: _from_dag(r, False))
     templates += wrappers
-    templates.append(kind_of(step).render(job, step, catalog, placement,
-                                          lambda p: _pod_template(job, catalog, step, p, refs, producers, queue),
-                                          volumes, queue))
+    rendered = kind_of(step).render(job, step, catalog, placement,
+                                    lambda p: _pod_template(job, catalog, step, p, refs, producers, queue),
+                                    volumes, queue)
+    # On the pod-level template alone: its Retry node is one run of the step, its children the attempts.
+    rendered["metrics"] = metrics.step_metrics(rendered, team=_team(queue), job=job.name, step=step.name,
+                                               placement=placement, catalog=catalog)
+    templates.append(rendered)
     return task
+
+
+def _team(queue: QueueAssignment | None) -> str:
+    return queue.team.name if queue else ""
 
 
 def _loop(step: Step) -> dict[str, Any]:

@@ -19,11 +19,8 @@ from wf.compile.kinds.mpijob import replica_templates
 from wf.compile.readback import read_placement
 from wf.compile.schedulability import pod_requests, template_requests
 from wf.controller.steps import Attempt, WorkflowView
-from wf.model.accelerators import ACCELERATOR_RESOURCES
 from wf.model.catalog import Catalog
-from wf.model.nodegroups import instance_allocatable
-
-_SHARED = ("cpu", "memory")
+from wf.model.nodegroups import instance_allocatable, node_share
 
 
 @dataclass(frozen=True)
@@ -73,16 +70,6 @@ class JobCost:
         return sum(s.redone_usd for s in self.steps)
 
 
-def node_share(requests: dict[str, Decimal], allocatable: dict[str, Decimal]) -> float:
-    """The fraction of a node a pod reserves: its dominant resource (cpu, memory, devices) over the node's
-    allocatable (`wf.model.nodegroups`: net of system reserve and the hugepage pool)."""
-    shares = [float(wanted / allocatable[resource]) for resource, wanted in requests.items()
-              if resource in _SHARED and allocatable.get(resource)]
-    shares += [float(requests[resource] / count) for resource, count in allocatable.items()
-               if resource in ACCELERATOR_RESOURCES and count and resource in requests]
-    return min(1.0, max(shares)) if shares else 1.0  # nothing requested: it could use the whole node
-
-
 def _attempt_cost(
     attempt: Attempt, requests: dict[str, Decimal], facts: NodeFacts | None, now: datetime
 ) -> tuple[float, float, float, bool, str | None]:
@@ -97,9 +84,9 @@ def _attempt_cost(
     node_hours = attempt.seconds(now) / 3600 * node_share(requests, instance_allocatable(instance.name))
     on_demand = node_hours * instance.price_on_demand
     # Each attempt at its own capacity's price: a Spot fallback's On-Demand attempt is charged On-Demand.
-    spot_price = instance.spot_price() if (facts.capacity or attempt.capacity) == "spot" else None
-    spot = spot_price is not None
-    estimate = on_demand if spot_price is None else node_hours * spot_price
+    capacity = facts.capacity or attempt.capacity
+    spot = capacity == "spot" and instance.spot_price() is not None
+    estimate = node_hours * instance.price(capacity)
     return node_hours, on_demand, estimate, spot, instance.name
 
 

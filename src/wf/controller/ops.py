@@ -10,10 +10,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from wf.argo.nodes import packed_status, workflow_nodes
 from wf.compile.kinds.mpijob import JOB_NAME_LABEL as MPI_JOB_LABEL
 from wf.compile.kinds.mpijob import JOB_ROLE_LABEL as MPI_ROLE_LABEL
 from wf.controller.client import Kube, api_errors
-from wf.controller.steps import FAILED_PHASES, TERMINAL_PHASES, containment, contents, pod_name, workflow_view
+from wf.controller.steps import (
+    FAILED_PHASES,
+    TERMINAL_PHASES,
+    containment,
+    contents,
+    members,
+    pod_name,
+    workflow_view,
+)
 from wf.core.constants import (
     ARGO_COMPLETED_LABEL,
     ARGO_NODE_NAME_ANNOTATION,
@@ -46,26 +55,35 @@ def get_workflow(kube: Kube, name: str, namespace: str | None = None) -> dict[st
 
 def list_workflows(kube: Kube, namespace: str | None = None, *, all_namespaces: bool = False,
                    label_selector: str = "") -> list[dict[str, Any]]:
+    items = list(iter_workflows(kube, namespace, all_namespaces=all_namespaces, label_selector=label_selector))
+    items.sort(key=lambda w: w["metadata"].get("creationTimestamp", ""), reverse=True)
+    return items
+
+
+def iter_workflows(kube: Kube, namespace: str | None = None, *, all_namespaces: bool = False,
+                   label_selector: str = "", page: int = 500) -> Iterator[dict[str, Any]]:
+    """Workflows a page at a time, in the API server's order: a caller that keeps a digest of each (`wf report`)
+    holds one page of whole objects, not all of them."""
     ns = namespace or kube.namespace
-    items: list[dict[str, Any]] = []
     token = None
     with api_errors(kube, "listing workflows", None if all_namespaces else ns):
         while True:
-            kwargs: dict[str, Any] = {"limit": 500, "label_selector": label_selector}
+            kwargs: dict[str, Any] = {"limit": page, "label_selector": label_selector}
             if token:
                 kwargs["_continue"] = token
             if all_namespaces:
-                page = kube.custom.list_cluster_custom_object(WORKFLOW.group, WORKFLOW.version, WORKFLOW.plural,
-                                                              **kwargs)
+                listed = kube.custom.list_cluster_custom_object(WORKFLOW.group, WORKFLOW.version, WORKFLOW.plural,
+                                                                **kwargs)
             else:
-                page = kube.custom.list_namespaced_custom_object(WORKFLOW.group, WORKFLOW.version, ns, WORKFLOW.plural,
-                                                                 **kwargs)
-            items.extend(page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue")
+                listed = kube.custom.list_namespaced_custom_object(WORKFLOW.group, WORKFLOW.version, ns,
+                                                                   WORKFLOW.plural, **kwargs)
+            items = listed.pop("items", None) or []
+            token = (listed.get("metadata") or {}).get("continue")
+            items.reverse()
+            while items:
+                yield items.pop()  # handed over: what the caller keeps of it is all that stays
             if not token:
                 break
-    items.sort(key=lambda w: w["metadata"].get("creationTimestamp", ""), reverse=True)
-    return items
 
 
 def stop_workflow(kube: Kube, name: str, namespace: str | None = None) -> dict[str, Any]:
@@ -118,7 +136,8 @@ def retry_plan(workflow: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     What `argo retry` does (workflow/util FormulateRetryWorkflow; Kubeflow Pipelines does the same through
     the API): keep what succeeded; drop every failed, errored or omitted step with all it contains, so the
     controller runs it afresh with a fresh retry budget; set failed DAG/Steps nodes on the way back to
-    Running; clear the workflow's end (phase Running, message, finishedAt, completed label, shutdown).
+    Running; clear the workflow's end (phase Running, message, finishedAt, completed label, shutdown). The
+    nodes are written back as Argo's own retry writes them (hydrated, then packed as the controller packs them).
     """
     import copy
 
@@ -128,14 +147,14 @@ def retry_plan(workflow: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     if phase not in FAILED_PHASES:
         raise InputError(f"workflow {metadata.get('name')} is {phase or 'not started'}; "
                          "only Failed or Error workflows can be retried")
-    nodes: dict[str, dict[str, Any]] = status.get("nodes") or {}
+    nodes = workflow_nodes(workflow)
     on_exit = f"{metadata.get('name')}.onExit"
     dropped: set[str] = set()
-    parent = containment(nodes)
+    inside = members(containment(nodes))
 
     def drop(node_id: str) -> None:
         dropped.add(node_id)
-        dropped.update(contents(nodes, parent, node_id))
+        dropped.update(contents(inside, node_id))
 
     for node_id, node in nodes.items():
         node_phase = node.get("phase")
@@ -146,11 +165,11 @@ def retry_plan(workflow: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         if (node.get("name") or "").startswith(on_exit) or (failed and node.get("type") not in ("DAG", "Steps")):
             drop(node_id)
 
-    new = copy.deepcopy(workflow)
     kept: dict[str, dict[str, Any]] = {}
-    for node_id, node in new["status"].get("nodes", {}).items():
+    for node_id, original in nodes.items():
         if node_id in dropped:
             continue
+        node = copy.deepcopy(original)
         if node.get("phase") in FAILED_PHASES and node.get("type") in ("DAG", "Steps"):
             node["phase"] = "Running"
             node.pop("message", None)
@@ -160,10 +179,9 @@ def retry_plan(workflow: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         if node.get("outboundNodes"):
             node["outboundNodes"] = [c for c in node["outboundNodes"] if c not in dropped]
         kept[node_id] = node
-    new["status"]["nodes"] = kept
+    ended = ("nodes", "compressedNodes", "message", "finishedAt", "conditions")  # the nodes: `kept`, copied
+    new = copy.deepcopy({**workflow, "status": {k: v for k, v in status.items() if k not in ended}})
     new["status"]["phase"] = "Running"
-    for key in ("message", "finishedAt", "conditions"):
-        new["status"].pop(key, None)
     labels = new["metadata"].setdefault("labels", {})
     labels[ARGO_COMPLETED_LABEL] = "false"
     labels[ARGO_PHASE_LABEL] = "Running"
@@ -172,6 +190,7 @@ def retry_plan(workflow: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     if spec.get("activeDeadlineSeconds") == 0:  # a terminated workflow had its deadline set to 0
         spec.pop("activeDeadlineSeconds")
 
+    new["status"] = packed_status(new, kept)
     view = workflow_view(workflow)
     by_id = {a.node_id: a for row in view.steps for a in row.attempts}
     pods = [pod_name(workflow, by_id[node_id]) for node_id in dropped if node_id in by_id]

@@ -41,6 +41,7 @@ class Workload:
     flavors: dict[str, str]  # resource -> flavor, once admitted
     usage: dict[str, Decimal]  # admitted resources
     waiting: str  # Kueue's reason while not admitted
+    reserved_at: str = ""  # when Kueue reserved its quota (QuotaReserved turned True): the end of its queue wait
 
 
 def parse_workload(obj: dict[str, Any]) -> Workload:
@@ -64,6 +65,8 @@ def parse_workload(obj: dict[str, Any]) -> Workload:
         flavors=flavors,
         usage=usage,
         waiting=str((conditions.get("QuotaReserved") or {}).get("message") or ""),
+        reserved_at=str((conditions.get("QuotaReserved") or {}).get("lastTransitionTime") or "")
+        if (conditions.get("QuotaReserved") or {}).get("status") == "True" else "",
     )
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from wf.argo.nodes import NodesOffloaded, workflow_nodes
 from wf.compile.interruptions import is_interruption
 from wf.compile.kinds import kind_of_template
 from wf.compile.readback import CompiledPlacement
@@ -123,6 +124,7 @@ class WorkflowView:
     started: datetime | None
     finished: datetime | None
     steps: tuple[StepRow, ...] = field(default_factory=tuple)
+    offloaded: str = ""  # why the steps are not known: Argo keeps them in its database (wf.argo.nodes)
 
     @property
     def done(self) -> bool:
@@ -195,11 +197,16 @@ def containment(nodes: dict[str, dict[str, Any]]) -> dict[str, str]:
     return parent
 
 
-def contents(nodes: dict[str, dict[str, Any]], parent: dict[str, str], node_id: str) -> list[str]:
-    """Every node inside node_id (transitively), by containment."""
+def members(parent: Mapping[str, str]) -> dict[str, list[str]]:
+    """Each container's own members: containment turned around, once per workflow (a fan-out has thousands)."""
     inside: dict[str, list[str]] = {}
     for child, up in parent.items():
         inside.setdefault(up, []).append(child)
+    return inside
+
+
+def contents(inside: Mapping[str, list[str]], node_id: str) -> list[str]:
+    """Every node inside node_id (transitively), by containment (`inside`: `members(containment(nodes))`)."""
     out, stack = [], list(inside.get(node_id, []))
     while stack:
         current = stack.pop()
@@ -212,10 +219,14 @@ def workflow_view(workflow: dict[str, Any]) -> WorkflowView:
     """Per-step rows from a Workflow object (pure: the same dict always gives the same view)."""
     metadata = workflow.get("metadata") or {}
     status = workflow.get("status") or {}
-    nodes: dict[str, dict[str, Any]] = status.get("nodes") or {}
+    try:
+        nodes, offloaded = workflow_nodes(workflow), ""
+    except NodesOffloaded as exc:
+        nodes, offloaded = {}, str(exc)
     templates = _templates(workflow)
     placements: dict[str, CompiledPlacement] = {}
     parent = containment(nodes)
+    inside = members(parent)
 
     def placed(template_name: str | None) -> CompiledPlacement:
         """Where the template's step runs, as its kind reads it back (wf.compile.kinds), once per template."""
@@ -246,7 +257,7 @@ def workflow_view(workflow: dict[str, Any]) -> WorkflowView:
         if kind not in _STEP_TYPES or inside_step(node_id):
             continue
         if kind == "Retry":
-            pods = [nodes[n] for n in contents(nodes, parent, node_id) if nodes[n].get("type") == "Pod"]
+            pods = [nodes[n] for n in contents(inside, node_id) if nodes[n].get("type") == "Pod"]
             attempts = tuple(sorted((_attempt(p, placed(p.get("templateName")).attempt_capacity(
                                         retry_index(p.get("id", "")))) for p in pods),
                                     key=lambda a: (a.started or datetime.max.replace(tzinfo=UTC), a.node_id)))
@@ -276,6 +287,7 @@ def workflow_view(workflow: dict[str, Any]) -> WorkflowView:
         started=parse_time(status.get("startedAt")),
         finished=parse_time(status.get("finishedAt")),
         steps=tuple(rows),
+        offloaded=offloaded,
     )
 
 

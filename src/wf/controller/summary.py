@@ -37,6 +37,7 @@ class Summary:
     interruptions: int  # attempts ended by an interruption and retried
     failed_steps: tuple[FailedStep, ...]  # most frequent first
     slowest: tuple[WorkflowView, ...]  # unfinished workflows, longest running first
+    offloaded: int = 0  # workflows whose steps are in Argo's database: not in `steps`
 
     @property
     def total(self) -> int:
@@ -50,8 +51,10 @@ def summarize(views: Iterable[WorkflowView], deleted: int, now: datetime, slowes
     failed: Counter[str] = Counter()
     messages: dict[str, str] = {}
     running: list[WorkflowView] = []
+    offloaded = 0
     for view in views:
         workflows[view.phase] += 1
+        offloaded += bool(view.offloaded)
         if not view.done:
             running.append(view)
         for row in view.steps:
@@ -69,4 +72,5 @@ def summarize(views: Iterable[WorkflowView], deleted: int, now: datetime, slowes
         interruptions=interruptions,
         failed_steps=tuple(FailedStep(name, count, messages[name]) for name, count in failed.most_common()),
         slowest=tuple(running[:slowest]),
+        offloaded=offloaded,
     )

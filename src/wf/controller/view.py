@@ -82,7 +82,7 @@ def step_line(view: WorkflowView, row: StepRow, note: str) -> str:
 def workflow_lines(view: WorkflowView, explanations: Mapping[str, str]) -> list[str]:
     """A workflow's phase and every step, a line each (`wf get`)."""
     ending = f" ({view.message})" if view.message and view.done else ""
-    return [f"{view.name}: {view.phase}{ending}",
+    return [f"{view.name}: {view.phase}{ending}", *([view.offloaded] if view.offloaded else []),
             *(step_line(view, row, step_note(row, explanations)) for row in view.steps)]
 
 
@@ -136,7 +136,8 @@ def _table(columns: Sequence[Column], rows: Sequence[Sequence[str | Text]], **op
 def steps_table(view: WorkflowView, explanations: Mapping[str, str], now: datetime) -> Table:
     title = Text.assemble(f"{view.namespace}/{view.name} ", _phase_text(view.phase))
     return _table(STEP_COLUMNS, [[c.cell(row, explanations, now) for c in STEP_COLUMNS] for row in view.steps],
-                  title=title, title_justify="left", expand=False)
+                  title=title, title_justify="left", expand=False, caption=view.offloaded or None,
+                  caption_justify="left")
 
 
 def _counts(counter: Mapping[str, int]) -> str:
@@ -144,10 +145,15 @@ def _counts(counter: Mapping[str, int]) -> str:
     return ", ".join(f"{n} {phase}" for phase, n in most_first) or "none yet"
 
 
+def _offloaded(summary: Summary) -> str:
+    return f"steps of {summary.offloaded} workflows offloaded to Argo's database, not counted"
+
+
 def summary_line(summary: Summary) -> str:
     """The summary in one line (the pipe's closing line)."""
     return (f"{summary.total} workflows: {_counts(summary.workflows)}; {sum(summary.steps.values())} steps: "
-            f"{_counts(summary.steps)}; {summary.interruptions} interruptions retried")
+            f"{_counts(summary.steps)}; {summary.interruptions} interruptions retried"
+            + (f"; {_offloaded(summary)}" if summary.offloaded else ""))
 
 
 def summary_view(summary: Summary, now: datetime) -> Group:
@@ -155,6 +161,7 @@ def summary_view(summary: Summary, now: datetime) -> Group:
         Text(f"{summary.total} workflows: {_counts(summary.workflows)}", style="bold"),
         Text(f"steps: {_counts(summary.steps)}"),
         Text(f"interruptions retried: {summary.interruptions}"),
+        *([Text(_offloaded(summary), style="yellow")] if summary.offloaded else []),
     ]
     if summary.failed_steps:
         failed = Table(title="failed steps", title_justify="left")
@@ -189,6 +196,7 @@ class PlainDisplay:
         self._phases: dict[Key, str] = {}
         self._steps: dict[tuple[Key, str], tuple[str, str | None, str]] = {}  # one workflow only
         self._failures: set[tuple[Key, str]] = set()
+        self._offloaded: set[Key] = set()
 
     def _emit(self, text: str) -> None:
         print(f"{stamp()} {text}", file=self.out, flush=True)
@@ -205,6 +213,9 @@ class PlainDisplay:
                 ending = f" ({view.message})" if view.message and view.done else ""
                 took = f" after {duration(running_seconds(view, view.finished))}" if view.done and view.finished else ""
                 self._emit(f"{view.name if steps else f'{key[0]}/{key[1]}'}: {view.phase}{ending}{took}")
+            if view.offloaded and key not in self._offloaded:
+                self._offloaded.add(key)
+                self._emit(view.offloaded)
             if steps:
                 self._step_lines(key, view, explanations)
             else:
@@ -306,13 +317,14 @@ def cost_table(name: str, cost: JobCost) -> Table:
     return table
 
 
-def attempts_table(view: WorkflowView, now: datetime) -> Table:
-    """Every attempt of every step that took more than one: where it asked to run, where it ran, and why it ended."""
+def attempts_table(view: WorkflowView, now: datetime, every_step: bool = False) -> Table:
+    """Every attempt of every step that took more than one (of every step, with every_step): where it asked to
+    run, where it ran, and why it ended."""
     table = Table(title=f"attempts of {view.name}", title_justify="left")
     for column in ("step", "attempt", "capacity", "node", "resumed", "time", "redone", "ended", "message"):
         table.add_column(column, overflow="fold")
     for row in view.steps:
-        if len(row.attempts) < 2:
+        if len(row.attempts) < (1 if every_step else 2):
             continue
         for number, attempt in enumerate(row.attempts, 1):
             table.add_row(row.name, str(number), attempt.capacity or "-", attempt.host or "-",

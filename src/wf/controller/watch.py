@@ -68,6 +68,15 @@ class WatchOutcome:
         return sorted(set(self.views) | self.deleted)
 
 
+def node_facts(node: Any) -> NodeFacts | None:
+    """What cost and interruption judgement need of a Node (the client's model); None without an instance type."""
+    labels = node.metadata.labels or {}
+    draining = bool(node.spec and (node.spec.unschedulable or any(
+        t.key in DRAIN_TAINTS for t in node.spec.taints or [])))
+    return NodeFacts(labels[INSTANCE_TYPE_LABEL], node_capacity(labels), draining) \
+        if INSTANCE_TYPE_LABEL in labels else None
+
+
 class Insight:
     """Lookups beyond the workflow stream, made only when they add something and never more than needed:
     node facts once per node (for cost), reasons for an unschedulable step at most every 10 s."""
@@ -117,11 +126,7 @@ class Insight:
             else:  # out of reach for now: asked again a little later, not on every tick of an outage
                 self._nodes_away_until = time.monotonic() + LOOKUP_RETRY_SECONDS
             return None
-        labels = node.metadata.labels or {}
-        draining = bool(node.spec and (node.spec.unschedulable or any(
-            t.key in DRAIN_TAINTS for t in node.spec.taints or [])))
-        facts = NodeFacts(labels[INSTANCE_TYPE_LABEL], node_capacity(labels), draining) \
-            if INSTANCE_TYPE_LABEL in labels else None
+        facts = node_facts(node)
         self._nodes[name] = facts
         return facts
 

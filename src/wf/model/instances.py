@@ -93,6 +93,12 @@ class InstanceType:
             return None
         return round(self.price_on_demand * (1 - savings), 6)
 
+    def price(self, capacity: str | None) -> float:
+        """Hourly price of a node at `capacity`: the Spot estimate on Spot where the type has one, else On-Demand.
+        The one rule of the cost table (wf.controller.cost) and of compiled workflows' cost metrics."""
+        spot = self.spot_price() if capacity == "spot" else None
+        return self.price_on_demand if spot is None else spot
+
 
 def parse_accelerators(text: str) -> dict[str, int]:
     """'nvidia.com/gpu=4' or 'a=1;b=2' -> {resource: count}; '' -> {}."""

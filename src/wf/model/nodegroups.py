@@ -39,7 +39,7 @@ from wf.core.constants import (
 )
 from wf.core.errors import Problem
 from wf.core.units import format_cpu, format_mib, parse_quantity
-from wf.model.accelerators import EFA_RESOURCE, HUGEPAGES_2MI, profile
+from wf.model.accelerators import ACCELERATOR_RESOURCES, EFA_RESOURCE, HUGEPAGES_2MI, profile
 from wf.model.catalog import Accelerator, Catalog, ComputeClass, Taint
 from wf.model.instances import InstanceType, instance_type
 
@@ -179,6 +179,20 @@ def instance_allocatable(instance: str) -> dict[str, Decimal]:
     facts = instance_type(instance)
     hugepages = sum(hugepages_for(resource, count) for resource, count in facts.accelerators.items())
     return dict(_amounts(instance, hugepages, False))
+
+
+_SHARED = ("cpu", "memory")  # resources pods share on a node; a device resource counts whole devices
+
+
+def node_share(requests: Mapping[str, Decimal], allocatable: Mapping[str, Decimal]) -> float:
+    """The fraction of a node a pod reserves: its dominant resource (cpu, memory, devices) over the node's
+    allocatable (net of system reserve and the hugepage pool). What wf charges a pod for: the cost table
+    (wf.controller.cost) and the cost metrics of compiled workflows (wf.compile.metrics)."""
+    shares = [float(wanted / allocatable[resource]) for resource, wanted in requests.items()
+              if resource in _SHARED and allocatable.get(resource)]
+    shares += [float(requests[resource] / count) for resource, count in allocatable.items()
+               if resource in ACCELERATOR_RESOURCES and count and resource in requests]
+    return min(1.0, max(shares)) if shares else 1.0  # nothing requested: it could use the whole node
 
 
 def hugepages_for(resource: str | None, devices: int) -> int:

@@ -164,9 +164,13 @@ def argo_configmap(catalog: Catalog, local: bool = False) -> dict[str, Any]:
     large real platform, a pod creation rate: 250 workflows fanning out 30 shards each create 7,500 pods in
     seconds; 100/s with a burst of 200 spreads that over about a minute, which keeps the API server and the
     scheduler responsive for everything else (node heartbeats, the autoscaler) meanwhile. The local cluster
-    keeps Argo's unlimited rate: its API server serves nothing else."""
+    keeps Argo's unlimited rate: its API server serves nothing else, and serves metrics as plain HTTP, on
+    loopback, where a real cluster's self-signed TLS would protect nothing."""
     configmap = load_manifest("workflow-controller-configmap.yaml")[0]
-    if not local and is_large(catalog):
+    if local:
+        metrics = {**yaml.safe_load(configmap["data"]["metricsConfig"]), "secure": False}
+        configmap["data"]["metricsConfig"] = yaml.safe_dump(metrics, sort_keys=False)
+    elif is_large(catalog):
         configmap["data"]["resourceRateLimit"] = "limit: 100\nburst: 200\n"
     return configmap
 

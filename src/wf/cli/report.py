@@ -1,0 +1,188 @@
+"""`wf report`: per team and compute class, what ran in a window, how it ended, what it cost, how the teams used
+their quotas, waited and were interrupted; as a table, a JSON document or one self-contained HTML page."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from wf.cli.options import CatalogOption, FileOption, Invocation, Page, PageOutput, with_target
+from wf.cli.output import emit, print_line, print_table
+from wf.controller.client import Target, connect
+from wf.core.errors import InputError, WorkFailed, did_you_mean, listing
+
+if TYPE_CHECKING:
+    from wf.controller.checkpoints import AttemptRecord
+    from wf.controller.client import Kube
+    from wf.controller.cost import NodeFacts
+    from wf.controller.report import Facts, Report
+    from wf.model.catalog import Catalog
+
+app = typer.Typer()
+PAGE = 10  # workflows per list request: a page of whole objects is what the report holds at once
+
+
+@app.command("report")
+@with_target(namespaced=False)
+def report_command(
+    ctx: typer.Context,
+    since: Annotated[str, typer.Option("--since", help="The window: workflows started this long ago or later "
+                                                       "(90m, 24h, 7d).")] = "24h",
+    team: Annotated[str | None, typer.Option("--team", help="One team (default: every team, which needs the right "
+                                                            "to list workflows in every namespace).")] = None,
+    output: PageOutput = Page.table.value,
+    file: FileOption = None,
+    catalog: CatalogOption = None,
+    *,
+    target: Target,
+) -> None:
+    """Per team and compute class: workflows and their outcomes, node-hours, On-Demand and Spot cost, card-hours
+    against the quota, queue waits, interruptions, Spot fallbacks and work redone. Exit 1 when nothing ran."""
+    from wf.controller.catalog_source import resolve_catalog
+    from wf.controller.report import build_report, window
+
+    span = window(since, datetime.now(UTC))  # a malformed --since fails before the cluster is asked
+    kube = connect(target)
+    resolved = resolve_catalog(kube, str(catalog) if catalog else None)
+    namespaces = _namespaces(resolved, team)
+    report = build_report(_workflows(kube, namespaces), _facts(kube, resolved, team), resolved, span, team)
+    if not report.runs:
+        where = f"team {team}'s namespaces ({listing(namespaces or [])})" if team else "any namespace"
+        raise WorkFailed(f"no workflow started in {where} in the last {since} ({kube.context}); "
+                         "nothing to report (a longer --since?)")
+    if output == Page.json.value:
+        emit(report.dumps(), file)
+    elif output == Page.html.value:
+        hand_over(report, file, replace_process=isinstance(ctx.obj, Invocation) and ctx.obj.own_process)
+    else:
+        _print_text(report, file)
+
+
+def hand_over(report: Report, file: Path | None, *, replace_process: bool) -> None:
+    """`-o html`: the report's digest to a private file, and the page drawn from it by the drawing program
+    (wf.cli.report_page) in a process that replaces this one, when wf is the process's program: the Kubernetes
+    client's modules leave memory before matplotlib's come, and the command's peak is the larger half's, not their
+    sum (issue 24). In-process callers (tests) draw here, through the same program's function."""
+    import atexit
+    import contextlib
+    import os
+    import sys
+    import sysconfig
+    import tempfile
+
+    import wf
+    from wf.cli.report_page import write_page
+
+    try:
+        handle, path = tempfile.mkstemp(prefix="wf-report-", suffix=".json")  # 0600: the teams' costs and names
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(report.digest().dumps())
+    except OSError as exc:
+        raise WorkFailed(f"cannot write the report's digest for its page: {exc}") from None
+    if replace_process and sys.executable:
+        # -P: not the working directory first on sys.path (`wf` never had it there: no ./json.py shadows a module).
+        argv = [sys.executable, "-P", "-m", "wf.cli.report_page", path, *(["--file", str(file)] if file else [])]
+        env = dict(os.environ)
+        source = str(Path(wf.__file__).resolve().parent.parent)
+        if source not in {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}:
+            # wf from a source tree (an editable install, PYTHONPATH, sys.path): the same wf draws the page.
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (source, env.get("PYTHONPATH")) if p)
+        atexit._run_exitfuncs()  # as at exit: the kubeconfig's and the EKS CA's temporary files go
+        sys.stdout.flush()
+        sys.stderr.flush()
+        with contextlib.suppress(OSError):  # an interpreter that cannot be started again: draw here instead
+            os.execve(sys.executable, argv, env)
+    write_page(Path(path), file)
+
+
+def _namespaces(catalog: Catalog, team: str | None) -> list[str] | None:
+    """The team's namespaces; None (every namespace) without --team. An unknown team is bad input (exit 2)."""
+    if team is None:
+        return None
+    teams = [t.name for t in catalog.queues.teams] if catalog.queues else []
+    if team not in teams:
+        raise InputError(f"--team: unknown team {team!r}{did_you_mean(team, teams)}; the catalog's teams: "
+                         f"{listing(teams)}", file=catalog.source)
+    return list(catalog.queues.team(team).namespaces) if catalog.queues else []
+
+
+def _workflows(kube: Kube, namespaces: list[str] | None) -> Iterator[dict[str, Any]]:
+    """Every workflow of the namespaces (None: of every namespace), PAGE at a time: 250 workflows of 32 steps are
+    30 MB of JSON, three times that as objects, and the report keeps only a digest of each."""
+    from wf.controller.ops import iter_workflows
+
+    if namespaces is None:
+        yield from iter_workflows(kube, all_namespaces=True, page=PAGE)
+    for namespace in namespaces or []:
+        yield from iter_workflows(kube, namespace, page=PAGE)
+
+
+def _facts(kube: Kube, catalog: Catalog, team: str | None) -> Facts:
+    """What `wf get` reads beside a workflow, read once for all of them where it can be: every node (one list,
+    not a read per node), the teams' Kueue workloads; and each workflow's checkpoint ledger as it is read."""
+    from kubernetes.client.exceptions import ApiException
+
+    from wf.controller.checkpoints import read_ledger
+    from wf.controller.client import api_errors, lookup_errors
+    from wf.controller.queue import QueueReader
+    from wf.controller.report import Facts
+    from wf.controller.watch import node_facts
+
+    nodes: dict[str, NodeFacts | None] = {}
+    listed = True
+    with api_errors(kube, "listing nodes"):
+        try:
+            nodes = {n.metadata.name: node_facts(n) for n in kube.core.list_node().items}
+        except ApiException as exc:
+            if exc.status != 403:
+                raise
+            listed = False  # a team's role may not list nodes: costs stay unknown, as `wf get` says then
+
+    def ledger(namespace: str, name: str) -> Mapping[str, AttemptRecord]:
+        try:
+            return read_ledger(kube, namespace, name)
+        except lookup_errors():
+            return {}  # as `wf get`: a ledger out of reach leaves the attempts' resumption untold
+
+    def node_stayed(host: str) -> bool | None:
+        """As Insight.node_stayed: a node that is there says whether it is draining; one the list lacks is gone."""
+        if (facts := nodes.get(host)) is not None:
+            return not facts.draining
+        return False if listed and host not in nodes else None
+
+    workloads = None
+    if catalog.queues is not None:
+        reader = QueueReader(kube)
+        read = [reader.workloads(t) for t in catalog.queues.teams if team in (None, t.name)]
+        workloads = None if any(w is None for w in read) else [w for found in read for w in found or []]
+    return Facts({name: facts for name, facts in nodes.items() if facts is not None}, ledger, node_stayed,
+                 workloads)
+
+
+def _print_text(report: Report, file: Path | None) -> None:
+    """The lines as a table (a team's total under its classes, the total last), then the assumptions."""
+    import io
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from wf.cli.report_page import cells, headers
+
+    table = Table(title=f"workflows started in the last {report.window.since} (cost: estimate)",
+                  title_justify="left")
+    for header in headers():
+        table.add_column(header, justify="left" if header in ("team", "class") else "right")
+    for line in report.lines:
+        table.add_row(*cells(line), style="bold" if line.compute_class == "*" else None)
+    notes = "".join(f"  assumption: {a}\n" for a in report.assumptions)
+    if file is None:
+        print_table(table)
+        print_line(notes.rstrip("\n"))
+        return
+    text = io.StringIO()
+    print_table(table, Console(file=text, width=80, emoji=False))
+    emit(text.getvalue() + notes, file)

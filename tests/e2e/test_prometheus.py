@@ -1,0 +1,140 @@
+"""The local cluster's Prometheus: it scrapes Argo's workflow-controller, the API server and Kueue on loopback,
+and a metric a workflow emits reaches it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from wf.cluster.prometheus import APISERVER_JOB, CONTROLLER_JOB, KUEUE_JOB
+from wf.cluster.supervise import CONTROLLER
+from wf.controller.client import Kube
+
+from .conftest import ClusterHandle, become_subreaper, build_with_progress, start_cluster, stop_cluster
+from .test_cluster_workflows import _run, _workflow
+
+pytestmark = pytest.mark.cluster
+
+# Prometheus scrapes every 5 s; a first scrape, a workflow's metric, a restarted target: a few rounds at most.
+WAIT_SECONDS = 60
+
+
+def _api(handle: ClusterHandle, path: str, **params: str) -> Any:
+    state = handle.cluster.state()
+    assert state and state.prometheus_url, state
+    query = f"?{urllib.parse.urlencode(params)}" if params else ""
+    with urllib.request.urlopen(f"{state.prometheus_url}/api/v1/{path}{query}", timeout=5) as response:
+        body = json.load(response)
+    assert body["status"] == "success", body
+    return body["data"]
+
+
+def _eventually(probe: Callable[[], Any], what: str) -> Any:
+    """probe()'s first truthy answer within WAIT_SECONDS."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:
+        answer = probe()
+        if answer:
+            return answer
+        assert time.monotonic() < deadline, f"{what}: not within {WAIT_SECONDS}s"
+        time.sleep(1)
+
+
+def _health(handle: ClusterHandle) -> dict[str, list[str]]:
+    """Each scrape job's targets' health ("up", "down", "unknown" before the first scrape)."""
+    out: dict[str, list[str]] = {}
+    for target in _api(handle, "targets", state="active")["activeTargets"]:
+        out.setdefault(target["labels"]["job"], []).append(target["health"])
+    return out
+
+
+def _all_up(handle: ClusterHandle, jobs: set[str]) -> dict[str, list[str]] | None:
+    health = _health(handle)
+    return health if all(health.get(job) == ["up"] for job in jobs) else None
+
+
+def _series(handle: ClusterHandle, query: str) -> list[dict[str, Any]]:
+    return list(_api(handle, "query", query=query)["result"])
+
+
+def test_prometheus_answers_on_loopback_and_scrapes_argo_and_the_api_server(local_cluster: ClusterHandle) -> None:
+    url = local_cluster.state.prometheus_url
+    assert url and url.startswith("http://127.0.0.1:")
+    status = {c.name: c for c in local_cluster.cluster.status()}
+    assert status["prometheus"].running and url.endswith(f":{status['prometheus'].port}")
+    health = _eventually(lambda: _all_up(local_cluster, {CONTROLLER_JOB, APISERVER_JOB}), "targets up")
+    assert KUEUE_JOB not in health  # the session cluster runs without queues
+    # Argo's own metrics (v4 names them argo_workflows_*), and the API server's, read with the scrape token.
+    assert _eventually(lambda: _series(local_cluster, '{__name__=~"argo_workflows_.+"}'), "argo_workflows_*")
+    requests = _eventually(lambda: _series(local_cluster, "apiserver_request_total"), "apiserver_request_total")
+    assert all(s["metric"]["job"] == APISERVER_JOB for s in requests)
+
+
+def test_a_metric_a_workflow_emits_is_scraped(local_cluster: ClusterHandle, kube: Kube) -> None:
+    probe = uuid.uuid4().hex[:8]
+    workflow = _workflow("probe")
+    workflow["spec"]["templates"][0]["metrics"] = {"prometheus": [{
+        "name": "wf_e2e_probe_total",
+        "help": "Runs of the e2e probe template",
+        "labels": [{"key": "probe", "value": probe}],
+        "counter": {"value": "1"},
+    }]}
+    wf, _ = _run(kube, workflow)
+    assert wf["status"]["phase"] == "Succeeded", wf["status"]
+    # Argo v4 exports a template's custom metric under its own namespace: wf_x is argo_workflows_wf_x.
+    query = f'argo_workflows_wf_e2e_probe_total{{probe="{probe}"}}'
+    [series] = _eventually(lambda: _series(local_cluster, query), "the workflow's wf_e2e_probe_total")
+    assert series["metric"]["job"] == CONTROLLER_JOB
+    assert float(series["value"][1]) == 1
+
+
+def test_prometheus_follows_a_restarted_controller_to_its_new_port(local_cluster: ClusterHandle) -> None:
+    before = {c.name: c.pid for c in local_cluster.cluster.status()}
+    old_state = local_cluster.cluster.state()
+    controller = before[CONTROLLER]
+    assert old_state and controller
+    os.kill(controller, signal.SIGKILL)
+    local_cluster.cluster.up(merge_into=local_cluster.kubeconfig)
+    state = local_cluster.cluster.state()
+    assert state and state.controller_metrics_port != old_state.controller_metrics_port
+    # Reloaded in place (SIGHUP), not restarted: same process, same address, the history kept.
+    assert {c.name: c.pid for c in local_cluster.cluster.status()}["prometheus"] == before["prometheus"]
+    assert state.prometheus_url == old_state.prometheus_url
+
+    def scraped_at_new_port() -> bool:
+        targets = _api(local_cluster, "targets", state="active")["activeTargets"]
+        return any(t["labels"]["job"] == CONTROLLER_JOB and t["health"] == "up"
+                   and t["scrapeUrl"].startswith(f"http://127.0.0.1:{state.controller_metrics_port}/") for t in targets)
+
+    _eventually(scraped_at_new_port, "the restarted controller scraped")
+
+
+@pytest.fixture(scope="module")
+def queued_cluster(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Iterator[ClusterHandle]:
+    """A cluster of its own running Kueue (the repository's catalog has teams); no nodes, nothing runs."""
+    become_subreaper()
+    build_with_progress(pytestconfig)
+    handle = start_cluster(tmp_path_factory.mktemp("wf-prometheus"), f"pq{os.getpid()}", nodes_per_group=0,
+                           queues=True)
+    try:
+        yield handle
+    finally:
+        stop_cluster(handle)
+
+
+def test_prometheus_scrapes_kueue_with_the_scrape_token(queued_cluster: ClusterHandle) -> None:
+    # Kueue asks the API server who the caller is (TokenReview) and whether it may GET /metrics.
+    _eventually(lambda: _all_up(queued_cluster, {CONTROLLER_JOB, APISERVER_JOB, KUEUE_JOB}), "targets up")
+    [build_info] = _eventually(lambda: _series(queued_cluster, "kueue_build_info"), "kueue_build_info")
+    assert build_info["metric"]["job"] == KUEUE_JOB
+    # The teams' ClusterQueues, as Kueue reports them.
+    assert _eventually(lambda: _series(queued_cluster, "kueue_cluster_queue_status"), "kueue_cluster_queue_status")
