@@ -152,6 +152,12 @@ def test_karpenter_is_built_only_when_named_with_its_toolchain_and_crds(
     assert set((tmp_path / "toolchain.log").read_text().split()) == {build.KARPENTER_GO}
     # Built from a copy whose listeners bind loopback only (the module cache itself is read-only).
     assert "replace" in (tmp_path / "go.log").read_text() and 'Sprintf(":%d"' in operator.read_text()
+    # Built again from other patches: the patched copy of the first build is gone, so its `replace` goes first.
+    karpenter.patches_stamp(cache).write_text("other patches")
+    (tmp_path / "go.log").write_text("")
+    [again] = build.build_all(["karpenter"], cache=cache)
+    commands = (tmp_path / "go.log").read_text().splitlines()
+    assert again.built and commands[0] == f"mod edit -dropreplace={karpenter.module}", commands
 
 
 def _cached(comp: build.Component, cache: Path) -> None:

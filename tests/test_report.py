@@ -11,10 +11,14 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.error import URLError
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -22,19 +26,24 @@ from controller_fakes import nested_run
 from wf.compile.interruptions import SPOT_FALLBACK_ANNOTATION
 from wf.controller.cost import NodeFacts, job_cost
 from wf.controller.queue import parse_workload
+from wf.controller import report as report_module
 from wf.controller.report import (
+    NO_TEAM,
     OUTCOMES,
     REPORT_VERSION,
+    Counted,
     Digest,
     Facts,
+    PrometheusReading,
     Report,
+    Waits,
     build_report,
     percentile,
-    prometheus_queue_waits,
+    read_prometheus,
     window,
 )
 from wf.controller.steps import pod_name, with_facts, workflow_view
-from wf.core.errors import InputError
+from wf.core.errors import ClusterError, InputError
 from wf.model.catalog import load_catalog
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,9 +86,10 @@ def fixtures() -> list[dict[str, Any]]:
             _in("perception", REAL_RUN), _running(), _fallback()]
 
 
-def report(workflows: list[dict[str, Any]] | None = None, team: str | None = None, **facts: Any) -> Report:
+def report(workflows: list[dict[str, Any]] | None = None, team: str | None = None,
+           prometheus: PrometheusReading | None = None, **facts: Any) -> Report:
     return build_report(fixtures() if workflows is None else workflows, Facts(NODES, **facts), CATALOG,
-                        window("300d", NOW), team)
+                        window("300d", NOW), team, prometheus)
 
 
 def line(built: Report, team: str, compute_class: str) -> Any:
@@ -194,13 +204,14 @@ def test_json_document_keys_are_stable() -> None:
     assert list(document["window"]) == ["since", "start", "end"]
     assert list(document["usage"][0]) == [
         "team", "class", "workflows", "nodeHours", "onDemandUsd", "estimateUsd", "redoneNodeHours", "redoneUsd",
-        "cardHours", "quotaCards", "quotaShare", "queueWait", "interruptions", "fallbacks"]
+        "cardHours", "quotaCards", "quotaShare", "queueWait", "interruptions", "fallbacks", "prometheus"]
     assert list(document["usage"][0]["workflows"]) == list(OUTCOMES)
     assert list(document["usage"][0]["queueWait"]) == ["count", "p50Seconds", "p95Seconds"]
     assert list(document["workflows"][0]) == [
         "namespace", "name", "team", "phase", "started", "finished", "nodeHours", "onDemandUsd", "estimateUsd",
         "redoneNodeHours", "redoneUsd", "interruptions"]
     assert document["usage"][-1]["team"] == document["usage"][-1]["class"] == "*"
+    assert {u["prometheus"] for u in document["usage"]} == {None}  # no Prometheus was asked
 
 
 def test_the_digest_reads_back_as_it_was_written() -> None:
@@ -236,22 +247,168 @@ def test_png_export(tmp_path: Path) -> None:
     assert (tmp_path / "report.png").read_bytes().startswith(b"\x89PNG")
 
 
-def test_prometheus_seam_reads_kueues_histogram_per_team() -> None:
-    asked: list[str] = []
+# A Prometheus that scraped Kueue and Argo's controller: its answer to each of the report's queries.
+SERIES = {
+    "histogram_quantile(0.5": [("perception", "12.5"), ("mapping", "NaN"), (None, "20")],
+    "histogram_quantile(0.95": [("perception", "90"), ("mapping", "NaN"), (None, "120")],
+    "_count[": [("perception", "4"), ("mapping", "0"), (None, "4")],
+    "wf_step_attempts_total": [("perception", "10.2"), (None, "2")],  # team "": outside every team
+    "wf_step_interruptions_total": [("perception", "3")],
+}
+COMPLETIONS = [("perception", "Succeeded", "2"), ("perception", "Failed", "1"), ("mapping", "Succeeded", "1")]
 
+
+def prometheus_answer(query: str) -> dict[str, Any]:
+    """Prometheus' /api/v1/query answer, an instant vector, as the fake Prometheus gives it."""
+    if "wf_workflow_completions_total" in query:
+        result = [{"metric": {"team": team, "status": status}, "value": [0, n]} for team, status, n in COMPLETIONS]
+    else:
+        [series] = [v for k, v in SERIES.items() if k in query]
+        label = "cluster_queue" if "kueue_" in query else "team"
+        result = [{"metric": {label: team} if team else {}, "value": [0, value]} for team, value in series]
+    return {"status": "success", "data": {"resultType": "vector", "result": result}}
+
+
+def fake_fetch(asked: list[str]) -> Callable[[str], bytes]:
     def fetch(url: str) -> bytes:
         asked.append(url)
-        value = "12.5" if "0.5" in url.split("query=")[1][:30] else "90"
-        return json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
-            {"metric": {"cluster_queue": "perception"}, "value": [0, value]},
-            {"metric": {"cluster_queue": "mapping"}, "value": [0, "NaN"]}]}}).encode()
+        return json.dumps(prometheus_answer(parse_qs(urlsplit(url).query)["query"][0])).encode()
+    return fetch
 
-    waits = prometheus_queue_waits("http://127.0.0.1:9090/", window("24h", NOW), fetch)
-    assert waits == {"perception": (12.5, 90.0)}
-    assert all(u.startswith("http://127.0.0.1:9090/api/v1/query?") and "kueue_admission_wait_time_seconds" in u
-               for u in asked)
-    with pytest.raises(InputError):
-        prometheus_queue_waits("file:///etc/passwd", window("24h", NOW), fetch)
+
+def reading(url: str = "http://127.0.0.1:9090/") -> PrometheusReading:
+    return read_prometheus(url, window("300d", NOW), "--prometheus", fake_fetch([]))
+
+
+def test_prometheus_reads_kueues_histogram_and_argos_counters_per_team() -> None:
+    asked: list[str] = []
+    read = read_prometheus("http://127.0.0.1:9090/", window("24h", NOW), "--prometheus", fake_fetch(asked))
+    assert read.url == "http://127.0.0.1:9090"
+    assert read.waits == {"perception": Waits(4, 12.5, 90.0), "mapping": Waits(0, None, None), "*": Waits(4, 20, 120)}
+    assert read.counted == {
+        "perception": Counted(10.2, 3.0, {"Succeeded": 2.0, "Failed": 1.0}), NO_TEAM: Counted(2.0, 0.0, {}),
+        "mapping": Counted(0.0, 0.0, {"Succeeded": 1.0})}
+    assert read.count("*") == Counted(12.2, 3.0, {"Succeeded": 3.0, "Failed": 1.0})
+    queries = [parse_qs(urlsplit(u).query) for u in asked]
+    assert all(u.startswith("http://127.0.0.1:9090/api/v1/query?") for u in asked)
+    assert all(q["time"] == [str(NOW.timestamp())] and "[86400s]" in q["query"][0] for q in queries)
+    assert sum("argo_workflows_wf_" in q["query"][0] for q in queries) == 3
+    only = read.of_team("mapping")
+    assert only.wait("*") == Waits(0, None, None) and only.count("*") == Counted(0.0, 0.0, {"Succeeded": 1.0})
+
+
+def test_prometheus_figures_in_the_report() -> None:
+    """Each team's queue waits (and the total's) are Kueue's histogram's; the classes' stay the workloads'; the
+    counters go to the JSON document and one line beside the cluster's."""
+    built = report(prometheus=reading())
+    perception, total = line(built, "perception", "*"), built.total
+    assert (perception.queue_waits, perception.queue_wait_p50, perception.queue_wait_p95) == (4, 12.5, 90)
+    assert (total.queue_waits, total.queue_wait_p50, total.queue_wait_p95) == (4, 20, 120)
+    assert line(built, "mapping", "*").queue_wait_p50 is None
+    assert line(built, "perception", "gaudi").queue_waits == 0  # no workloads read: the class has no wait
+    assert any("admission-wait histogram" in a and "http://127.0.0.1:9090" in a for a in built.assumptions)
+    assert not any("queue waits unknown" == a for a in built.assumptions)
+    document = json.loads(built.dumps())
+    usage = {(u["team"], u["class"]): u for u in document["usage"]}
+    assert usage[("perception", "*")]["prometheus"] == {
+        "url": "http://127.0.0.1:9090", "interruptions": 3, "attempts": 10.2,
+        "completions": {"Succeeded": 2, "Failed": 1}}
+    assert usage[("*", "*")]["prometheus"]["attempts"] == pytest.approx(12.2)
+    assert usage[("perception", "gaudi")]["prometheus"] is None
+    attempts = sum(len(row.attempts) for r in built.runs for row in r.view.steps)
+    assert built.comparison == (
+        "Prometheus at http://127.0.0.1:9090: 12 attempts, 3 interruptions, 4 workflows ended (3 Succeeded, "
+        f"1 Failed) in the window; the cluster's workflows of the window: {attempts} attempts, 4 interruptions, "
+        "4 workflows ended (3 Succeeded, 1 Failed)")
+    assert Digest.loads(built.digest().dumps()).comparison == built.comparison
+    # --team: the team's figures are the total's.
+    mapping = report(team="mapping", prometheus=reading())
+    assert mapping.total.queue_waits == 0 and "1 workflows ended (1 Succeeded)" in (mapping.comparison or "")
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "127.0.0.1:9090", "http://", "ftp://host/"])
+def test_a_prometheus_url_that_is_not_http_is_bad_input(url: str) -> None:
+    with pytest.raises(InputError, match="--prometheus: .* is not a Prometheus address"):
+        read_prometheus(url, window("24h", NOW), "--prometheus", fake_fetch([]))
+
+
+@pytest.fixture
+def prometheus_server() -> Iterator[tuple[str, dict[str, Any]]]:
+    """A loopback HTTP server that answers as `behaviour["as"]` says: prometheus, html, error, 503 or hang."""
+    behaviour: dict[str, Any] = {"as": "prometheus"}
+    hung = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            answer = behaviour["as"]
+            if answer == "hang":
+                hung.wait(5)
+                return
+            status, kind, body = {
+                "prometheus": (200, "application/json",
+                               json.dumps(prometheus_answer(parse_qs(urlsplit(self.path).query)["query"][0]))),
+                "html": (200, "text/html", "<!DOCTYPE html><html><body>Grafana</body></html>"),
+                "error": (400, "application/json",
+                          '{"status":"error","errorType":"bad_data","error":"parse error at char 3"}'),
+                "503": (503, "text/plain", "Service Unavailable"),
+            }[answer]
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", behaviour
+    finally:
+        hung.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_prometheus_errors_name_the_url_and_where_it_came_from(prometheus_server: tuple[str, dict[str, Any]],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    url, behaviour = prometheus_server
+    span = window("24h", NOW)
+    assert read_prometheus(url, span, "--prometheus").waits["perception"] == Waits(4, 12.5, 90.0)  # over HTTP
+    behaviour["as"] = "html"
+    with pytest.raises(InputError, match=rf"Prometheus at {url} \(--prometheus\) is not Prometheus' HTTP API.*"
+                                         r"begins '<!DOCTYPE html>"):
+        read_prometheus(url, span, "--prometheus")
+    behaviour["as"] = "error"
+    with pytest.raises(ClusterError, match=rf"Prometheus at {url} \(--prometheus\) answered HTTP 400: parse error"):
+        read_prometheus(url, span, "--prometheus")
+    behaviour["as"] = "503"
+    with pytest.raises(ClusterError, match="answered HTTP 503: Service Unavailable"):
+        read_prometheus(url, span, "--prometheus")
+    behaviour["as"] = "hang"
+    monkeypatch.setattr(report_module, "PROMETHEUS_TIMEOUT", 0.2)
+    with pytest.raises(ClusterError, match=rf"cannot reach Prometheus at {url} \(--prometheus\): .*timed out"):
+        read_prometheus(url, span, "--prometheus")
+    away = f"http://127.0.0.1:{closed_port()}"
+    with pytest.raises(ClusterError, match=rf"cannot reach Prometheus at {away} \(WF_PROMETHEUS_URL\): .*refused"):
+        read_prometheus(away, span, "WF_PROMETHEUS_URL")
+
+    def no_such_host(_url: str) -> bytes:
+        raise URLError(OSError(-2, "Name or service not known"))
+
+    with pytest.raises(ClusterError, match=r"cannot reach Prometheus at http://prometheus.invalid .*not known"):
+        read_prometheus("http://prometheus.invalid", span, "--prometheus", no_such_host)
 
 
 # The command.

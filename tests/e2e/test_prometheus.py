@@ -28,7 +28,7 @@ pytestmark = pytest.mark.cluster
 WAIT_SECONDS = 60
 
 
-def _api(handle: ClusterHandle, path: str, **params: str) -> Any:
+def prometheus_api(handle: ClusterHandle, path: str, **params: str) -> Any:
     state = handle.cluster.state()
     assert state and state.prometheus_url, state
     query = f"?{urllib.parse.urlencode(params)}" if params else ""
@@ -38,7 +38,7 @@ def _api(handle: ClusterHandle, path: str, **params: str) -> Any:
     return body["data"]
 
 
-def _eventually(probe: Callable[[], Any], what: str) -> Any:
+def eventually(probe: Callable[[], Any], what: str) -> Any:
     """probe()'s first truthy answer within WAIT_SECONDS."""
     deadline = time.monotonic() + WAIT_SECONDS
     while True:
@@ -52,7 +52,7 @@ def _eventually(probe: Callable[[], Any], what: str) -> Any:
 def _health(handle: ClusterHandle) -> dict[str, list[str]]:
     """Each scrape job's targets' health ("up", "down", "unknown" before the first scrape)."""
     out: dict[str, list[str]] = {}
-    for target in _api(handle, "targets", state="active")["activeTargets"]:
+    for target in prometheus_api(handle, "targets", state="active")["activeTargets"]:
         out.setdefault(target["labels"]["job"], []).append(target["health"])
     return out
 
@@ -63,7 +63,7 @@ def _all_up(handle: ClusterHandle, jobs: set[str]) -> dict[str, list[str]] | Non
 
 
 def _series(handle: ClusterHandle, query: str) -> list[dict[str, Any]]:
-    return list(_api(handle, "query", query=query)["result"])
+    return list(prometheus_api(handle, "query", query=query)["result"])
 
 
 def test_prometheus_answers_on_loopback_and_scrapes_argo_and_the_api_server(local_cluster: ClusterHandle) -> None:
@@ -71,11 +71,11 @@ def test_prometheus_answers_on_loopback_and_scrapes_argo_and_the_api_server(loca
     assert url and url.startswith("http://127.0.0.1:")
     status = {c.name: c for c in local_cluster.cluster.status()}
     assert status["prometheus"].running and url.endswith(f":{status['prometheus'].port}")
-    health = _eventually(lambda: _all_up(local_cluster, {CONTROLLER_JOB, APISERVER_JOB}), "targets up")
+    health = eventually(lambda: _all_up(local_cluster, {CONTROLLER_JOB, APISERVER_JOB}), "targets up")
     assert KUEUE_JOB not in health  # the session cluster runs without queues
     # Argo's own metrics (v4 names them argo_workflows_*), and the API server's, read with the scrape token.
-    assert _eventually(lambda: _series(local_cluster, '{__name__=~"argo_workflows_.+"}'), "argo_workflows_*")
-    requests = _eventually(lambda: _series(local_cluster, "apiserver_request_total"), "apiserver_request_total")
+    assert eventually(lambda: _series(local_cluster, '{__name__=~"argo_workflows_.+"}'), "argo_workflows_*")
+    requests = eventually(lambda: _series(local_cluster, "apiserver_request_total"), "apiserver_request_total")
     assert all(s["metric"]["job"] == APISERVER_JOB for s in requests)
 
 
@@ -92,7 +92,7 @@ def test_a_metric_a_workflow_emits_is_scraped(local_cluster: ClusterHandle, kube
     assert wf["status"]["phase"] == "Succeeded", wf["status"]
     # Argo v4 exports a template's custom metric under its own namespace: wf_x is argo_workflows_wf_x.
     query = f'argo_workflows_wf_e2e_probe_total{{probe="{probe}"}}'
-    [series] = _eventually(lambda: _series(local_cluster, query), "the workflow's wf_e2e_probe_total")
+    [series] = eventually(lambda: _series(local_cluster, query), "the workflow's wf_e2e_probe_total")
     assert series["metric"]["job"] == CONTROLLER_JOB
     assert float(series["value"][1]) == 1
 
@@ -111,11 +111,11 @@ def test_prometheus_follows_a_restarted_controller_to_its_new_port(local_cluster
     assert state.prometheus_url == old_state.prometheus_url
 
     def scraped_at_new_port() -> bool:
-        targets = _api(local_cluster, "targets", state="active")["activeTargets"]
+        targets = prometheus_api(local_cluster, "targets", state="active")["activeTargets"]
         return any(t["labels"]["job"] == CONTROLLER_JOB and t["health"] == "up"
                    and t["scrapeUrl"].startswith(f"http://127.0.0.1:{state.controller_metrics_port}/") for t in targets)
 
-    _eventually(scraped_at_new_port, "the restarted controller scraped")
+    eventually(scraped_at_new_port, "the restarted controller scraped")
 
 
 @pytest.fixture(scope="module")
@@ -133,8 +133,8 @@ def queued_cluster(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytes
 
 def test_prometheus_scrapes_kueue_with_the_scrape_token(queued_cluster: ClusterHandle) -> None:
     # Kueue asks the API server who the caller is (TokenReview) and whether it may GET /metrics.
-    _eventually(lambda: _all_up(queued_cluster, {CONTROLLER_JOB, APISERVER_JOB, KUEUE_JOB}), "targets up")
-    [build_info] = _eventually(lambda: _series(queued_cluster, "kueue_build_info"), "kueue_build_info")
+    eventually(lambda: _all_up(queued_cluster, {CONTROLLER_JOB, APISERVER_JOB, KUEUE_JOB}), "targets up")
+    [build_info] = eventually(lambda: _series(queued_cluster, "kueue_build_info"), "kueue_build_info")
     assert build_info["metric"]["job"] == KUEUE_JOB
     # The teams' ClusterQueues, as Kueue reports them.
-    assert _eventually(lambda: _series(queued_cluster, "kueue_cluster_queue_status"), "kueue_cluster_queue_status")
+    assert eventually(lambda: _series(queued_cluster, "kueue_cluster_queue_status"), "kueue_cluster_queue_status")

@@ -1,4 +1,5 @@
-"""A Spot storm on a dedicated local cluster: 30 workflows, 20% of the cpu class's Spot nodes vanish mid-run.
+"""A Spot storm on a dedicated local cluster: 30 workflows, 20% of the cpu class's Spot nodes vanish mid-run; then
+the day's report, `wf get` and Prometheus's counters must agree.
 
 The Node objects are deleted without a drain, as when a reclaimed instance takes its node away and nothing
 drains it: kube-controller-manager's pod garbage collector then fails (DisruptionTarget DeletionByPodGC) and
@@ -9,6 +10,7 @@ the step must come back through its interruption retry, and every workflow must 
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections import Counter
@@ -29,6 +31,7 @@ from .conftest import (
     stop_cluster,
 )
 from .test_controller_e2e import job_file, step, wf_cli
+from .test_prometheus import eventually, prometheus_api
 from .test_retries import NAMESPACE, _node_tree, _wait_final
 
 pytestmark = pytest.mark.cluster
@@ -106,6 +109,41 @@ def test_a_spot_storm_loses_no_workflow(storm_cluster: ClusterHandle, tmp_path: 
     assert shown.returncode == 0, shown.stderr
     assert ("interrupted" in shown.stdout and "interruptions: " in shown.stdout
             and " retried" in shown.stdout), shown.stdout
+    _the_numbers_agree(storm_cluster, names, interruptions=len(hit),
+                       attempts=sum(len(row.attempts) for view in views.values() for row in view.steps))
+
+
+def _the_numbers_agree(handle: ClusterHandle, names: list[str], interruptions: int, attempts: int) -> None:
+    """The day's report, `wf get` of each workflow and Prometheus's counters tell the same story (issue 24)."""
+    answered = wf_cli(handle, "report", "--since", "1h", "-o", "json", "--context", handle.context)
+    assert answered.returncode == 0, answered.stderr
+    report = json.loads(answered.stdout)
+    runs = {run["name"]: run for run in report["workflows"] if run["name"] in names}
+    assert sorted(runs) == sorted(names), sorted(set(names) ^ set(runs))
+    total = report["usage"][-1]
+    assert total["team"] == "*" and total["class"] == "*", total
+    assert total["workflows"]["Succeeded"] == len(names) and total["interruptions"] == interruptions, total
+    for name in names:  # each workflow's cost as `wf get` prints it (its table's total row, 4 decimals)
+        shown = wf_cli(handle, "get", name, "--context", handle.context)
+        assert shown.returncode == 0, shown.stderr
+        row = next(line.split() for line in shown.stdout.splitlines() if line.split()[:1] == ["total"])
+        assert abs(float(row[1]) - runs[name]["nodeHours"]) <= 0.00005, (name, row, runs[name])
+        assert abs(float(row[2]) - runs[name]["onDemandUsd"]) <= 0.00005, (name, row, runs[name])
+    assert abs(sum(r["nodeHours"] for r in runs.values()) - total["nodeHours"]) < 1e-9, total
+    assert abs(sum(r["estimateUsd"] for r in runs.values()) - total["estimateUsd"]) < 1e-9, total
+
+    # Argo's custom metrics (wf.compile.metrics) as Prometheus scraped them: every interruption retried and
+    # every workflow's end, counted exactly (all of these runs succeeded: the counters' upper bounds are exact).
+    storm = '{job=~"storm-.*"}'
+
+    def counted(metric: str) -> float | None:
+        result = prometheus_api(handle, "query", query=f"sum(argo_workflows_{metric}{storm})")["result"]
+        return float(result[0]["value"][1]) if result else None
+
+    assert eventually(lambda: counted("wf_workflow_completions_total") == len(names),
+                       "every storm workflow's completion scraped")
+    assert counted("wf_step_interruptions_total") == interruptions
+    assert counted("wf_step_attempts_total") == attempts
 
 
 def _wait_for_running_shards(kube: Any, count: int, timeout: float) -> list[Any]:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from wf.model.catalog import Catalog
 
 app = typer.Typer()
+PROMETHEUS_ENV = "WF_PROMETHEUS_URL"  # the --prometheus of every `wf report` in a shell or a CI job
 PAGE = 10  # workflows per list request: a page of whole objects is what the report holds at once
 
 
@@ -34,6 +35,11 @@ def report_command(
                                                        "(90m, 24h, 7d).")] = "24h",
     team: Annotated[str | None, typer.Option("--team", help="One team (default: every team, which needs the right "
                                                             "to list workflows in every namespace).")] = None,
+    prometheus: Annotated[str | None, typer.Option(
+        "--prometheus", envvar=PROMETHEUS_ENV, show_envvar=True,
+        help="A Prometheus that scrapes Kueue and Argo's controller (http://host:9090): each team's queue waits "
+             "from Kueue's histogram, and Argo's counts of wf's metrics beside the cluster's [default: the local "
+             "cluster's, for a context of `wf cluster up`].")] = None,
     output: PageOutput = Page.table.value,
     file: FileOption = None,
     catalog: CatalogOption = None,
@@ -42,14 +48,22 @@ def report_command(
 ) -> None:
     """Per team and compute class: workflows and their outcomes, node-hours, On-Demand and Spot cost, card-hours
     against the quota, queue waits, interruptions, Spot fallbacks and work redone. Exit 1 when nothing ran."""
-    from wf.controller.catalog_source import resolve_catalog
-    from wf.controller.report import build_report, window
+    from click.core import ParameterSource
 
-    span = window(since, datetime.now(UTC))  # a malformed --since fails before the cluster is asked
+    from wf.controller.catalog_source import resolve_catalog
+    from wf.controller.report import build_report, prometheus_url, read_prometheus, window
+
+    # A malformed --since or --prometheus fails before the cluster is asked.
+    span = window(since, datetime.now(UTC))
+    given = PROMETHEUS_ENV if ctx.get_parameter_source("prometheus") is ParameterSource.ENVIRONMENT else "--prometheus"
+    source = (prometheus_url(prometheus, given), given) if prometheus else None
     kube = connect(target)
     resolved = resolve_catalog(kube, str(catalog) if catalog else None)
     namespaces = _namespaces(resolved, team)
-    report = build_report(_workflows(kube, namespaces), _facts(kube, resolved, team), resolved, span, team)
+    source = source or _local_prometheus(kube.context)
+    # Prometheus before the workflows: one unreachable (exit 3) or not Prometheus (exit 2) fails before the long part.
+    reading = read_prometheus(source[0], span, source[1]) if source else None
+    report = build_report(_workflows(kube, namespaces), _facts(kube, resolved, team), resolved, span, team, reading)
     if not report.runs:
         where = f"team {team}'s namespaces ({listing(namespaces or [])})" if team else "any namespace"
         raise WorkFailed(f"no workflow started in {where} in the last {since} ({kube.context}); "
@@ -97,6 +111,24 @@ def hand_over(report: Report, file: Path | None, *, replace_process: bool) -> No
         with contextlib.suppress(OSError):  # an interpreter that cannot be started again: draw here instead
             os.execve(sys.executable, argv, env)
     write_page(Path(path), file)
+
+
+def _local_prometheus(context: str) -> tuple[str, str] | None:
+    """The Prometheus of the local cluster whose context this is (`wf cluster up` starts one), with the words that
+    say so in messages; None for any other context."""
+    from wf.cluster.runtime import LocalCluster, context_name
+
+    name = context.partition("-")[2]
+    if not name or context_name(name) != context:
+        return None
+    try:
+        state = LocalCluster(name).state()
+    except (InputError, OSError, ValueError, TypeError):  # not a cluster's name, or a state file it cannot read
+        return None
+    if state is None or state.context != context or not state.prometheus_url:
+        return None
+    return state.prometheus_url, (f"the local cluster {name}'s: `wf cluster up --name {name}` restarts it, "
+                                  "--prometheus names another")
 
 
 def _namespaces(catalog: Catalog, team: str | None) -> list[str] | None:
@@ -178,7 +210,8 @@ def _print_text(report: Report, file: Path | None) -> None:
         table.add_column(header, justify="left" if header in ("team", "class") else "right")
     for line in report.lines:
         table.add_row(*cells(line), style="bold" if line.compute_class == "*" else None)
-    notes = "".join(f"  assumption: {a}\n" for a in report.assumptions)
+    notes = "".join([f"{report.comparison}\n" if report.comparison else "",
+                     *(f"  assumption: {a}\n" for a in report.assumptions)])
     if file is None:
         print_table(table)
         print_line(notes.rstrip("\n"))

@@ -106,6 +106,7 @@ def html_page(report: Digest) -> str:
     images = "\n".join(f'<figure><img alt="{html.escape(title)}" src="data:image/png;base64,{data}">'
                        f"<figcaption>{html.escape(title)}</figcaption></figure>" for title, data in pictures)
     notes = "\n".join(f"<li>{html.escape(a)}</li>" for a in report.assumptions)
+    comparison = f"<p>{html.escape(report.comparison)}</p>" if report.comparison else ""
     span = report.window
     title = (f"wf report: workflows started in the last {span.since} "
              f"({span.start:%Y-%m-%d %H:%M} to {span.end:%Y-%m-%d %H:%M} UTC)")
@@ -129,6 +130,7 @@ figure {{ margin: 1.5em 0; }}
 <tbody>
 {rows}
 </tbody></table>
+{comparison}
 {images}
 <h2>Assumptions</h2>
 <ul>

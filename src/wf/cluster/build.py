@@ -427,6 +427,9 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
 
         if not (src / "go.mod").exists():
             run("init", [go, "mod", "init", f"local.wf/build/{comp.name}"])
+        elif comp.patches:
+            # An earlier build pointed the module at its patched copy, removed once built: point it back.
+            run("forget patched sources", [go, "mod", "edit", f"-dropreplace={comp.module}"])
         download = [go, "mod", "download", "-json", f"{comp.module}@{comp.tag}"]
         info = json.loads(run("read upstream module", download))
         if comp.replace_staging_with:

@@ -102,10 +102,12 @@ WORKFLOW_COMPLETIONS: Final = Metric(
     "wf_workflow_completions_total", "counter", "Workflows of a job that ended, by how they ended", "workflow")
 METRICS: Final = (STEP_ATTEMPTS, STEP_INTERRUPTIONS, STEP_SPOT_FALLBACKS, STEP_DURATION, STEP_NODE_SECONDS,
                   STEP_COST, WORKFLOW_COMPLETIONS)
+KUEUE_ADMISSION_WAIT: Final = "kueue_admission_wait_time_seconds"  # Kueue's histogram of a workload's queue wait
+KUEUE_QUEUE_LABEL: Final = "cluster_queue"  # its label naming the ClusterQueue, which is wf's team
 # What the platform's dashboard reads beside wf's own metrics, with where upstream documents it.
 UPSTREAM_METRICS: Final = {
-    "kueue_admission_wait_time_seconds": "Kueue v0.17 pkg/metrics: histogram per cluster_queue (wf's team), "
-                                         "from a workload's creation or requeue to its admission",
+    KUEUE_ADMISSION_WAIT: "Kueue v0.17 pkg/metrics: histogram per cluster_queue (wf's team), "
+                          "from a workload's creation or requeue to its admission",
     "argo_workflows_gauge": "Argo v4 docs/metrics.md `gauge`: workflows in the cluster per phase",
     "argo_workflows_pods_gauge": "Argo v4 docs/metrics.md `pods_gauge`: workflow pods in the cluster per phase",
 }

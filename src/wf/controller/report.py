@@ -16,16 +16,26 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from wf.compile.metrics import (
+    ARGO_PREFIX,
+    KUEUE_ADMISSION_WAIT,
+    KUEUE_QUEUE_LABEL,
+    STATUS_LABEL,
+    STEP_ATTEMPTS,
+    STEP_INTERRUPTIONS,
+    TEAM_LABEL,
+    WORKFLOW_COMPLETIONS,
+)
 from wf.controller.checkpoints import AttemptRecord
 from wf.controller.cost import JobCost, NodeFacts, job_cost
 from wf.controller.queue import Workload
 from wf.controller.steps import Attempt, StepRow, WorkflowView, parse_time, pod_name, with_facts, workflow_view
-from wf.core.errors import InputError
+from wf.core.errors import ClusterError, InputError
 from wf.core.units import parse_duration
 from wf.model.catalog import Catalog
 from wf.model.quotas import flavor_quotas
@@ -37,6 +47,7 @@ UNKNOWN_CLASS = "-"  # a step whose template names no compute class
 BINS = 96  # points of the usage-over-time series (15 minutes each over a day)
 REPORT_KIND = "WorkflowReport"
 REPORT_VERSION = 1  # of the -o json document: bump when a key changes meaning or goes away
+PROMETHEUS_TIMEOUT = 10.0  # seconds to connect to Prometheus and for each answer
 
 
 @dataclass(frozen=True)
@@ -161,10 +172,24 @@ class Report:
     usage: tuple[Series, ...]
     interruptions: tuple[Interruption, ...]
     assumptions: tuple[str, ...]
+    prometheus: PrometheusReading | None = None  # what a Prometheus says of the window, when one was asked
 
     @property
     def total(self) -> Usage:
         return self.lines[-1]
+
+    @property
+    def comparison(self) -> str | None:
+        """Prometheus' counts of the window beside the cluster's, in one line (None: no Prometheus was asked)."""
+        if self.prometheus is None:
+            return None
+        counted = self.prometheus.count("*")
+        ended = {outcome: n for outcome in OUTCOMES[:3] if (n := self.total.workflows.get(outcome, 0))}
+        attempts = sum(len(row.attempts) for run in self.runs for row in run.view.steps)
+        return (f"Prometheus at {self.prometheus.url}: {counted.attempts:.0f} attempts, "
+                f"{counted.interruptions:.0f} interruptions, {_ended(counted.completions)} in the window; "
+                f"the cluster's workflows of the window: {attempts} attempts, {self.total.interruptions} "
+                f"interruptions, {_ended(ended)}")
 
     def to_json(self) -> dict[str, Any]:
         """The -o json document (a contract: REPORT_VERSION says when its keys change)."""
@@ -172,7 +197,9 @@ class Report:
             "kind": REPORT_KIND, "version": REPORT_VERSION,
             "window": {"since": self.window.since, "start": _stamp(self.window.start),
                        "end": _stamp(self.window.end)},
-            "usage": [line.to_json() for line in self.lines],
+            "usage": [{**line.to_json(), "prometheus": self.prometheus.to_json(line.team)
+                       if self.prometheus is not None and line.compute_class == "*" else None}
+                      for line in self.lines],
             "workflows": [{"namespace": r.namespace, "name": r.name, "team": r.team, "phase": r.view.phase,
                            "started": _stamp(r.view.started), "finished": _stamp(r.view.finished),
                            "nodeHours": r.cost.node_hours, "onDemandUsd": r.cost.on_demand_usd,
@@ -191,7 +218,8 @@ class Report:
             StepBars(row.started, row.finished, tuple(Bar(a.started, a.finished, a.outcome, a.capacity or row.capacity)
                                                       for a in row.attempts))
             for row in r.view.steps)) for r in self.runs)
-        return Digest(self.window, self.lines, self.usage, self.interruptions, self.assumptions, runs)
+        return Digest(self.window, self.lines, self.usage, self.interruptions, self.assumptions, runs,
+                      self.comparison)
 
 
 @dataclass(frozen=True)
@@ -231,6 +259,7 @@ class Digest:
     interruptions: tuple[Interruption, ...]
     assumptions: tuple[str, ...]
     runs: tuple[Lanes, ...]  # oldest first
+    comparison: str | None  # Report.comparison
 
     @property
     def total(self) -> Usage:
@@ -259,7 +288,15 @@ class Digest:
                          for s in data["usage"]),
                    tuple(Interruption(**{**i, "at": at(i["at"])}) for i in data["interruptions"]),
                    tuple(data["assumptions"]),
-                   tuple(Lanes(r["team"], r["name"], tuple(map(bars, r["steps"]))) for r in data["runs"]))
+                   tuple(Lanes(r["team"], r["name"], tuple(map(bars, r["steps"]))) for r in data["runs"]),
+                   data["comparison"])
+
+
+def _ended(by_status: Mapping[str, float]) -> str:
+    """`9 workflows ended (8 Succeeded, 1 Failed)`."""
+    order = sorted(by_status, key=lambda s: (OUTCOMES.index(s) if s in OUTCOMES else len(OUTCOMES), s))
+    parts = ", ".join(f"{by_status[status]:.0f} {status}" for status in order if round(by_status[status]))
+    return f"{sum(by_status.values()):.0f} workflows ended" + (f" ({parts})" if parts else "")
 
 
 def _stamp(moment: datetime | None) -> str | None:
@@ -399,8 +436,9 @@ def _spread(attempt: Attempt, rate: float, span: Window, width: timedelta, value
 
 
 def build_report(workflows: Iterable[dict[str, Any]], facts: Facts, catalog: Catalog, span: Window,
-                 team: str | None = None) -> Report:
-    """The window's workflows (of `team`, when given) per team and class; the caller says whether there were any."""
+                 team: str | None = None, prometheus: PrometheusReading | None = None) -> Report:
+    """The window's workflows (of `team`, when given) per team and class; the caller says whether there were any.
+    With a Prometheus' reading, each team's queue waits (and the total's) are Kueue's histogram's."""
     runs: list[Run] = []
     pods: dict[Key, tuple[str, str]] = {}
     for workflow in workflows:  # one at a time: what stays of each is its Run and its pods' names
@@ -448,50 +486,199 @@ def build_report(workflows: Iterable[dict[str, Any]], facts: Facts, catalog: Cat
                   for key in sorted(tallies, key=order))
     if not lines:
         lines = (_Tally().freeze("*", "*", None, hours),)
+    if prometheus is not None:
+        prometheus = prometheus.of_team(team)
+        kueue = {line.team: prometheus.wait(line.team) for line in lines}
+        lines = tuple(replace(line, queue_waits=kueue[line.team].count, queue_wait_p50=kueue[line.team].p50,
+                              queue_wait_p95=kueue[line.team].p95) if line.compute_class == "*" else line
+                      for line in lines)
     return Report(span, tuple(runs), lines, tuple(_series(runs, span, catalog)),
-                  tuple(sorted(events, key=lambda e: e.at)), _assumptions(runs, facts))
+                  tuple(sorted(events, key=lambda e: e.at)), _assumptions(runs, facts, prometheus), prometheus)
 
 
-def _assumptions(runs: Sequence[Run], facts: Facts) -> tuple[str, ...]:
+def _assumptions(runs: Sequence[Run], facts: Facts, prometheus: PrometheusReading | None) -> tuple[str, ...]:
+    pods = ("from a pod's Kueue workload to its quota reservation (still waiting: until now); workloads removed "
+            "with their pods are not counted" if facts.workloads is not None else None)
+    if prometheus is None:
+        waits = [f"queue wait = {pods}" if pods else "queue waits unknown: Kueue's workloads could not be read"]
+    else:
+        waits = [
+            f"queue wait of a team and of all: Kueue's admission-wait histogram ({KUEUE_ADMISSION_WAIT}) in "
+            f"Prometheus at {prometheus.url}, over the window's admissions (of workloads gone with their pods too; "
+            f"pods still waiting are not in it); per class: {pods or 'unknown, Kueue workloads could not be read'}",
+            "Prometheus' counts (under the table, and `prometheus` in -o json): increase() of Argo's custom metrics "
+            "over the window: what happened in it, whenever its workflow started; interruptions there are attempts "
+            "that did not succeed (an upper bound)",
+        ]
     own = [
         "a workflow counts whole in the window it started in; cost is wf get's (node-hours and prices below)",
         "card-hours = an accelerator step's node-hours x the node's cards; quota share = card-hours over the "
         "team's nominal quota of cards x the window's hours",
-        "queue wait = from a pod's Kueue workload to its quota reservation (still waiting: until now); workloads "
-        "removed with their pods are not counted" if facts.workloads is not None else
-        "queue waits unknown: Kueue's workloads could not be read",
+        *waits,
     ]
     return tuple(dict.fromkeys([*own, *(a for run in runs for a in run.cost.assumptions)]))
 
 
-# Kueue's own histogram of the wait from a workload's creation to its admission, per ClusterQueue (= team).
-KUEUE_WAIT_QUANTILE = ("histogram_quantile({q}, sum by (cluster_queue, le) "
-                       "(increase(kueue_admission_wait_time_seconds_bucket[{seconds}s])))")
+@dataclass(frozen=True)
+class Waits:
+    """A team's queue waits as Kueue's histogram tells them: the admissions of the window, their p50 and p95."""
+
+    count: int
+    p50: float | None  # seconds; None: nothing admitted in the window
+    p95: float | None
 
 
-def prometheus_queue_waits(base_url: str, span: Window,
-                           fetch: Callable[[str], bytes] | None = None) -> dict[str, tuple[float, float]]:
-    """The seam for a Prometheus that scraped Kueue (the local cluster's, or the platform's): each team's queue
-    wait p50 and p95 over the window, from Kueue's histogram, which outlives the workloads the report reads
-    (they go with their pods). `fetch` GETs a URL (default: urllib); an empty answer means nothing was queued."""
+@dataclass(frozen=True)
+class Counted:
+    """What Argo's custom metrics (wf.compile.metrics) counted for a team over the window. Prometheus' increase()
+    extrapolates to the window's edges, so the figures need not be whole."""
+
+    attempts: float = 0.0
+    interruptions: float = 0.0
+    completions: Mapping[str, float] = field(default_factory=dict)  # by the workflow's status
+
+    def __add__(self, other: Counted) -> Counted:
+        statuses = Counter(self.completions)
+        statuses.update(other.completions)
+        return Counted(self.attempts + other.attempts, self.interruptions + other.interruptions, dict(statuses))
+
+
+@dataclass(frozen=True)
+class PrometheusReading:
+    """What a Prometheus that scraped Kueue and Argo's controller says of the window, per team ("*": the total)."""
+
+    url: str
+    waits: Mapping[str, Waits]
+    counted: Mapping[str, Counted]  # no "*": counters add up (`total`)
+
+    def wait(self, team: str) -> Waits:
+        return self.waits.get(team, Waits(0, None, None))
+
+    def count(self, team: str) -> Counted:
+        return sum(self.counted.values(), Counted()) if team == "*" else self.counted.get(team, Counted())
+
+    def of_team(self, team: str | None) -> PrometheusReading:
+        """The reading of one team (`--team`), whose figures are then the total; every team's for None."""
+        if team is None:
+            return self
+        return PrometheusReading(self.url, {team: self.wait(team), "*": self.wait(team)},
+                                 {team: self.count(team)} if team in self.counted else {})
+
+    def to_json(self, team: str) -> dict[str, Any]:
+        counted = self.count(team)
+        return {"url": self.url, "interruptions": counted.interruptions, "attempts": counted.attempts,
+                "completions": dict(counted.completions)}
+
+
+# Each query's {range} is the window; `A or B`: B's series without the team label is every team's.
+_WAIT = f"increase({KUEUE_ADMISSION_WAIT}_bucket[{{range}}])"
+_QUERIES = {
+    "p50": f"histogram_quantile(0.5, sum by ({KUEUE_QUEUE_LABEL}, le) ({_WAIT})) "
+           f"or histogram_quantile(0.5, sum by (le) ({_WAIT}))",
+    "p95": f"histogram_quantile(0.95, sum by ({KUEUE_QUEUE_LABEL}, le) ({_WAIT})) "
+           f"or histogram_quantile(0.95, sum by (le) ({_WAIT}))",
+    "admissions": f"sum by ({KUEUE_QUEUE_LABEL}) (increase({KUEUE_ADMISSION_WAIT}_count[{{range}}])) "
+                  f"or sum(increase({KUEUE_ADMISSION_WAIT}_count[{{range}}]))",
+    "attempts": f"sum by ({TEAM_LABEL}) (increase({ARGO_PREFIX}{STEP_ATTEMPTS.name}[{{range}}]))",
+    "interruptions": f"sum by ({TEAM_LABEL}) (increase({ARGO_PREFIX}{STEP_INTERRUPTIONS.name}[{{range}}]))",
+    "completions": f"sum by ({TEAM_LABEL}, {STATUS_LABEL}) "
+                   f"(increase({ARGO_PREFIX}{WORKFLOW_COMPLETIONS.name}[{{range}}]))",
+}
+
+
+def prometheus_url(url: str, origin: str) -> str:
+    """`url` if it is an http(s) address; InputError (exit 2) naming `origin` (where it came from) otherwise."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(f"{origin}: {url!r} is not a Prometheus address: give its http(s) URL "
+                         "(e.g. http://127.0.0.1:9090)")
+    return url.rstrip("/")
+
+
+def read_prometheus(url: str, span: Window, origin: str,
+                    fetch: Callable[[str], bytes] | None = None) -> PrometheusReading:
+    """Kueue's queue waits and Argo's custom-metric counters of the window, per team, from the Prometheus at `url`
+    (the local cluster's, or the platform's): Kueue's histogram outlives the workloads the report otherwise reads
+    (they go with their pods). `fetch` GETs a URL (default: urllib). `origin` says where the URL came from, for the
+    messages: ClusterError (exit 3) when Prometheus cannot be reached or fails the query, InputError (exit 2) when
+    what answers is not Prometheus' HTTP API."""
     from urllib.parse import urlencode
 
-    def get(url: str) -> bytes:
-        from urllib.request import urlopen
+    url = prometheus_url(url, origin)
+    where = f"Prometheus at {url} ({origin})"
+    seconds = max(1, int((span.end - span.start).total_seconds()))
+    answers = {}
+    for name, query in _QUERIES.items():
+        asked = urlencode({"query": query.format(range=f"{seconds}s"), "time": span.end.timestamp()})
+        answers[name] = _samples(_ask(fetch or _get, f"{url}/api/v1/query?{asked}", where), where)
 
-        with urlopen(url, timeout=10) as response:  # noqa: S310 - the operator's Prometheus URL, http(s) only
-            body: bytes = response.read()
-            return body
+    def by_queue(name: str) -> dict[str, float]:  # a series without a queue is every queue's
+        return {labels.get(KUEUE_QUEUE_LABEL, "*"): value for labels, value in answers[name]}
 
-    if not base_url.startswith(("http://", "https://")):
-        raise InputError(f"Prometheus URL {base_url!r} is not http(s)")
-    waits: dict[str, list[float]] = {}
-    for q in (0.5, 0.95):
-        query = KUEUE_WAIT_QUANTILE.format(q=q, seconds=int((span.end - span.start).total_seconds()))
-        url = f"{base_url.rstrip('/')}/api/v1/query?{urlencode({'query': query, 'time': span.end.timestamp()})}"
-        answer = json.loads((fetch or get)(url))
-        for sample in (answer.get("data") or {}).get("result") or []:
-            value = float(sample["value"][1])
-            if value == value:  # NaN: no workload admitted in the window
-                waits.setdefault(sample["metric"].get("cluster_queue", NO_TEAM), []).append(value)
-    return {team: (values[0], values[1]) for team, values in waits.items() if len(values) == 2}
+    def by_team(name: str) -> dict[str, float]:  # Argo's team label is empty outside every team
+        return {labels.get(TEAM_LABEL) or NO_TEAM: value for labels, value in answers[name]}
+
+    p50, p95 = by_queue("p50"), by_queue("p95")
+    waits = {team: Waits(round(count), _known(p50.get(team)), _known(p95.get(team)))
+             for team, count in by_queue("admissions").items()}
+    attempts, interruptions = by_team("attempts"), by_team("interruptions")
+    completions: dict[str, dict[str, float]] = {}
+    for labels, value in answers["completions"]:
+        completions.setdefault(labels.get(TEAM_LABEL) or NO_TEAM, {})[labels.get(STATUS_LABEL, "-")] = value
+    counted = {team: Counted(attempts.get(team, 0.0), interruptions.get(team, 0.0), completions.get(team, {}))
+               for team in {*attempts, *interruptions, *completions}}
+    return PrometheusReading(url, waits, counted)
+
+
+def _known(value: float | None) -> float | None:
+    return None if value is None or value != value else value  # NaN: nothing in the histogram's buckets
+
+
+def _get(url: str) -> bytes:
+    from urllib.request import urlopen
+
+    with urlopen(url, timeout=PROMETHEUS_TIMEOUT) as response:  # noqa: S310 - http(s) only (prometheus_url)
+        body: bytes = response.read()
+        return body
+
+
+def _ask(fetch: Callable[[str], bytes], url: str, where: str) -> bytes:
+    """The answer's body; the network's and the server's failures as wf's errors."""
+    from http.client import HTTPException
+    from urllib.error import HTTPError, URLError
+
+    try:
+        return fetch(url)
+    except HTTPError as exc:
+        body = exc.read() if exc.fp is not None else b""
+        try:
+            said = json.loads(body).get("error")
+        except (ValueError, AttributeError):
+            said = None
+        if said or exc.code in (401, 403) or exc.code >= 500:
+            raise ClusterError(f"{where} answered HTTP {exc.code}: {said or exc.reason}") from None
+        raise InputError(f"{where} is not Prometheus' HTTP API: /api/v1/query answered HTTP {exc.code} "
+                         f"({exc.reason}); give Prometheus' own address, e.g. http://127.0.0.1:9090") from None
+    except URLError as exc:
+        raise ClusterError(f"cannot reach {where}: {exc.reason}") from None
+    except (OSError, HTTPException) as exc:  # a timeout while reading, a connection reset, not HTTP at all
+        raise ClusterError(f"cannot reach {where}: {exc or type(exc).__name__}") from None
+
+
+def _samples(body: bytes, where: str) -> list[tuple[dict[str, str], float]]:
+    """An instant vector's samples (labels, value) from Prometheus' answer to a query."""
+    try:
+        answer = json.loads(body)
+        if answer.get("status") == "error":
+            raise ClusterError(f"{where} failed the query: {answer.get('error') or answer.get('errorType')}")
+        data = answer["data"]
+        if answer["status"] != "success" or data["resultType"] != "vector":
+            raise ValueError(f"status {answer['status']!r}, result type {data['resultType']!r}")
+        return [(dict(s["metric"]), float(s["value"][1])) for s in data["result"]]
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        shown = body[:60].decode("utf-8", "replace").strip()
+        raise InputError(f"{where} is not Prometheus' HTTP API: its answer to /api/v1/query is not a query result "
+                         f"({type(exc).__name__}; it begins {shown!r}); give Prometheus' own address, "
+                         "e.g. http://127.0.0.1:9090") from None
