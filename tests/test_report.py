@@ -13,8 +13,8 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.error import URLError
@@ -24,9 +24,9 @@ import pytest
 
 from controller_fakes import nested_run
 from wf.compile.interruptions import SPOT_FALLBACK_ANNOTATION
+from wf.controller import report as report_module
 from wf.controller.cost import NodeFacts, job_cost
 from wf.controller.queue import parse_workload
-from wf.controller import report as report_module
 from wf.controller.report import (
     NO_TEAM,
     OUTCOMES,
@@ -248,7 +248,7 @@ def test_png_export(tmp_path: Path) -> None:
 
 
 # A Prometheus that scraped Kueue and Argo's controller: its answer to each of the report's queries.
-SERIES = {
+SERIES: dict[str, list[tuple[str | None, str]]] = {
     "histogram_quantile(0.5": [("perception", "12.5"), ("mapping", "NaN"), (None, "20")],
     "histogram_quantile(0.95": [("perception", "90"), ("mapping", "NaN"), (None, "120")],
     "_count[": [("perception", "4"), ("mapping", "0"), (None, "4")],
@@ -307,7 +307,7 @@ def test_prometheus_figures_in_the_report() -> None:
     assert line(built, "mapping", "*").queue_wait_p50 is None
     assert line(built, "perception", "gaudi").queue_waits == 0  # no workloads read: the class has no wait
     assert any("admission-wait histogram" in a and "http://127.0.0.1:9090" in a for a in built.assumptions)
-    assert not any("queue waits unknown" == a for a in built.assumptions)
+    assert not any(a == "queue waits unknown" for a in built.assumptions)
     document = json.loads(built.dumps())
     usage = {(u["team"], u["class"]): u for u in document["usage"]}
     assert usage[("perception", "*")]["prometheus"] == {
@@ -432,6 +432,7 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     class Kube:
         context = "test"
 
+    monkeypatch.delenv(command.PROMETHEUS_ENV, raising=False)
     monkeypatch.setattr(command, "connect", lambda target: Kube())
     monkeypatch.setattr(ops, "iter_workflows", lambda kube, namespace=None, **_: iter(
         [w for w in held if namespace is None or w["metadata"]["namespace"] == namespace]))
@@ -471,6 +472,68 @@ def test_a_window_without_runs_says_so_and_exits_1(cluster: list[dict[str, Any]]
     assert run_main("report", "--since", "1h", "-o", "html", "--file", str(page), "--catalog", str(CATALOG_PATH)) == 1
     assert "no workflow started in any namespace in the last 1h" in capsys.readouterr().err
     assert not page.exists()  # never an empty page presented as a result
+
+
+def test_command_shows_what_prometheus_says(cluster: list[dict[str, Any]],
+                                            prometheus_server: tuple[str, dict[str, Any]],
+                                            capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    url, _ = prometheus_server
+    base = ("report", "--since", "300d", "--catalog", str(CATALOG_PATH))
+    assert run_main(*base, "--prometheus", url) == 0
+    text = capsys.readouterr().out
+    assert f"Prometheus at {url}: 12 attempts, 3 interruptions, 4 workflows ended" in text
+    assert "admission-wait histogram" in text
+    monkeypatch.setenv("WF_PROMETHEUS_URL", url)
+    assert run_main(*base, "-o", "json") == 0
+    assert json.loads(capsys.readouterr().out)["usage"][-1]["prometheus"]["url"] == url
+
+
+def test_command_prometheus_errors(cluster: list[dict[str, Any]], prometheus_server: tuple[str, dict[str, Any]],
+                                   capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    url, behaviour = prometheus_server
+    base = ("report", "--since", "300d", "--catalog", str(CATALOG_PATH))
+    away = f"http://127.0.0.1:{closed_port()}"
+    assert run_main(*base, "--prometheus", away) == 3
+    err = capsys.readouterr().err
+    assert f"error: cannot reach Prometheus at {away} (--prometheus): " in err and "Traceback" not in err
+    monkeypatch.setenv("WF_PROMETHEUS_URL", away)
+    assert run_main(*base) == 3
+    assert f"cannot reach Prometheus at {away} (WF_PROMETHEUS_URL)" in capsys.readouterr().err
+    monkeypatch.delenv("WF_PROMETHEUS_URL")
+    behaviour["as"] = "html"
+    assert run_main(*base, "--prometheus", url) == 2
+    err = capsys.readouterr().err
+    assert f"Prometheus at {url} (--prometheus) is not Prometheus' HTTP API" in err and "Traceback" not in err
+    assert run_main(*base, "--prometheus", "localhost:9090") == 2
+    assert "--prometheus: 'localhost:9090' is not a Prometheus address" in capsys.readouterr().err
+
+
+def test_a_local_clusters_context_reads_its_prometheus(cluster: list[dict[str, Any]],
+                                                       prometheus_server: tuple[str, dict[str, Any]], tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --prometheus, the context of a cluster `wf cluster up` started reads that cluster's Prometheus."""
+    from wf.cli import report as command
+
+    url, _ = prometheus_server
+    workdir = tmp_path / "clusters" / "rep"
+    workdir.mkdir(parents=True)
+    state = {"name": "rep", "context": "wf-rep", "workdir": str(workdir), "kubeconfig": str(workdir / "kubeconfig"),
+             "merged_into": None, "controller_health_port": 1, "nodes_per_group": 1, "namespaces": ["wf"],
+             "prometheus_port": int(url.rsplit(":", 1)[1])}
+    (workdir / "state.json").write_text(json.dumps(state))
+    monkeypatch.setenv("WF_DATA_HOME", str(tmp_path))
+    monkeypatch.setattr(command, "connect", lambda target: type("Kube", (), {"context": "wf-rep"})())
+    base = ("report", "--since", "300d", "--catalog", str(CATALOG_PATH))
+    assert run_main(*base) == 0
+    assert f"Prometheus at {url}: 12 attempts" in capsys.readouterr().out
+    (workdir / "state.json").write_text(json.dumps({**state, "prometheus_port": closed_port()}))
+    assert run_main(*base) == 3
+    err = capsys.readouterr().err
+    assert "the local cluster rep's: `wf cluster up --name rep` restarts it, --prometheus names another" in err
+    assert run_main(*base, "--prometheus", url) == 0  # --prometheus wins over the local cluster's
+    capsys.readouterr()
 
 
 def wf_report(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -48,14 +48,13 @@ def report_command(
 ) -> None:
     """Per team and compute class: workflows and their outcomes, node-hours, On-Demand and Spot cost, card-hours
     against the quota, queue waits, interruptions, Spot fallbacks and work redone. Exit 1 when nothing ran."""
-    from click.core import ParameterSource
-
     from wf.controller.catalog_source import resolve_catalog
     from wf.controller.report import build_report, prometheus_url, read_prometheus, window
 
     # A malformed --since or --prometheus fails before the cluster is asked.
     span = window(since, datetime.now(UTC))
-    given = PROMETHEUS_ENV if ctx.get_parameter_source("prometheus") is ParameterSource.ENVIRONMENT else "--prometheus"
+    from_env = getattr(ctx.get_parameter_source("prometheus"), "name", None) == "ENVIRONMENT"  # typer's own click
+    given = PROMETHEUS_ENV if from_env else "--prometheus"
     source = (prometheus_url(prometheus, given), given) if prometheus else None
     kube = connect(target)
     resolved = resolve_catalog(kube, str(catalog) if catalog else None)

@@ -9,6 +9,10 @@ classes by the step it priced. So the report's totals are the sum of `wf get`'s 
 A workflow belongs to the window it started in (or, not started yet, was created in) and counts whole: started
 within the window and priced up to now, all it ran lies inside the window. Its team is the one whose namespace
 it runs in (the catalog's `queues:`), as Kueue's LocalQueues decide.
+
+A Prometheus that scraped Kueue and Argo's controller, when there is one, is read by `read_prometheus` (the
+module's one network call, its GET injectable): each team's queue waits then come from Kueue's histogram, and
+Argo's counters of wf's metrics stand beside the cluster's figures.
 """
 
 from __future__ import annotations
@@ -549,7 +553,7 @@ class PrometheusReading:
 
     url: str
     waits: Mapping[str, Waits]
-    counted: Mapping[str, Counted]  # no "*": counters add up (`total`)
+    counted: Mapping[str, Counted]  # no "*": counters add up (`count("*")`)
 
     def wait(self, team: str) -> Waits:
         return self.waits.get(team, Waits(0, None, None))
