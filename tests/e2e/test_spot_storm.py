@@ -126,15 +126,18 @@ def _the_numbers_agree(handle: ClusterHandle, names: list[str], interruptions: i
     for name in names:  # each workflow's cost as `wf get` prints it (its table's total row, 4 decimals)
         shown = wf_cli(handle, "get", name, "--context", handle.context)
         assert shown.returncode == 0, shown.stderr
-        row = next(line.split() for line in shown.stdout.splitlines() if line.split()[:1] == ["total"])
-        assert abs(float(row[1]) - runs[name]["nodeHours"]) <= 0.00005, (name, row, runs[name])
-        assert abs(float(row[2]) - runs[name]["onDemandUsd"]) <= 0.00005, (name, row, runs[name])
+        # The cost table's total row: | total | (instance) | node-hours | On-Demand $ | estimate $ | ...
+        row = next(cells for line in shown.stdout.splitlines()
+                   if (cells := [c.strip() for c in line.split("│")[1:-1]])[:1] == ["total"])
+        assert abs(float(row[2]) - runs[name]["nodeHours"]) <= 0.00005, (name, row, runs[name])
+        on_demand = 0.0 if row[3].startswith("<") else float(row[3].replace(",", ""))  # "<0.0001"
+        assert abs(on_demand - runs[name]["onDemandUsd"]) <= 0.0001, (name, row, runs[name])
     assert abs(sum(r["nodeHours"] for r in runs.values()) - total["nodeHours"]) < 1e-9, total
     assert abs(sum(r["estimateUsd"] for r in runs.values()) - total["estimateUsd"]) < 1e-9, total
 
     # Argo's custom metrics (wf.compile.metrics) as Prometheus scraped them: every interruption retried and
     # every workflow's end, counted exactly (all of these runs succeeded: the counters' upper bounds are exact).
-    storm = '{job=~"storm-.*"}'
+    storm = '{job_name=~"storm-.*"}'
 
     def counted(metric: str) -> float | None:
         result = prometheus_api(handle, "query", query=f"sum(argo_workflows_{metric}{storm})")["result"]
