@@ -52,7 +52,7 @@ ARGO_PREFIX: Final = "argo_workflows_"  # what Argo's Prometheus exporter puts b
 PREFIX: Final = "wf_"  # every metric wf's compiled workflows emit
 
 TEAM_LABEL: Final = "team"  # the team whose queue the job runs in ("" outside every team)
-JOB_LABEL: Final = "job_name"  # the job spec's metadata.name, never the workflow's; not `job`: Prometheus's target label
+JOB_LABEL: Final = "job_name"  # the job spec's metadata.name, never the workflow's; `job` is the scrape target's
 STEP_LABEL: Final = "step"  # the step's name in the job spec (all its fan-out items and attempts alike)
 CLASS_LABEL: Final = "compute_class"  # the step's compute class
 CAPACITY_LABEL: Final = "capacity"  # the step's first attempt's capacity: spot or on-demand
