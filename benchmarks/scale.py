@@ -21,6 +21,12 @@ What it does, in order:
    from first submit to last completion against the day's critical path, peak memory (VmHWM) and CPU seconds
    of every cluster process and of the wf child, and wf's API requests by method. `--json FILE` writes it all.
 
+With `--report` it then checks that the numbers agree (issue 24): `wf report --since <the day> -o json` (wall and
+peak RSS of the whole command, and of `-o html`), its totals against the sum of `wf get` over every workflow of the
+day (each one's cost table, as printed), and Argo's wf counters as the cluster's Prometheus scraped them
+(completions, attempts, interruptions; each series' highest value over the day, since Argo drops a series ten
+minutes after its last update).
+
 With `--checkpoints` every shard's simulated program saves a checkpoint every tenth of its work
 (`sim.wf.dev/checkpoints: 10`), and every other workflow (by index) gives its steps a checkpoint location, so the
 two halves meet the same storm in the same session: the shards of one resume after an interruption from their
@@ -114,6 +120,7 @@ class Options:
     replace: str
     queues: bool
     checkpoints: bool
+    report: bool
     timeout: float
     keep: bool
     json_out: Path | None
@@ -495,6 +502,8 @@ def run(opts: Options) -> dict[str, Any]:
                        if cm.metadata.name.endswith(LEDGER_SUFFIX)}
             result["checkpoints"] = checkpoint_report(items, ledgers, facts, catalog)
         api.close()
+        if opts.report:
+            result["report"] = day_report(state, items, env)
         phases = Counter((w.get("status") or {}).get("phase") or "Pending" for w in items)
         created = [t for w in items if (t := _time(w["metadata"].get("creationTimestamp")))]
         finished = [t for w in items if (t := _time((w.get("status") or {}).get("finishedAt")))]
@@ -531,6 +540,83 @@ def run(opts: Options) -> dict[str, Any]:
     return result
 
 
+def _measured(argv: list[str], env: dict[str, str]) -> tuple[str, float, int]:
+    """A child's stdout, wall seconds and peak RSS in MiB (wait4's rusage: its own, whatever else runs)."""
+    started = time.monotonic()
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        child = subprocess.Popen(argv, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.monotonic() - started
+        out.seek(0)
+        err.seek(0)
+        if child.returncode:
+            raise RuntimeError(f"{' '.join(argv[3:])}: exit {child.returncode}: {err.read().strip()[-500:]}")
+        return out.read(), wall, round(usage.ru_maxrss / 1024)
+
+
+def _get_total(out: str) -> tuple[float, float]:
+    """Node-hours and the estimate of `wf get`'s cost table's total row (| total | | hours | OD $ | est $ |)."""
+    def amount(cell: str) -> float:
+        return 0.0 if cell.startswith("<") else float(cell.replace(",", ""))  # money() prints "<0.0001"
+
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.split("\u2502")[1:-1]]
+        if cells[:1] == ["total"]:
+            return float(cells[2]), amount(cells[4].removesuffix(" (Spot)"))
+    raise RuntimeError(f"no cost table in wf get's output: {out[-300:]}")
+
+
+def day_report(state: Any, items: list[dict[str, Any]], env: dict[str, str]) -> dict[str, Any]:
+    """`wf report` over the day against `wf get` of each workflow and Prometheus's counters."""
+    import urllib.parse
+    import urllib.request
+
+    target = ["--kubeconfig", state.kubeconfig, "--context", state.context]
+    wf = [sys.executable, "-m", "wf"]
+    first = min(t for w in items if (t := _time(w["metadata"].get("creationTimestamp"))))
+    since = f"{int((time.time() - first) // 60) + 2}m"
+    out, wall, peak = _measured([*wf, "report", "--since", since, "-o", "json", *target], env)
+    document = json.loads(out)
+    with tempfile.TemporaryDirectory(prefix="wf-report-") as tmp:
+        _, html_wall, html_peak = _measured([*wf, "report", "--since", since, "-o", "html", "--file",
+                                             str(Path(tmp) / "day.html"), *target], env)
+    names = {w["metadata"]["name"] for w in items}
+    runs = [r for r in document["workflows"] if r["name"] in names]
+    node_hours = estimate = 0.0
+    mismatches = []
+    for run in runs:
+        shown, _, _ = _measured([*wf, "get", run["name"], "-n", run["namespace"], *target], env)
+        hours, usd = _get_total(shown)
+        node_hours, estimate = node_hours + hours, estimate + usd
+        if abs(hours - run["nodeHours"]) > 0.00005 or abs(usd - run["estimateUsd"]) > 0.0001:
+            mismatches.append(f"{run['name']}: wf get {hours} h ${usd}, report {run['nodeHours']} h "
+                              f"${run['estimateUsd']}")
+    total = document["usage"][-1]
+
+    def scraped(metric: str, by: str = "") -> float:
+        window = f"{int(time.time() - first) + 120}s"
+        query = f"sum(max_over_time(argo_workflows_{metric}{{{by}}}[{window}]))"
+        url = f"{state.prometheus_url}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
+        with urllib.request.urlopen(url, timeout=30) as answer:  # noqa: S310 - the local cluster's, on loopback
+            result = json.load(answer)["data"]["result"]
+        return float(result[0]["value"][1]) if result else 0.0
+
+    day = 'job_name=~"day-.*"'
+    return {
+        "json": {"wall_seconds": round(wall, 1), "peak_mib": peak},
+        "html": {"wall_seconds": round(html_wall, 1), "peak_mib": html_peak},
+        "workflows": len(runs), "outcomes": total["workflows"],
+        "report": {"node_hours": total["nodeHours"], "estimate_usd": total["estimateUsd"],
+                   "interruptions": total["interruptions"]},
+        "sum_of_wf_get": {"node_hours": round(node_hours, 4), "estimate_usd": round(estimate, 4)},
+        "mismatches": mismatches,
+        "prometheus": {"completions": scraped("wf_workflow_completions_total", day),
+                       "attempts": scraped("wf_step_attempts_total", day),
+                       "interruptions": scraped("wf_step_interruptions_total", day)},
+    }
+
+
 def report(r: dict[str, Any]) -> None:
     print(f"\nnodes {r['nodes']} (up in {r['up_seconds']}s); workflows {r['workflows']}: {r['phases']}; "
           f"not Succeeded (lost): {r['lost']}; wf exit code {r['wf_exit_code']}")
@@ -561,6 +647,14 @@ def report(r: dict[str, Any]) -> None:
               f"interruption resumed from their last checkpoint: {with_.get('resumed_from_checkpoint', 0)}, from the "
               f"start with none saved yet: {with_.get('resumed_from_start', 0)}, wrongly: {len(c['resumed_wrongly'])}")
         for line in c["resumed_wrongly"][:10]:
+            print(f"  {line}")
+    if "report" in r:
+        d = r["report"]
+        print(f"wf report -o json: {d['json']['wall_seconds']}s, {d['json']['peak_mib']} MiB; -o html: "
+              f"{d['html']['wall_seconds']}s, {d['html']['peak_mib']} MiB; {d['workflows']} workflows {d['outcomes']}")
+        print(f"report totals {d['report']}; sum of wf get {d['sum_of_wf_get']}; workflows that differ: "
+              f"{len(d['mismatches'])}; Prometheus {d['prometheus']}")
+        for line in d["mismatches"][:10]:
             print(f"  {line}")
     if "gaudi_share" in r:
         print(f"{'team':<10} {'Gaudi card-hours':>17} {'share':>6} {'quota share':>12} {'peak cards':>11} "
@@ -598,6 +692,8 @@ def main() -> None:
     p.add_argument("--checkpoints", action="store_true",
                    help="shards save a checkpoint every tenth of their work; every other workflow keeps them "
                         "(a checkpoint location), and the two halves' redone node-hours are compared")
+    p.add_argument("--report", action="store_true",
+                   help="then check wf report against wf get and Prometheus, and time the report")
     p.add_argument("--timeout", type=float, default=3600.0, help="give up on the day after this many seconds")
     p.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
     p.add_argument("--json", dest="json_out", type=Path, help="also write the results here")
