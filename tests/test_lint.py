@@ -138,6 +138,30 @@ def test_job_spec_placement_errors_come_with_lines(write: Any) -> None:
         f"{path}:10: spec.steps[0].accelerators: no gaudi node offers 16 habana.ai/gaudi; dl1.24xlarge has 8"]
 
 
+def test_a_fan_out_too_large_for_argo_without_its_database_is_a_warning(write: Any) -> None:
+    """Measured: 10,000 items outgrew Argo's maximum workflow size compressed and ended in Error at 8,784."""
+    def job(count: int) -> Path:
+        return write(f"fan-{count}.yaml", f"""
+            apiVersion: wf/v1
+            kind: TrainingJob
+            metadata: {{name: fan}}
+            spec:
+              image: img
+              compute: cpu
+              steps:
+                - name: shard
+                  command: [x]
+                  forEach: {{count: {count}}}
+        """)
+
+    assert not lint_paths([job(8_000)], CATALOG).problems
+    result = lint_paths([job(8_001)], CATALOG)
+    assert not result.errors
+    [warning] = result.problems
+    assert warning.severity == "warning" and "'shard' fans out to 8,001 items" in warning.message
+    assert "persistence.nodeStatusOffLoad" in warning.message
+
+
 def test_duplicate_keys_are_errors_in_job_specs_and_warnings_in_argo_manifests(write: Any) -> None:
     job = write("job.yaml", """
         apiVersion: wf/v1

@@ -5,12 +5,13 @@ Importing this package loads neither hera nor pydantic (it sits on the `wf compi
 """
 
 from wf.argo.schema import KINDS, validate
-from wf.argo.size import ARGO_MAX_WORKFLOW_BYTES, ETCD_MAX_REQUEST_BYTES, json_size, size_problems
+from wf.argo.size import ARGO_MAX_WORKFLOW_BYTES, ETCD_MAX_REQUEST_BYTES, fanout_problems, json_size, size_problems
 
 __all__ = [
     "ARGO_MAX_WORKFLOW_BYTES",
     "ETCD_MAX_REQUEST_BYTES",
     "KINDS",
+    "fanout_problems",
     "json_size",
     "size_problems",
     "validate",
