@@ -53,6 +53,20 @@ class Listing(str, Enum):
     wide = "wide"
 
 
+class Created(str, Enum):
+    """Formats of what a command created or waited for: the objects, or their `kind/name` (for scripts)."""
+
+    yaml = "yaml"
+    json = "json"
+    name = "name"
+
+
+class Named(str, Enum):
+    """The one format of a command that says which workflows it acted on: their `kind/name`, for scripts."""
+
+    name = "name"
+
+
 class Format(str, Enum):
     """Formats of a report: lines for a person, or one JSON document for a program."""
 
@@ -88,6 +102,8 @@ def _format_of(kind: type[Enum], *aliases: str) -> Any:
 # Formats are typed str and checked by the callback, so an old `-o FILE` gets the migration hint above.
 ObjectOutput = Annotated[str | None, _format_of(Output)]
 ListingOutput = Annotated[str | None, _format_of(Listing)]
+CreatedOutput = Annotated[str | None, _format_of(Created)]
+NamedOutput = Annotated[str | None, _format_of(Named)]
 ReportOutput = Annotated[str, _format_of(Format)]
 PageOutput = Annotated[str, _format_of(Page)]
 # `wf lint --format` came first (a published flag) and stays an alias.

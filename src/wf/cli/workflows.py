@@ -1,4 +1,5 @@
-"""`wf submit | watch | get | list | logs | retry | stop | delete`: the developer's commands against a cluster.
+"""`wf submit | watch | wait | get | list | logs | retry | stop | suspend | resume | delete`: the developer's
+commands against a cluster.
 
 Each takes its cluster as one `Target` (options.with_target: kubectl's flags, or an EKS cluster by name). The
 Kubernetes client is imported inside the commands only.
@@ -13,13 +14,23 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from wf.cli.options import CatalogOption, Listing, ListingOutput, ObjectOutput, Output, PlainOption, with_target
+from wf.cli.options import (
+    CatalogOption,
+    CreatedOutput,
+    Listing,
+    ListingOutput,
+    Named,
+    NamedOutput,
+    Output,
+    PlainOption,
+    with_target,
+)
 from wf.cli.output import print_document, print_line, print_table
 from wf.controller.client import Target, connect
-from wf.core.errors import WorkFailed
+from wf.core.errors import InputError, WorkFailed
 
 if TYPE_CHECKING:
-    from wf.controller.api import Runs
+    from wf.controller.api import Run, Runs
     from wf.controller.cost import JobCost
     from wf.controller.submit import SubmitInterrupted, Submitted
 
@@ -33,6 +44,12 @@ def _print_costs(costs: Sequence[tuple[str, JobCost]]) -> None:
     print_table(cost_table(*costs[0]) if len(costs) == 1 else costs_table(costs))
     for assumption in dict.fromkeys(a for _, cost in costs for a in cost.assumptions):
         print_line(f"  assumption: {assumption}")
+
+
+def _failure(run: Run) -> list[str]:
+    """How a workflow that did not succeed ended: its phase and message, then each failed step."""
+    return [f"{run.namespace}/{run.name}: {run.phase}{f' ({run.message})' if run.message else ''}",
+            *(f"  step {step} failed: {message}" for step, message in run.failed_steps)]
 
 
 def _report(runs: Runs) -> None:
@@ -56,11 +73,7 @@ def _report(runs: Runs) -> None:
         if run.succeeded:
             print_line(f"{run.namespace}/{run.name}: Succeeded")
     if failures:
-        lines = []
-        for run in failures:
-            lines.append(f"{run.namespace}/{run.name}: {run.phase}{f' ({run.message})' if run.message else ''}")
-            lines.extend(f"  step {step} failed: {message}" for step, message in run.failed_steps)
-        raise WorkFailed("\n".join(lines))
+        raise WorkFailed("\n".join(line for run in failures for line in _failure(run)))
 
 
 @app.command("submit")
@@ -83,7 +96,7 @@ def submit_command(
                                                    "(after an interrupted submit).")
     ] = False,
     plain: PlainOption = False,
-    output: ObjectOutput = None,
+    output: CreatedOutput = None,
     *,
     target: Target,
 ) -> None:
@@ -119,6 +132,10 @@ def _account(done: list[Submitted], dry_run: bool, output: str | None,
     """What the submit did: a line per job, or one document (-o) with every job under what became of it."""
     from wf.controller.submit import accounting
 
+    if output == Listing.name.value:  # what exists now; the rest goes to stderr with SubmitInterrupted
+        for item in done:
+            print_line(f"{item.kind.lower()}/{item.name}")
+        return
     if output is not None:
         print_document(accounting(done, stopped), output)
         return
@@ -151,6 +168,55 @@ def watch_command(
 
     _report(api.watch(names or [], selector=selector, namespace=target.namespace,
                       display=make_display(plain or None), catalog=catalog, kube=connect(target)))
+
+
+def _seconds(flag: str, value: str | None) -> float | None:
+    """A duration option (90s, 30m, 12h, 7d) in seconds; a malformed one is bad input (exit 2)."""
+    from wf.core.units import parse_duration
+
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise InputError(f"{flag}: {exc}") from None
+
+
+@app.command("wait")
+@with_target()
+def wait_command(
+    names: Annotated[list[str], typer.Argument(help="Workflow names.")],
+    timeout: Annotated[
+        str | None, typer.Option("--timeout", help="Give up after this long (90s, 30m, 2h): exit 1, naming the "
+                                                   "workflows still running.")
+    ] = None,
+    output: NamedOutput = None,
+    *,
+    target: Target,
+) -> None:
+    """Block until each workflow ends, quietly, through one watch stream: exit 0 if all Succeeded, 1 if any
+    Failed or Error (naming the failed steps) or on --timeout; -o name prints workflow/NAME of each that ended."""
+    from wf.controller import api
+    from wf.controller.steps import TERMINAL_PHASES
+
+    seconds = _seconds("--timeout", timeout)
+    runs = api.watch(names, namespace=target.namespace, with_cost=False, timeout=seconds, kube=connect(target))
+    if runs.stopped:
+        raise typer.Exit(130)
+    for run in runs.runs:
+        if run.phase in TERMINAL_PHASES:
+            print_line(f"workflow/{run.name}" if output == Named.name.value else f"{run.namespace}/{run.name}: "
+                                                                                  f"{run.phase}")
+    lines = []
+    for run in runs.runs:
+        if run.phase == "Deleted":
+            lines.append(f"{run.namespace}/{run.name}: deleted while waiting")
+        elif run.phase not in TERMINAL_PHASES:  # the watch ends before they do only at the timeout
+            lines.append(f"{run.namespace}/{run.name}: still {run.phase} after --timeout {timeout}")
+        elif not run.succeeded:
+            lines.extend(_failure(run))
+    if lines:
+        raise WorkFailed("\n".join(lines))
 
 
 @app.command("get")
@@ -249,16 +315,31 @@ def list_command(
 @with_target()
 def logs_command(
     name: Annotated[str, typer.Argument(help="Workflow name.")],
-    follow: Annotated[bool, typer.Option("-f", "--follow", help="Stream until the workflow ends.")] = False,
-    step: Annotated[str | None, typer.Option("--step", help="Only this step.")] = None,
+    step_name: Annotated[str | None, typer.Argument(metavar="STEP", help="Only this step, an attempt at a time.")]
+    = None,
+    follow: Annotated[bool, typer.Option("-f", "--follow", help="Stream until the workflow (or the STEP, moving on "
+                                                                "to each retry's pod) ends.")] = False,
+    step: Annotated[str | None, typer.Option("--step", help="Only this step: every attempt's pod, each line "
+                                                            "prefixed [STEP], as for the whole workflow.")] = None,
+    tail: Annotated[int | None, typer.Option("--tail", min=0, help="Only the last N lines of each pod.")] = None,
+    attempt: Annotated[int | None, typer.Option("--attempt", min=1, help="With STEP: this attempt (1 is the "
+                                                                         "first; default: the latest).")] = None,
     *,
     target: Target,
 ) -> None:
-    """Logs of a workflow's steps, through the API server."""
-    from wf.controller.ops import log_lines
+    """Logs of a workflow's steps, through the API server. With STEP, one attempt under a header naming it, its
+    pod, node and capacity: the latest, or --attempt K."""
+    from wf.controller.ops import log_lines, step_log_lines
 
+    if step and step_name:
+        raise InputError("name the step once: STEP (an attempt at a time) or --step (every attempt, prefixed)")
+    if attempt is not None and not step_name:
+        raise InputError("--attempt needs a STEP: wf logs WORKFLOW STEP --attempt K")
+    kube = connect(target)
+    lines = (step_log_lines(kube, name, target.namespace, step_name, attempt=attempt, tail=tail, follow=follow)
+             if step_name else log_lines(kube, name, target.namespace, step=step, follow=follow, tail=tail))
     try:
-        for line in log_lines(connect(target), name, target.namespace, step=step, follow=follow):
+        for line in lines:
             print_line(line)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
@@ -297,14 +378,65 @@ def stop_command(name: Annotated[str, typer.Argument(help="Workflow name.")], *,
     print_line(f"{stopped['metadata']['namespace']}/{name} stopping")
 
 
+@app.command("suspend")
+@with_target()
+def suspend_command(name: Annotated[str, typer.Argument(help="Workflow name.")], *, target: Target) -> None:
+    """Suspend a workflow (spec.suspend, as `argo suspend`): no new step starts until `wf resume`. Running steps
+    run on to their end, their retries included, and deadlines keep counting."""
+    from wf.controller.ops import set_suspended
+
+    suspended = set_suspended(connect(target), name, target.namespace, True)
+    print_line(f"{suspended['metadata']['namespace']}/{name} suspended")
+
+
+@app.command("resume")
+@with_target()
+def resume_command(name: Annotated[str, typer.Argument(help="Workflow name.")], *, target: Target) -> None:
+    """Resume a suspended workflow: clear spec.suspend, so its next steps start."""
+    from wf.controller.ops import set_suspended
+
+    resumed = set_suspended(connect(target), name, target.namespace, False)
+    print_line(f"{resumed['metadata']['namespace']}/{name} resumed")
+
+
 @app.command("delete")
 @with_target()
-def delete_command(names: Annotated[list[str], typer.Argument(help="Workflow names.")], *, target: Target) -> None:
-    """Delete workflows and their pods."""
-    from wf.controller.ops import delete_workflow
+def delete_command(
+    names: Annotated[list[str] | None, typer.Argument(help="Workflow names.")] = None,
+    selector: Annotated[str, typer.Option("-l", "--selector", help="Every workflow with these labels, e.g. "
+                                                                   "wf.dev/job=bert.")] = "",
+    completed: Annotated[bool, typer.Option("--completed", help="Only workflows that ended.")] = False,
+    older_than: Annotated[str | None, typer.Option("--older-than", help="Only workflows that ended at least this "
+                                                                        "long ago (7d, 12h).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be deleted; delete nothing.")] = False,
+    *,
+    target: Target,
+) -> None:
+    """Delete workflows by name, or those -l, --completed and --older-than select (together: all of them hold),
+    with their pods and MPIJobs. A bare `wf delete` selects nothing and is refused."""
+    from wf.controller.ops import delete_workflow, deletion_candidates, get_workflow, list_workflows
 
+    selecting = bool(selector or completed or older_than)
+    if names and selecting:
+        raise InputError("name workflows or select them (-l, --completed, --older-than), not both")
+    if not names and not selecting:
+        raise InputError("nothing selected: name workflows, or select them with -l SELECTOR, --completed or "
+                         "--older-than D (--dry-run lists what would go)")
+    seconds = _seconds("--older-than", older_than)
     kube = connect(target)
-    for name in names:
-        delete_workflow(kube, name, target.namespace)
-        print_line(f"{target.namespace or kube.namespace}/{name} deleted")
+    ns = target.namespace or kube.namespace
+    if names:  # a dry run still says which names do not exist (exit 2)
+        chosen = [get_workflow(kube, name, ns)["metadata"]["name"] for name in names] if dry_run else names
+    else:
+        chosen = [w["metadata"]["name"] for w in deletion_candidates(
+            list_workflows(kube, ns, label_selector=selector), completed=completed, older_than=seconds,
+            now=datetime.now(UTC))]
+        if not chosen:
+            print_line(f"no workflow in {ns} matches", err=True)
+    for name in chosen:
+        if dry_run:
+            print_line(f"{ns}/{name} would be deleted (dry run)")
+        else:
+            delete_workflow(kube, name, ns)
+            print_line(f"{ns}/{name} deleted")
 

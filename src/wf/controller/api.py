@@ -97,9 +97,9 @@ def _targets(workflows: Any, default_namespace: str) -> tuple[list[tuple[str, st
 def watch(workflows: Any = (), *, selector: str = "", namespace: str | None = None, context: str | None = None,
           kubeconfig: str | None = None, eks_cluster: str | None = None, region: str | None = None,
           role_arn: str | None = None, display: Display | None = None, with_cost: bool = True,
-          catalog: str | Path | None = None, kube: Kube | None = None) -> Runs:
+          catalog: str | Path | None = None, timeout: float | None = None, kube: Kube | None = None) -> Runs:
     """Watch workflows (names or submit()'s results, or every one `selector` matches) to their end through one
-    stream per namespace."""
+    stream per namespace (or for `timeout` seconds: `Runs.outcome.timed_out`)."""
     from wf.controller.catalog_source import resolve_catalog
     from wf.controller.watch import watch_workflows
 
@@ -107,7 +107,7 @@ def watch(workflows: Any = (), *, selector: str = "", namespace: str | None = No
                    role_arn=role_arn)
     targets, batch = _targets(workflows, namespace or client.namespace)
     outcome = watch_workflows(client, targets, display=display, label_selector=selector or batch,
-                              namespace=namespace, with_cost=with_cost,
+                              namespace=namespace, with_cost=with_cost, timeout=timeout,
                               catalog_loader=lambda: resolve_catalog(client, str(catalog) if catalog else None))
     runs = []
     for key in targets or outcome.followed:
@@ -135,12 +135,13 @@ def list_workflows(*, namespace: str | None = None, all_namespaces: bool = False
     return list_(client, namespace, all_namespaces=all_namespaces, label_selector=selector)
 
 
-def logs(name: str, *, step: str | None = None, follow: bool = False, namespace: str | None = None,
-         context: str | None = None, kubeconfig: str | None = None, kube: Kube | None = None) -> Iterator[str]:
+def logs(name: str, *, step: str | None = None, follow: bool = False, tail: int | None = None,
+         namespace: str | None = None, context: str | None = None, kubeconfig: str | None = None,
+         kube: Kube | None = None) -> Iterator[str]:
     from wf.controller.ops import log_lines
 
     client = _kube(kube, context=context, kubeconfig=kubeconfig)
-    return log_lines(client, name, namespace, step=step, follow=follow)
+    return log_lines(client, name, namespace, step=step, follow=follow, tail=tail)
 
 
 def retry(name: str, *, namespace: str | None = None, context: str | None = None, kubeconfig: str | None = None,

@@ -1,5 +1,5 @@
 """Operations on existing workflows through the Kubernetes API alone (no Argo server): get, list, logs,
-retry, stop, delete."""
+retry, stop, suspend, resume, delete."""
 
 from __future__ import annotations
 
@@ -17,9 +17,12 @@ from wf.controller.client import Kube, api_errors
 from wf.controller.steps import (
     FAILED_PHASES,
     TERMINAL_PHASES,
+    Attempt,
+    StepRow,
     containment,
     contents,
     members,
+    parse_time,
     pod_name,
     workflow_view,
 )
@@ -116,6 +119,7 @@ def _clean_up(kube: Kube, name: str, ns: str) -> None:
 
 
 def delete_workflow(kube: Kube, name: str, namespace: str | None = None) -> None:
+    """Delete a workflow, and what its step kinds created beside Argo's pods (as `stop_workflow` does)."""
     from kubernetes.client.exceptions import ApiException
 
     ns = namespace or kube.namespace
@@ -128,6 +132,39 @@ def delete_workflow(kube: Kube, name: str, namespace: str | None = None) -> None
             if exc.status == 404:
                 raise InputError(f"no workflow {name!r} in namespace {ns} ({kube.context})") from None
             raise
+        _clean_up(kube, name, ns)
+
+
+def deletion_candidates(workflows: list[dict[str, Any]], *, completed: bool, older_than: float | None,
+                        now: datetime) -> list[dict[str, Any]]:
+    """The workflows `wf delete` selects (pure): with `completed`, those that ended; with `older_than` (seconds),
+    those that ended at least that long ago (`argo delete --older`: a running workflow is never old)."""
+    chosen = []
+    for item in workflows:
+        status = item.get("status") or {}
+        if (completed or older_than is not None) and status.get("phase") not in TERMINAL_PHASES:
+            continue
+        if older_than is not None:
+            finished = parse_time(status.get("finishedAt"))
+            if finished is None or (now - finished).total_seconds() < older_than:
+                continue
+        chosen.append(item)
+    return chosen
+
+
+def set_suspended(kube: Kube, name: str, namespace: str | None, suspended: bool) -> dict[str, Any]:
+    """`argo suspend` / `argo resume` on spec.suspend: suspended, Argo starts no new step (running pods run on);
+    resumed, it goes on. wf compiles no suspend templates, so there are no suspended nodes to resume."""
+    ns = namespace or kube.namespace
+    workflow = get_workflow(kube, name, ns)
+    if (phase := (workflow.get("status") or {}).get("phase")) in TERMINAL_PHASES:
+        raise InputError(f"workflow {name} has already ended ({phase})")
+    verb = "suspending" if suspended else "resuming"
+    with api_errors(kube, f"{verb} workflow {name}", ns):
+        # A merge patch's null removes the field, as `argo resume` leaves it.
+        return kube.custom.patch_namespaced_custom_object(
+            WORKFLOW.group, WORKFLOW.version, ns, WORKFLOW.plural, name, {"spec": {"suspend": True if suspended
+                                                                                   else None}})
 
 
 def retry_plan(workflow: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -269,17 +306,148 @@ def _pods_by_step(kube: Kube, name: str, ns: str, step: str | None) -> list[tupl
     return out
 
 
+@dataclass(frozen=True)
+class ShownAttempt:
+    """The attempt of a step whose log is shown: which of how many, and where it ran."""
+
+    step: str
+    number: int  # 1-based, in the order the attempts started
+    of: int  # the step's attempts so far
+    pod: str
+    attempt: Attempt
+
+    @property
+    def header(self) -> str:
+        where = [f"pod {self.pod}", f"node {self.attempt.host}" if self.attempt.host else "no node yet"]
+        where += [self.attempt.capacity] if self.attempt.capacity else []
+        return f"== step {self.step}, attempt {self.number} of {self.of} ({', '.join(where)})"
+
+
+def _step_row(workflow: dict[str, Any], step: str) -> StepRow | None:
+    """The step's row; None for a step of the spec's DAGs that has not started; InputError for no step."""
+    rows = {row.name: row for row in workflow_view(workflow).steps}
+    if step in rows:
+        return rows[step]
+    tasks = {task.get("name") for template in (workflow.get("spec") or {}).get("templates") or []
+             for task in (template.get("dag") or {}).get("tasks") or []}
+    if step in tasks:
+        return None
+    raise InputError(f"workflow {workflow['metadata']['name']} has no step {step!r} "
+                     f"(steps: {', '.join(rows) or 'none started yet'})")
+
+
+def choose_attempt(workflow: dict[str, Any], step: str, number: int | None = None) -> ShownAttempt | None:
+    """The step's attempt `number` (1-based), else its latest; None while it has none (pure)."""
+    row = _step_row(workflow, step)
+    if row is None or not row.attempts:
+        return None
+    if number is not None and not 1 <= number <= len(row.attempts):
+        raise InputError(f"step {step} of {workflow['metadata']['name']} has {len(row.attempts)} attempt(s) so far; "
+                         f"--attempt takes 1 to {len(row.attempts)}")
+    index = (number or len(row.attempts)) - 1
+    attempt = row.attempts[index]
+    return ShownAttempt(step, index + 1, len(row.attempts), pod_name(workflow, attempt), attempt)
+
+
+def step_log_lines(kube: Kube, name: str, namespace: str | None, step: str, *, attempt: int | None = None,
+                   tail: int | None = None, follow: bool = False, poll_seconds: float = 2.0,
+                   sleep: Callable[[float], None] = time.sleep) -> Iterator[str]:
+    """One step's log, an attempt at a time, each under a header saying which attempt it is and where it ran.
+    Without `attempt`, the latest; with follow, each attempt to its end, then the next one's when a retry starts,
+    until the step ends (or, with `attempt`, that attempt does)."""
+    ns = namespace or kube.namespace
+    shown: set[str] = set()
+    while True:
+        workflow = get_workflow(kube, name, ns)
+        chosen = choose_attempt(workflow, step, attempt)
+        row = _step_row(workflow, step)
+        if chosen is not None and chosen.attempt.node_id not in shown:
+            if not follow:
+                yield chosen.header
+                yield from _attempt_log(kube, ns, chosen.pod, tail)
+                return
+            if chosen.attempt.phase != "Pending":  # no container to read yet
+                shown.add(chosen.attempt.node_id)
+                yield chosen.header
+                yield from _follow_attempt(kube, name, ns, chosen, tail, poll_seconds)
+                continue
+        elif chosen is None and not follow:
+            raise InputError(f"step {step} of {name} has not started; --follow waits for it")
+        elif chosen is not None and (attempt is not None or (row is not None and row.phase in TERMINAL_PHASES)):
+            return
+        if workflow_view(workflow).done:  # what it ran was shown; a step it never started has nothing to show
+            return
+        sleep(poll_seconds)
+
+
+def _attempt_log(kube: Kube, ns: str, pod: str, tail: int | None) -> Iterator[str]:
+    from kubernetes.client.exceptions import ApiException
+
+    with api_errors(kube, f"reading the log of pod {pod}", ns):
+        try:
+            text = kube.core.read_namespaced_pod_log(pod, ns, container=MAIN_CONTAINER, tail_lines=tail)
+        except ApiException as exc:
+            if exc.status in (400, 404):  # not started yet, or deleted meanwhile
+                yield f"(no log from pod {pod}: {exc.reason})"
+                return
+            raise
+    yield from text.splitlines()
+
+
+def _follow_attempt(kube: Kube, name: str, ns: str, shown: ShownAttempt, tail: int | None,
+                    poll_seconds: float) -> Iterator[str]:
+    """The attempt's log as it is written, until its node ends (then what is still in flight, briefly)."""
+    from queue import Empty, Queue
+
+    lines: Queue[str | None] = Queue()
+
+    def read() -> None:
+        try:
+            response = kube.core.read_namespaced_pod_log(
+                shown.pod, ns, container=MAIN_CONTAINER, follow=True, tail_lines=tail, _preload_content=False,
+                _request_timeout=(10, None))
+            from kubernetes.watch.watch import iter_resp_lines
+
+            for line in iter_resp_lines(response):
+                lines.put(line)
+        except Exception as exc:  # a pod deleted meanwhile (an interruption), or a log not yet available
+            lines.put(f"(no log from pod {shown.pod}: {getattr(exc, 'reason', exc)})")
+        finally:
+            lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    reading, ended_at = True, None
+    next_poll = time.monotonic() + poll_seconds
+    while True:
+        # A follow stream may outlive its container (kwok's does): after the end, drain briefly, then move on.
+        drained = not reading or time.monotonic() - (ended_at or 0.0) > FOLLOW_DRAIN_SECONDS
+        if ended_at is not None and lines.empty() and drained:
+            return
+        try:
+            line = lines.get(timeout=0.5)
+            if line is None:
+                reading = False
+            else:
+                yield line
+        except Empty:
+            pass
+        if ended_at is None and (not reading or time.monotonic() >= next_poll):
+            next_poll = time.monotonic() + poll_seconds
+            current = choose_attempt(get_workflow(kube, name, ns), shown.step, shown.number)
+            if current is None or current.attempt.phase in TERMINAL_PHASES:
+                ended_at = time.monotonic()
+
+
 def log_lines(kube: Kube, name: str, namespace: str | None = None, *, step: str | None = None,
-              follow: bool = False, poll_seconds: float = 2.0) -> Iterator[str]:
-    """Lines of the workflow's pods' main containers, each prefixed with its step; with follow, until the
-    workflow ends, picking up pods as their steps start."""
+              follow: bool = False, tail: int | None = None, poll_seconds: float = 2.0) -> Iterator[str]:
+    """Lines of the workflow's pods' main containers (each pod's last `tail`), each prefixed with its step;
+    with follow, until the workflow ends, picking up pods as their steps start."""
     from queue import Empty, Queue
 
     ns = namespace or kube.namespace
     workflow = get_workflow(kube, name, ns)
-    if step and step not in {row.name for row in workflow_view(workflow).steps}:
-        known = ", ".join(row.name for row in workflow_view(workflow).steps) or "none yet"
-        raise InputError(f"workflow {name} has no step {step!r} (steps: {known})")
+    if step:
+        _step_row(workflow, step)
     lines: Queue[str | None] = Queue()
     started: set[str] = set()
     active = [0]
@@ -288,8 +456,8 @@ def log_lines(kube: Kube, name: str, namespace: str | None = None, *, step: str 
     def read(step_name: str, pod: Any) -> None:
         try:
             response = kube.core.read_namespaced_pod_log(
-                pod.metadata.name, ns, container=MAIN_CONTAINER, follow=True, _preload_content=False,
-                _request_timeout=(10, None))
+                pod.metadata.name, ns, container=MAIN_CONTAINER, follow=True, tail_lines=tail,
+                _preload_content=False, _request_timeout=(10, None))
             from kubernetes.watch.watch import iter_resp_lines
 
             for line in iter_resp_lines(response):
@@ -317,7 +485,8 @@ def log_lines(kube: Kube, name: str, namespace: str | None = None, *, step: str 
                 from kubernetes.client.exceptions import ApiException
 
                 try:
-                    text = kube.core.read_namespaced_pod_log(pod.metadata.name, ns, container=MAIN_CONTAINER)
+                    text = kube.core.read_namespaced_pod_log(pod.metadata.name, ns, container=MAIN_CONTAINER,
+                                                             tail_lines=tail)
                 except ApiException as exc:
                     if exc.status in (400, 404):  # not started yet, or deleted meanwhile
                         yield f"[{step_name}] (no log from pod {pod.metadata.name}: {exc.reason})"

@@ -57,6 +57,7 @@ class WatchOutcome:
     deleted: set[Key] = field(default_factory=set)
     costs: dict[Key, JobCost] = field(default_factory=dict)
     stopped: bool = False  # Ctrl-C: the watch ended, the workflows did not
+    timed_out: bool = False  # the caller's timeout passed first: the workflows did not end
     stats: dict[str, StreamStats] = field(default_factory=dict)
 
     @property
@@ -332,9 +333,10 @@ def watch_workflows(
     catalog_loader: Callable[[], Any] | None = None,
     with_cost: bool = True,
     transport_factory: TransportFactory | None = None,
+    timeout: float | None = None,
 ) -> WatchOutcome:
     """Watch the named workflows (or, without names, every workflow label_selector matches in namespace)
-    until every one has ended (or was deleted, or Ctrl-C)."""
+    until every one has ended (or was deleted, or Ctrl-C, or `timeout` seconds passed)."""
     from wf.controller.catalog_source import resolve_catalog
 
     if not targets and not label_selector:
@@ -349,9 +351,13 @@ def watch_workflows(
     outcome.stats = {ns: stream.stats for ns, stream in streams.items()}
     shown = display or _Silent()
     consumer = _Consumer(kube, state, insight, shown, with_cost, outcome)
+    deadline = None if timeout is None else time.monotonic() + timeout
     try:
         while not state.finished:
-            consumer.take(*inbox.take(TICK_SECONDS))
+            if deadline is not None and (left := deadline - time.monotonic()) <= 0:
+                outcome.timed_out = True
+                break
+            consumer.take(*inbox.take(TICK_SECONDS if deadline is None else min(TICK_SECONDS, left)))
     except KeyboardInterrupt:
         outcome.stopped = True
     finally:
