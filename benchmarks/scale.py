@@ -282,7 +282,7 @@ class Storm:
         _sleep_until(started + self.opts.storm_at)
         self.say(f"wave 1: {len(first)} of {len(spot)} cpu Spot nodes vanish without a drain")
         for name in first:
-            _ignore_missing(core.delete_node, name)
+            _storm_call(core.delete_node, name, tolerate=_GONE)
         self.vanished = first
         if self.opts.replace == "recreate":
             threading.Thread(target=self._replace, args=(core, first), daemon=True).start()
@@ -297,43 +297,48 @@ class Storm:
     def _drain(self, core: Any, name: str) -> None:
         from kubernetes import client
 
-        _ignore_missing(core.patch_node, name, {"spec": {"unschedulable": True}})
-        for pod in core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}").items:
+        _storm_call(core.patch_node, name, {"spec": {"unschedulable": True}}, tolerate=_GONE)
+        for pod in _storm_call(core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={name}").items:
             body = client.V1Eviction(
                 metadata=client.V1ObjectMeta(name=pod.metadata.name, namespace=pod.metadata.namespace))
-            _ignore_missing(core.create_namespaced_pod_eviction, pod.metadata.name, pod.metadata.namespace, body)
+            _storm_call(core.create_namespaced_pod_eviction, pod.metadata.name, pod.metadata.namespace, body,
+                        tolerate=_GONE)
             self.evicted += 1
-        _ignore_missing(core.delete_node, name)
+        _storm_call(core.delete_node, name, tolerate=_GONE)
 
     def _replace(self, core: Any, names: list[str]) -> None:
         time.sleep(self.opts.replace_after)
         for name in names:
-            _ignore_conflict(core.create_node, self.replacements[name])
+            _storm_call(core.create_node, self.replacements[name], tolerate=(409,))
         self.say(f"{len(names)} replacement nodes created")
+
+
+_GONE = (404, 429)  # gone already; an eviction a disruption budget refused
 
 
 def _sleep_until(moment: float) -> None:
     time.sleep(max(0.0, moment - time.monotonic()))
 
 
-def _ignore_missing(call: Any, *args: Any) -> None:
+def _storm_call(call: Any, *args: Any, tolerate: tuple[int, ...] = (), **kwargs: Any) -> Any:
+    """One request of the storm. A status in `tolerate` means there is nothing to do (404: gone already; 429: an
+    eviction a budget refused; 409: recreated already). A dropped connection is tried again: at 3,198 nodes the
+    loaded API server closes some, and a storm that dies on one stops draining mid-wave."""
     from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
 
-    try:
-        call(*args)
-    except ApiException as exc:
-        if exc.status not in (404, 429):  # gone already / eviction refused by a budget: nothing to do
+    for attempt in range(5):
+        try:
+            return call(*args, **kwargs)
+        except ApiException as exc:
+            if exc.status in tolerate:
+                return None
             raise
-
-
-def _ignore_conflict(call: Any, *args: Any) -> None:
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        call(*args)
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
+        except HTTPError:
+            if attempt == 4:
+                raise
+            time.sleep(2**attempt)
+    return None
 
 
 def interruptions(workflows: list[dict[str, Any]]) -> Counter[tuple[str, str]]:
