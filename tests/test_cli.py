@@ -275,7 +275,8 @@ def test_cluster_up_takes_team_namespaces_and_not_namespace() -> None:
 
 TARGET_FLAGS = ("--context", "c", "--kubeconfig", "k", "--eks-cluster", "e", "--region", "r", "--role-arn", "a")
 CLUSTER_COMMANDS = [("submit", str(EXAMPLES[0])), ("watch", "w"), ("wait", "w"), ("get", "w"), ("list",),
-                    ("logs", "w"), ("retry", "w"), ("stop", "w"), ("suspend", "w"), ("resume", "w"), ("delete", "w"),
+                    ("logs", "w"), ("retry", "w"), ("rerun", "w", "--from", "s"), ("stop", "w"), ("suspend", "w"),
+                    ("resume", "w"), ("delete", "w"),
                     ("queue",), ("report",),
                     ("lint", "--server", "--catalog", str(CATALOG), str(EXAMPLES[0]))]
 

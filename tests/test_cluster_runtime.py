@@ -139,9 +139,12 @@ def test_manifests_are_what_install_applies_and_rbac_is_least_privilege() -> Non
     assert set(roles) == {"wf-executor", "wf-mpijob-executor", "wf-developer"}
     assert all(r["kind"] == "Role" for r in roles.values())  # namespaced: nothing cluster-wide
     rules = [rule for r in roles.values() for rule in r["rules"]]
-    # The one removal allowed: a developer's `wf stop` removes the stopped workflow's MPIJobs.
+    # The removals allowed, of MPIJobs only: a multi-node step's resource pod deletes the one an earlier attempt of
+    # the step left (its release init container), a developer's `wf stop` the stopped workflow's.
     removals = [rule for rule in rules if {"delete", "deletecollection"} & set(rule["verbs"])]
     assert removals == [{"apiGroups": ["kubeflow.org"], "resources": ["mpijobs"],
+                         "verbs": ["create", "get", "delete", "list", "watch"]},
+                        {"apiGroups": ["kubeflow.org"], "resources": ["mpijobs"],
                          "verbs": ["get", "list", "watch", "deletecollection"]}]
     verbs = {v for rule in rules if rule not in removals for v in rule["verbs"]}
     assert not verbs & {"*", "delete", "deletecollection", "escalate", "bind", "impersonate"}

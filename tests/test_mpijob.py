@@ -24,13 +24,23 @@ from wf.compile.kinds.mpijob import (
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
     MPIJOB_STEP,
+    RELEASE_CONTAINER,
+    RELEASE_TIMEOUT,
     SUCCESS_CONDITION,
     WORKER_LOST_MESSAGE,
 )
 from wf.compile.kinds.pod import POD
 from wf.compile.readback import CompiledPlacement
 from wf.compile.workflow import compile_job
-from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, MPIJOB, STEP_LABEL, WORKFLOW_NAME_LABEL, ZONE_LABEL
+from wf.core.constants import (
+    CAPACITY_LABEL,
+    CLASS_LABEL,
+    MPIJOB,
+    MPIJOB_LABEL,
+    STEP_LABEL,
+    WORKFLOW_NAME_LABEL,
+    ZONE_LABEL,
+)
 from wf.core.constants import KUEUE_LOCAL_QUEUE as LOCAL_QUEUE
 from wf.core.constants import KUEUE_PRIORITY_LABEL as PRIORITY_LABEL
 from wf.core.constants import KUEUE_QUEUE_LABEL as QUEUE_LABEL
@@ -61,7 +71,7 @@ def _template(job: TrainingJob, catalog: Catalog) -> dict[str, Any]:
 def test_a_multi_node_step_is_a_resource_template_creating_an_owned_mpijob(catalog: Catalog) -> None:
     template = _template(_job([_step(timeout="2h")], retries=1), catalog)
     resource = template["resource"]
-    assert resource["action"] == "create" and resource["setOwnerReference"] is True
+    assert resource["action"] == "create" and resource["setOwnerReference"] is True and "flags" not in resource
     assert resource["successCondition"] == SUCCESS_CONDITION
     assert resource["failureCondition"] == FAILURE_CONDITION
     assert template["timeout"] == "7200s"
@@ -69,7 +79,26 @@ def test_a_multi_node_step_is_a_resource_template_creating_an_owned_mpijob(catal
     assert template["retryStrategy"]["limit"] == 5
     mpijob = yaml.safe_load(resource["manifest"])
     assert mpijob["apiVersion"] == MPIJOB.api_version and mpijob["kind"] == MPIJOB.kind
-    assert mpijob["metadata"]["generateName"] == "bert-train-"
+    # One name for every attempt of the step's run (so one object at a time), its own per workflow.
+    name = "bert-train-{{=sprig.trunc(10, sprig.sha1sum(workflow.name + '/train'))}}"
+    assert mpijob["metadata"] == {**mpijob["metadata"], "name": name} and "generateName" not in mpijob["metadata"]
+    assert template["metadata"]["labels"][MPIJOB_LABEL] == name  # Argo's resource pod, which the launcher joins
+    # Before argoexec creates it, the pod's init container deletes the one an earlier attempt left, with its pods
+    # (foreground), and waits until it is gone, as Argo's executor (the token Argo mounts for its own containers).
+    (release,) = template["initContainers"]
+    assert release["name"] == RELEASE_CONTAINER
+    assert release["image"] == f"registry.k8s.io/kubectl:v{catalog.cluster.version}.0"  # the cluster's minor
+    assert "command" not in release  # the image's entrypoint is kubectl (it has no shell)
+    assert release["args"] == ["delete", "mpijobs.v2beta1.kubeflow.org", name, "--namespace={{workflow.namespace}}",
+                               "--ignore-not-found", "--cascade=foreground", "--wait", f"--timeout={RELEASE_TIMEOUT}"]
+    assert release["volumeMounts"] == [{"name": "wf-release-token", "readOnly": True,
+                                        "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]
+    # The Secret Argo mounts as `exec-sa-token` in its own containers, which a template may not mount itself.
+    assert template["volumes"] == [{"name": "wf-release-token", "secret": {
+        "secretName": "wf-mpijob-executor.service-account-token"}}]
+    assert template["executor"] == {"serviceAccountName": "wf-mpijob-executor"}  # whose token that is
+    assert release["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    assert release["terminationMessagePolicy"] == "FallbackToLogsOnError"  # kubectl's error in Argo's message
     assert mpijob["metadata"]["labels"][WORKFLOW_NAME_LABEL] == "{{workflow.name}}"
     assert "&" not in resource["manifest"] and "*id" not in resource["manifest"]  # no YAML anchors
     spec = mpijob["spec"]
@@ -118,9 +147,27 @@ def test_the_launcher_runs_the_command_on_the_cpu_class(catalog: Catalog) -> Non
     assert pod["nodeSelector"][CLASS_LABEL] == "cpu"
     labels = launcher["template"]["metadata"]["labels"]
     assert labels[STEP_LABEL] == "train" and labels["team"] == "nlp" and labels[CLASS_LABEL] == "cpu"
-    # Its loss would end the gang's attempt as the program's failure: On-Demand, which the cpu class offers.
+    # Its loss ends the gang's attempt: On-Demand, which the cpu class offers, like Argo's resource pod...
     assert pod["nodeSelector"][CAPACITY_LABEL] == labels[CAPACITY_LABEL] == "on-demand"
-    assert template["nodeSelector"][CAPACITY_LABEL] == "on-demand"  # Argo's resource pod beside it
+    assert template["nodeSelector"] == {k: v for k, v in pod["nodeSelector"].items()}
+    # ... on whose node it asks to run (where there is room), so that the node's loss is the loss of Argo's pod.
+    (term,) = pod["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"] == {"topologyKey": "kubernetes.io/hostname", "labelSelector": {
+        "matchLabels": {MPIJOB_LABEL: mpijob["metadata"]["name"]}}}
+    assert "podAntiAffinity" not in pod["affinity"] and "nodeAffinity" not in pod["affinity"]
+
+
+def test_each_fan_out_item_runs_an_mpijob_of_its_own_named_within_a_dns_label(catalog: Catalog) -> None:
+    step = "pretrain-with-a-rather-long-step-name"
+    template = _template(_job([_step(name=step, forEach=["en", "de"])]), catalog)
+    name = yaml.safe_load(template["resource"]["manifest"])["metadata"]["name"]
+    # The item reaches the template though the command never reads it: the name hashes it.
+    assert {"name": "item"} in template["inputs"]["parameters"]
+    prefix = "bert-pretrain-with-a-rather-long-step-n"
+    assert name == (f"{prefix}-{{{{=sprig.trunc(10, sprig.sha1sum(workflow.name + '/{step}' + '/' + "
+                    "inputs.parameters['item']))}}")
+    # The operator's longest name, a worker's pod and hostname "<name>-worker-NN", stays a DNS label.
+    assert len(f"{prefix}-{'0' * 10}-worker-99") <= 63
 
 
 def test_the_mpijob_is_valid_under_the_operators_crd(catalog: Catalog) -> None:

@@ -14,6 +14,7 @@ from wf.cluster.executor import (
     RESOURCE_ANNOTATION,
     collection_path,
     executor_account,
+    release_action,
     resource_action,
     task_result,
     verdict_annotations,
@@ -24,6 +25,7 @@ from wf.core.constants import (
     ARGO_WORKFLOW_LABEL,
     SIM_DURATION,
     SIM_EXIT_CODE,
+    SIM_INIT,
     SIM_MESSAGE,
 )
 
@@ -132,6 +134,101 @@ def test_the_check_interval_and_a_condition_argo_cannot_parse() -> None:
 ])
 def test_api_paths_as_argo_infers_them(api_version: str, kind: str, namespace: str | None, path: str) -> None:
     assert collection_path(api_version, kind, namespace) == path
+
+
+NAME = "bert-train-0a1b2c3d4e"
+MPIJOB_PATH = f"/apis/kubeflow.org/v2beta1/namespaces/ml/mpijobs/{NAME}"
+
+
+def releasing_pod(phase: str = "Pending", args: list[str] | None = None, **annotations: str) -> dict[str, Any]:
+    from wf.compile.kinds.mpijob import release_container
+
+    out = resource_pod(phase, **annotations)
+    init = release_container(NAME, "1.33")
+    init["args"] = [a.replace("{{workflow.namespace}}", "ml") for a in args or init["args"]]
+    out["spec"].update(initContainers=[*out["spec"]["initContainers"], init], nodeName="cpu-0")
+    return out
+
+
+def test_a_scheduled_pending_pod_with_the_release_init_container_is_released_once() -> None:
+    release = release_action(releasing_pod())
+    assert release is not None and not release.refused
+    assert (release.path, release.propagation, release.timeout) == (MPIJOB_PATH, "Foreground", 1800.0)
+    assert release_action(releasing_pod(**{SIM_INIT: "done"})) is None  # played already
+    assert release_action(releasing_pod(phase="Running")) is None
+    unscheduled = releasing_pod()
+    del unscheduled["spec"]["nodeName"]
+    assert release_action(unscheduled) is None
+    assert release_action(resource_pod(phase="Pending")) is None  # no release init container
+    # kubectl arguments other than what wf compiles fail the container rather than being half-played.
+    odd = release_action(releasing_pod(args=["delete", "mpijobs.v2beta1.kubeflow.org", NAME, "--wait=false"]))
+    assert odd is not None and odd.refused.startswith("sim executor: kubectl delete")
+
+
+class FakeApi:
+    """The API server as the simulated `kubectl delete --wait` meets it: the MPIJob an earlier attempt left (uid
+    "old"), gone after `deleting` more reads; each call recorded."""
+
+    def __init__(self, deleting: int, exists: bool = True) -> None:
+        self.calls: list[tuple[str, str, Any]] = []
+        self.exists, self.deleting = exists, deleting
+
+    def __call__(self, pod: Any, method: str, path: str, body: Any) -> str:
+        from wf.cluster.executor import _ApiError
+
+        self.calls.append((method, path, body))
+        if not self.exists:
+            raise _ApiError(404, "NotFound", f'mpijobs.kubeflow.org "{NAME}" not found')
+        if method == "GET" and self.deleting <= 0:
+            self.exists = False
+            raise _ApiError(404, "NotFound", "gone")
+        self.deleting -= method == "GET"
+        return json.dumps({"metadata": {"name": NAME, "uid": "old", "deletionTimestamp": "now"}})
+
+
+def _released(api: FakeApi, monkeypatch: pytest.MonkeyPatch, gone_node: bool = False) -> tuple[dict[str, str], Any]:
+    import threading
+
+    from wf.cluster.executor import ResourceExecutor
+
+    executor = ResourceExecutor(api=None, executors=None)  # type: ignore[arg-type]
+    annotated: dict[str, str] = {}
+    monkeypatch.setattr(executor, "_call", api)
+    monkeypatch.setattr(executor, "_node_gone", lambda work: gone_node)
+    monkeypatch.setattr(executor, "_annotate", lambda namespace, pod, annotations: annotated.update(annotations))
+    monkeypatch.setattr(threading.Event, "wait", lambda self, timeout=None: self.is_set())
+    release = release_action(releasing_pod())
+    assert release is not None
+    executor._release(release, threading.Event())
+    return annotated, api.calls
+
+
+def test_the_release_deletes_the_earlier_attempts_mpijob_in_foreground_and_waits_until_it_is_gone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    annotated, calls = _released(FakeApi(deleting=3), monkeypatch)
+    assert calls[0] == ("DELETE", MPIJOB_PATH, {"propagationPolicy": "Foreground"})
+    assert [c[0] for c in calls] == ["DELETE", "GET", "GET", "GET", "GET"]
+    assert annotated == {SIM_INIT: "done"}  # only now may the pod run, and argoexec create the next one
+    # The first attempt finds nothing to delete: NotFound is no error.
+    annotated, calls = _released(FakeApi(deleting=0, exists=False), monkeypatch)
+    assert [c[0] for c in calls] == ["DELETE"] and annotated == {SIM_INIT: "done"}
+
+
+def test_a_release_that_outlasts_its_timeout_fails_the_init_container_with_kubectls_words(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from wf.cluster import executor as module
+
+    clock = iter(range(0, 10_000, 600))
+    monkeypatch.setattr(module.time, "monotonic", lambda: float(next(clock)))
+    annotated, _ = _released(FakeApi(deleting=100), monkeypatch)
+    assert annotated == {SIM_INIT: "failed", SIM_EXIT_CODE: "1", SIM_MESSAGE: (
+        f'mpijob.kubeflow.org "{NAME}" deleted\n'
+        f"error: timed out waiting for the condition on mpijobs/{NAME}")}
+
+
+def test_a_pod_whose_node_is_gone_is_played_no_further(monkeypatch: pytest.MonkeyPatch) -> None:
+    annotated, calls = _released(FakeApi(deleting=3), monkeypatch, gone_node=True)
+    assert annotated == {} and [c[0] for c in calls] == ["DELETE", "GET"]  # kubectl went with its node
 
 
 def test_the_verdict_is_the_simulated_kubelets_exit_code_message_and_no_delay() -> None:

@@ -97,8 +97,10 @@ def test_workflow_accounts_hold_only_what_argos_executor_needs() -> None:
     assert accounts[STEP_ACCOUNT]["automountServiceAccountToken"] is False
     task_results = {"apiGroups": ["argoproj.io"], "resources": ["workflowtaskresults"], "verbs": ["create", "patch"]}
     assert roles[EXECUTOR_ACCOUNT] == [task_results]
-    assert roles[MPIJOB_EXECUTOR_ACCOUNT] == [
-        task_results, {"apiGroups": ["kubeflow.org"], "resources": ["mpijobs"], "verbs": ["create", "get"]}]
+    # Argo's executor creates and reads the MPIJob; the release init container deletes an earlier attempt's and
+    # waits until it is gone (kubectl delete --wait gets, lists and watches).
+    assert roles[MPIJOB_EXECUTOR_ACCOUNT] == [task_results, {
+        "apiGroups": ["kubeflow.org"], "resources": ["mpijobs"], "verbs": ["create", "get", "delete", "list", "watch"]}]
     assert {(EXECUTOR_ACCOUNT, EXECUTOR_ACCOUNT), (MPIJOB_EXECUTOR_ACCOUNT, MPIJOB_EXECUTOR_ACCOUNT)} <= bound
     # Argo mounts an executor's token from the Secret <account>.service-account-token.
     secrets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Secret"}

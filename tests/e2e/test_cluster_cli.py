@@ -37,7 +37,8 @@ def test_status_json_lists_each_component(local_cluster: ClusterHandle) -> None:
     assert status["context"] == local_cluster.context
     names = [c["name"] for c in status["components"]]
     assert names[:2] == ["etcd", "kube-apiserver"]
-    assert names[-4:] == ["workflow-controller", "sim-executor", "mpi-operator", "prometheus"]
+    assert names[-6:] == ["workflow-controller", "sim-executor", "mpi-operator", "postgres", "argo-server",
+                          "prometheus"]
     for comp in status["components"]:
         assert comp["running"] is True and comp["pid"] > 0, comp
         assert (comp["port"] or 0) > 0 or comp["name"] == "sim-executor", comp  # the simulated executor serves nothing
@@ -69,6 +70,7 @@ def test_status_of_a_missing_cluster_is_a_cluster_error(local_cluster: ClusterHa
         ("kwok", ["--version"], f"kwok version v{build.KWOK_RELEASE}"),
         ("kwokctl", ["--version"], f"kwokctl version v{build.KWOK_RELEASE}"),
         ("workflow-controller", ["version"], f"workflow-controller: v{build.ARGO_RELEASE}+"),
+        ("argo", ["version"], f"argo: v{build.ARGO_RELEASE}+"),
         ("mpi-operator", ["--version"], f"Version: v{build.MPI_OPERATOR_RELEASE}"),
         ("prometheus", ["--version"], f"prometheus, version {build.PROMETHEUS_RELEASE}"),
     ],

@@ -30,7 +30,7 @@ def test_status_lists_every_component_running_with_pid_port_and_log(local_cluste
     assert set(components) == {
         "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller", CONTROLLER,
         SIM_EXECUTOR,
-        "mpi-operator", "prometheus",
+        "mpi-operator", "postgres", "argo-server", "prometheus",
     }
     for comp in components.values():
         assert comp.running, comp

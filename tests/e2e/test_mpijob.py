@@ -1,8 +1,9 @@
 """Multi-node steps on the local cluster, end to end: a job spec with `nodes: 2` is compiled and submitted through
-wf; Argo's workflow-controller runs the resource template; the simulated executor (wf/sim_executor.py) creates the
-MPIJob with the Workflow's owner reference and judges it with the compiled success and failure conditions, as
+wf; Argo's workflow-controller runs the resource template; the simulated executor (wf/cluster/executor.py) plays
+its init container (kubectl deleting the MPIJob an earlier attempt left, and waiting until it is gone), then creates
+the MPIJob with the Workflow's owner reference and judges it with the compiled success and failure conditions, as
 `argoexec resource` does; the real mpi-operator (v0.6.0) creates launcher and workers, which the real
-kube-scheduler places on simulated DL1 and CPU nodes.
+kube-scheduler places on simulated DL1 and CPU nodes; the real garbage collector deletes an MPIJob's pods before it.
 
 That the conditions mean what Argo means by them is tests/test_resource_conditions.py (the evaluator against
 Argo v4's and apimachinery's semantics); here they meet the status the real operator writes.
@@ -10,19 +11,28 @@ Argo v4's and apimachinery's semantics); here they meet the status the real oper
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from wf.cluster.nodes import node_manifest
+from wf.cluster.nodes import node_manifest, node_name
 from wf.compile.interruptions import is_interruption
 from wf.compile.kinds.mpijob import JOB_NAME_LABEL, JOB_ROLE_LABEL, WORKER_LOST_MESSAGE
 from wf.controller.ops import replicas
-from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, SIM_DURATION, SIM_EXIT_CODE, WORKFLOW_NAME_LABEL, ZONE_LABEL
+from wf.core.constants import (
+    CAPACITY_LABEL,
+    CLASS_LABEL,
+    MPIJOB_LABEL,
+    SIM_DURATION,
+    SIM_EXIT_CODE,
+    WORKFLOW_NAME_LABEL,
+    ZONE_LABEL,
+)
 from wf.model.catalog import Catalog
 from wf.model.nodegroups import node_groups
 
@@ -68,13 +78,35 @@ def _ready(node: Any) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
 
 
-def _until(check: Any, timeout: float, what: str) -> Any:
+def _until(check: Any, timeout: float, what: str, explain: Any = None) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if found := check():
             return found
         time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}" + (f"\n{explain()}" if explain else ""))
+
+
+def _explain(local_cluster: ClusterHandle, kube: Any, workflow: str) -> Callable[[], str]:
+    """What a timed-out wait shows: the workflow's nodes, its pods (phase, node, sim annotations, containers) and
+    the ends of the simulated executor's and the mpi-operator's logs."""
+
+    def explain() -> str:
+        lines = [_node_tree(kube.custom.get_namespaced_custom_object(
+            "argoproj.io", "v1alpha1", local_cluster.namespace, "workflows", workflow))]
+        for selector in (f"workflows.argoproj.io/workflow={workflow}", f"{WORKFLOW_NAME_LABEL}={workflow}"):
+            for pod in kube.core.list_namespaced_pod(local_cluster.namespace, label_selector=selector).items:
+                containers = [*(pod.status.init_container_statuses or []), *(pod.status.container_statuses or [])]
+                states = [(c.name, {k: v for k, v in c.state.to_dict().items() if v}) for c in containers]
+                sim = {k: v for k, v in (pod.metadata.annotations or {}).items() if k.startswith("sim.")}
+                lines.append(f"pod {pod.metadata.name} {pod.status.phase} on {pod.spec.node_name} {sim} {states}")
+        for log in ("sim-executor", "mpi-operator"):
+            path = local_cluster.cluster.workdir / "logs" / f"{log}.log"
+            if path.is_file():
+                lines += [f"--- {path}", *path.read_text(errors="replace").splitlines()[-40:]]
+        return "\n".join(lines)
+
+    return explain
 
 
 def _submit(kube: Any, tmp_path: Path, name: str, annotations: dict[str, str]) -> str:
@@ -110,7 +142,8 @@ def test_a_submitted_two_node_step_runs_on_two_dl1_nodes_with_a_cpu_launcher(
         local_cluster: ClusterHandle, kube: Any, gaudi_nodes: list[str], tmp_path: Path) -> None:
     ns = local_cluster.namespace
     name = _submit(kube, tmp_path, "bert-2n", {SIM_DURATION: "8s"})
-    (mpijob,) = _until(lambda: _mpijobs(kube, ns, name), 60, "the sim executor to create the MPIJob")
+    (mpijob,) = _until(lambda: _mpijobs(kube, ns, name), 60, "the sim executor to create the MPIJob",
+                       _explain(local_cluster, kube, name))
     job = mpijob["metadata"]["name"]
     workers = _until(lambda: (w := _replicas(kube, ns, job, "worker", "Running")) and len(w) == 2 and w, 90,
                      "2 running workers")
@@ -164,56 +197,152 @@ def test_a_launcher_exiting_non_zero_fails_the_workflow_as_the_applications_fail
     _delete(local_cluster, name)
 
 
-def test_a_lost_worker_is_an_interruption_and_the_retried_step_succeeds(
+class GangSampler(threading.Thread):
+    """Samples a workflow's MPIJobs and their pods while it runs: which MPIJobs (by UID) have live pods (not
+    Succeeded or Failed, Terminating included: they still hold their nodes) at each moment."""
+
+    def __init__(self, kube: Any, namespace: str, workflow: str) -> None:
+        super().__init__(daemon=True)
+        self.kube, self.namespace, self.workflow = kube, namespace, workflow
+        self.done = threading.Event()
+        self.samples: list[tuple[int, frozenset[str]]] = []  # (MPIJob objects listed, UIDs owning live pods)
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        from kubernetes import client as kclient
+
+        batch = kclient.BatchV1Api(self.kube.api_client)
+        selector = f"{WORKFLOW_NAME_LABEL}={self.workflow}"
+        while not self.done.wait(0.25):
+            try:
+                jobs = self.kube.custom.list_namespaced_custom_object(
+                    GROUP, VERSION, self.namespace, PLURAL, label_selector=selector)["items"]
+                launchers = {j.metadata.uid: next((o.uid for o in j.metadata.owner_references or []
+                                                   if o.kind == "MPIJob"), None)
+                             for j in batch.list_namespaced_job(self.namespace).items}
+                pods = self.kube.core.list_namespaced_pod(self.namespace, label_selector=selector).items
+            except Exception as exc:  # one lost sample, not the test
+                self.errors.append(str(exc))
+                continue
+            owners = set()
+            for pod in pods:
+                if pod.status.phase in ("Succeeded", "Failed"):
+                    continue
+                for ref in pod.metadata.owner_references or []:
+                    owners.add(ref.uid if ref.kind == "MPIJob" else launchers.get(ref.uid) or f"job {ref.uid}")
+            self.samples.append((len(jobs), frozenset(owners)))
+
+
+def _gang(kube: Any, ns: str, workflow: str, not_uids: set[str]) -> tuple[dict[str, Any], list[Any], Any, Any]:
+    """The step's next MPIJob (a UID not in `not_uids`) once its 2 workers run and its launcher is scheduled: the
+    MPIJob, its workers, its launcher and the Argo resource pod that created it."""
+
+    def found() -> tuple[dict[str, Any], list[Any], Any, Any] | None:
+        jobs = [j for j in _mpijobs(kube, ns, workflow) if j["metadata"]["uid"] not in not_uids]
+        if not jobs:
+            return None
+        name, uid = jobs[0]["metadata"]["name"], jobs[0]["metadata"]["uid"]
+        owned = [p for p in _replicas(kube, ns, name, "worker", "Running")
+                 if any(o.uid == uid for o in p.metadata.owner_references or [])]
+        launchers = [p for p in _replicas(kube, ns, name, "launcher") if p.spec.node_name
+                     and not p.metadata.deletion_timestamp and p.status.phase in ("Pending", "Running")]
+        argo = [p for p in kube.core.list_namespaced_pod(ns, label_selector=f"{MPIJOB_LABEL}={name}").items
+                if p.status.phase == "Running"]
+        return (jobs[0], owned, launchers[0], argo[0]) if len(owned) == 2 and launchers and argo else None
+
+    return _until(found, 240, f"a new MPIJob of {workflow} with 2 running workers and a launcher")
+
+
+def _restore(kube: Any, catalog: Catalog, names: list[str]) -> None:
+    """Put back the nodes a test deleted (other tests expect the fixture's nodes)."""
+    from kubernetes import client as kclient
+
+    for name in names:
+        try:
+            kube.core.read_node(name)
+        except kclient.ApiException:
+            group, index = next((g, i) for g in node_groups(catalog) for i in range(GAUDI_NODES)
+                                if node_name(g, i) == name)
+            kube.core.create_node(node_manifest(group, index))
+
+
+def test_one_gang_at_a_time_through_a_lost_worker_and_a_lost_launcher_both_interruptions(
         local_cluster: ClusterHandle, catalog: Catalog, kube: Any, gaudi_nodes: list[str], tmp_path: Path) -> None:
+    """A worker's node goes, then, in the retry, the launcher's: each is an interruption, the third attempt
+    succeeds, and no two MPIJobs of the step ever have live pods at once (each attempt's init container deletes the
+    previous MPIJob in foreground and waits until it is gone)."""
     import wf
 
     ns = local_cluster.namespace
-    name = _submit(kube, tmp_path, "bert-lost", {SIM_DURATION: "30s"})
-    (first,) = _until(lambda: _mpijobs(kube, ns, name), 60, "the first MPIJob")
-    workers = _until(lambda: (w := _replicas(kube, ns, first["metadata"]["name"], "worker", "Running"))
-                     and len(w) == 2 and w, 90, "2 running workers")
-    lost = workers[0]
-    lost_node = lost.spec.node_name
+    name = _submit(kube, tmp_path, "bert-gang", {SIM_DURATION: "90s"})
+    sampler = GangSampler(kube, ns, name)
+    sampler.start()
+    lost: list[str] = []
     try:
+        first, workers, launcher, argo = _gang(kube, ns, name, set())
+        # The launcher shares the node of Argo's pod that created its MPIJob: that node's loss is Argo's own.
+        assert launcher.spec.node_name == argo.spec.node_name
+        worker = workers[0]
+        lost.append(worker.spec.node_name)
         # What the kubelet reports on a Spot reclaim (graceful node shutdown); then the node is gone.
-        kube.core.patch_namespaced_pod_status(lost.metadata.name, ns, {"status": {
+        kube.core.patch_namespaced_pod_status(worker.metadata.name, ns, {"status": {
             "phase": "Failed", "reason": "Terminated",
             "message": "Pod was terminated in response to imminent node shutdown."}})
-        kube.core.delete_node(lost_node)
-        # The interruption retry runs the template again: a new MPIJob, on DL1 nodes that are still there.
-        second = _until(lambda: (jobs := _mpijobs(kube, ns, name)) and len(jobs) == 2 and jobs[1], 120,
-                        "the retry's MPIJob")
-        retry_workers = _until(lambda: (w := _replicas(kube, ns, second["metadata"]["name"], "worker", "Running"))
-                               and len(w) == 2 and w, 90, "2 running workers of the retry")
-        retry_nodes = {w.spec.node_name for w in retry_workers}
-        assert len(retry_nodes) == 2 and lost_node not in retry_nodes
-        workflow = _wait_final(kube, name, timeout=240)
-        tree = _node_tree(workflow)
-        print(f"\n{name}:\n{tree}")
-        assert workflow["status"]["phase"] == "Succeeded", tree
-        interrupted, retried = sorted(_pod_nodes(workflow), key=lambda n: n["startedAt"])
-        assert WORKER_LOST_MESSAGE in interrupted["message"], tree
-        assert is_interruption(interrupted["message"])
-        assert retried["phase"] == "Succeeded", tree
-        assert len(_mpijobs(kube, ns, name)) == 2
-        outcome = wf.watch([name], namespace=ns, kube=kube).outcome
-        (view,) = outcome.views.values()
-        (step,) = view.steps
-        assert (step.interruptions, step.retries) == (1, 0), step
-        assert [a.outcome for a in step.attempts] == ["interrupted", "succeeded"], step
-        # Priced per replica: two DL1 workers on Spot and the On-Demand launcher, for both attempts; the
-        # interrupted attempt's run (no checkpoint) is redone work.
-        (cost,) = outcome.costs.values()
-        (priced,) = cost.steps
-        assert priced.unpriced_attempts == 0 and set(priced.instance_types) >= {"dl1.24xlarge"}, priced
-        assert 0 < priced.redone_node_hours < priced.node_hours, priced
+        kube.core.delete_node(worker.spec.node_name)
+
+        second, workers, launcher, argo = _gang(kube, ns, name, {first["metadata"]["uid"]})
+        assert second["metadata"]["name"] == first["metadata"]["name"]  # one name per run of the step
+        assert lost[0] not in {w.spec.node_name for w in workers}
+        assert launcher.spec.node_name == argo.spec.node_name
+        _until(lambda: kube.core.read_namespaced_pod(launcher.metadata.name, ns).status.phase == "Running", 60,
+               "the retry's launcher running")
+        # `wf get` lists the launcher and the workers with their nodes and capacity.
+        shown = wf_cli(local_cluster, "get", name)
+        assert shown.returncode == 0, shown.stderr
+        rows = shown.stdout.splitlines()  # whole rows, however wide (wf.cli.output.print_table)
+        for pod, role, capacity in ((launcher, "launcher", "on-demand"), *((w, "worker", "spot") for w in workers)):
+            assert any(all(cell in row.split() for cell in (pod.metadata.name, role, pod.spec.node_name, capacity))
+                       for row in rows), (pod.metadata.name, shown.stdout)
+        listed = {(r.role, r.node, r.capacity) for r in replicas(kube, name, ns)}
+        assert {("launcher", launcher.spec.node_name, "on-demand")} | {
+            ("worker", w.spec.node_name, "spot") for w in workers} <= listed, listed
+
+        # The launcher's node goes, and Argo's resource pod with it.
+        lost.append(launcher.spec.node_name)
+        kube.core.delete_node(launcher.spec.node_name)
+        third, _, launcher, argo = _gang(kube, ns, name, {first["metadata"]["uid"], second["metadata"]["uid"]})
+        workflow = _wait_final(kube, name, timeout=300)
     finally:
-        group = next(g for g in node_groups(catalog) if g.compute_class == "gaudi")
-        try:
-            kube.core.read_node(lost_node)
-        except Exception:  # put the node back for the other tests
-            kube.core.create_node(node_manifest(group, int(lost_node.rsplit("-", 1)[1])))
+        sampler.done.set()
+        sampler.join(10)
+        _restore(kube, catalog, lost)
+    tree = _node_tree(workflow)
+    print(f"\n{name}:\n{tree}\n{len(sampler.samples)} samples, {len(sampler.errors)} lost")
+    assert workflow["status"]["phase"] == "Succeeded", tree
+
+    # Never two gangs: at most one MPIJob object, and the live pods of at most one, in every sample.
+    assert sampler.samples and all(count <= 1 for count, _ in sampler.samples), sampler.samples
+    overlaps = [owners for _, owners in sampler.samples if len(owners) > 1]
+    assert not overlaps, overlaps
+    seen = {uid for _, owners in sampler.samples for uid in owners}
+    assert {first["metadata"]["uid"], second["metadata"]["uid"], third["metadata"]["uid"]} <= seen
+
+    worker_lost, launcher_lost, succeeded = sorted(_pod_nodes(workflow), key=lambda n: n["startedAt"])
+    assert WORKER_LOST_MESSAGE in worker_lost["message"] and is_interruption(worker_lost["message"]), tree
+    # Argo's resource pod went with the launcher's node: Argo's own words for a pod lost with its node.
+    assert is_interruption(launcher_lost["message"]), tree
+    assert succeeded["phase"] == "Succeeded", tree
+    outcome = wf.watch([name], namespace=ns, kube=kube).outcome
+    (view,) = outcome.views.values()
+    (step,) = view.steps
+    assert (step.interruptions, step.retries) == (2, 0), step
+    assert [a.outcome for a in step.attempts] == ["interrupted", "interrupted", "succeeded"], step
+    # Priced per replica: DL1 workers on Spot and the On-Demand launcher, for every attempt; the interrupted
+    # attempts' runs (no checkpoint) are redone work.
+    (cost,) = outcome.costs.values()
+    (priced,) = cost.steps
+    assert priced.unpriced_attempts == 0 and set(priced.instance_types) >= {"dl1.24xlarge"}, priced
+    assert 0 < priced.redone_node_hours < priced.node_hours, priced
     _delete(local_cluster, name)
 
 

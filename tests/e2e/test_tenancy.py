@@ -47,7 +47,12 @@ def test_no_workflow_account_may_touch_pods_secrets_or_workflows(
     (MPIJOB_EXECUTOR_ACCOUNT, "create", "argoproj.io", "workflowtaskresults", True),
     (MPIJOB_EXECUTOR_ACCOUNT, "create", "kubeflow.org", "mpijobs", True),
     (MPIJOB_EXECUTOR_ACCOUNT, "get", "kubeflow.org", "mpijobs", True),
-    (MPIJOB_EXECUTOR_ACCOUNT, "delete", "kubeflow.org", "mpijobs", False),
+    # A multi-node step's release init container deletes the MPIJob an earlier attempt left and waits until it is
+    # gone (kubectl delete --wait: get, list, watch).
+    (MPIJOB_EXECUTOR_ACCOUNT, "delete", "kubeflow.org", "mpijobs", True),
+    (MPIJOB_EXECUTOR_ACCOUNT, "watch", "kubeflow.org", "mpijobs", True),
+    (MPIJOB_EXECUTOR_ACCOUNT, "deletecollection", "kubeflow.org", "mpijobs", False),
+    (MPIJOB_EXECUTOR_ACCOUNT, "delete", "batch", "jobs", False),
     (STEP_ACCOUNT, "create", "argoproj.io", "workflowtaskresults", False),
 ])
 def test_the_executors_hold_what_argo_needs(

@@ -58,6 +58,26 @@ def workflow_nodes(workflow: Mapping[str, Any]) -> Nodes:
     return {}
 
 
+def fnv32a(text: str) -> int:
+    """Go's hash/fnv New32a of the text's UTF-8 bytes: Argo derives node ids and pod names from node names by it."""
+    digest = 0x811C9DC5
+    for byte in text.encode():
+        digest = ((digest ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return digest
+
+
+def node_id(workflow_name: str, node_name: str) -> str:
+    """The id Argo gives the node of that name (Workflow.NodeID: the root node's is the workflow's name)."""
+    return workflow_name if node_name == workflow_name else f"{workflow_name}-{fnv32a(node_name)}"
+
+
+def offloaded(workflow: Mapping[str, Any]) -> bool:
+    """Its nodes are in Argo's database only: Argo Server's GET of the workflow hydrates them."""
+    status = workflow.get("status") or {}
+    return bool(status.get("offloadNodeStatusVersion")) and not status.get("nodes") and \
+        not status.get("compressedNodes")
+
+
 def compress_nodes(nodes: Mapping[str, Any]) -> str:
     """`status.compressedNodes` for a nodes map, as the controller writes it (json.Marshal: compact, keys sorted;
     Go's gzip writers leave the header's time 0, so the same nodes always give the same text)."""

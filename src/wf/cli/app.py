@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from wf.cli import cluster, generate, instances, kueue, offline, platform, report, workflows
+from wf.cli import cluster, generate, instances, kueue, offline, platform, report, templates, workflows
 from wf.cli.options import Invocation
 from wf.cli.output import print_error, print_line
 from wf.core.errors import WfError
@@ -30,7 +30,7 @@ app = typer.Typer(
     # three times the rest of the start-up (benchmarks/startup.py).
     rich_markup_mode=None,
 )
-for area in (offline, workflows, report, generate, kueue, platform, cluster, instances):
+for area in (offline, workflows, templates, report, generate, kueue, platform, cluster, instances):
     app.add_typer(area.app)
 
 

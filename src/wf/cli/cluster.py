@@ -174,6 +174,7 @@ def up_cmd(
     print_line(f"cluster {name} is up in {time.monotonic() - started:.0f}s: context {state.context}, "
                f"workflows run in namespace wf; `wf cluster status --name {name}` lists its processes", err=True)
     print_line(f"Prometheus: {state.prometheus_url}", err=True)
+    print_line(f"Argo Server (the workflow archive): {state.argo_server_url}", err=True)
 
 
 @cluster_app.command("down")
@@ -205,6 +206,7 @@ def status_cmd(
             "context": state.context if state else None,
             "kubeconfig": state.kubeconfig if state else None,
             "prometheus": state.prometheus_url if state else None,
+            "argoServer": state.argo_server_url if state else None,
             "components": [asdict(c) for c in components],
         })
     elif components:

@@ -24,6 +24,7 @@ from typing import Annotated, Any
 
 import typer
 
+from wf.controller.archive import ARGO_SERVER_ENV
 from wf.controller.client import Target
 
 
@@ -54,7 +55,8 @@ class Listing(str, Enum):
 
 
 class Created(str, Enum):
-    """Formats of what a command created or waited for: the objects, or their `kind/name` (for scripts)."""
+    """Formats of what a command created or waited for, or of objects whose table has no wider form (templates,
+    schedules): the objects, or their `kind/name` (for scripts)."""
 
     yaml = "yaml"
     json = "json"
@@ -141,6 +143,12 @@ _TARGET_OPTIONS: dict[str, Any] = {
         str | None, typer.Option("--role-arn", help="IAM role to assume for the EKS cluster's token.")
     ],
 }
+
+
+ArgoServerOption = Annotated[str | None, typer.Option(
+    "--argo-server", envvar=ARGO_SERVER_ENV, show_envvar=True,
+    help="Argo Server's URL, which serves the runs Argo archived (their live object gone); default: the local "
+         "cluster's, which `wf cluster up` starts.")]
 
 
 def with_target(*, namespaced: bool = True) -> Callable[[Callable[..., None]], Callable[..., None]]:

@@ -48,16 +48,21 @@ def _load(path: Path | None) -> tuple[Catalog, Callable[[InputError], InputError
 
 @platform_app.command("render")
 def render(catalog: CatalogOption = None, directory: DirOption = Path("platform"),
-           aws_account_id: AccountOption = None) -> None:
+           aws_account_id: AccountOption = None,
+           argo_database: Annotated[str | None, typer.Option(
+               "--argo-database", help="HOST[:PORT] of the PostgreSQL (RDS) Argo keeps its workflow archive and "
+                                       "offloaded node status in; its credentials: Secret argo/wf-argo-database "
+                                       "(keys username, password).")] = None) -> None:
     """Write the platform bundle: review it with `kubectl kustomize DIR`, apply it with
     `kubectl apply --server-side -k DIR`."""
     from wf.cluster.install import pinned_versions
     from wf.render import platform
     from wf.render.eksctl import display_path
 
+    database = platform.parse_database(argo_database, "--argo-database") if argo_database else None
     loaded, locate = _load(catalog)
     try:
-        files = platform.render(loaded, pinned_versions(), aws_account_id, display_path(loaded.source))
+        files = platform.render(loaded, pinned_versions(), aws_account_id, display_path(loaded.source), database)
     except InputError as exc:
         raise locate(exc) from None
     try:

@@ -115,19 +115,13 @@ def hand_over(report: Report, file: Path | None, *, replace_process: bool) -> No
 def _local_prometheus(context: str) -> tuple[str, str] | None:
     """The Prometheus of the local cluster whose context this is (`wf cluster up` starts one), with the words that
     say so in messages; None for any other context."""
-    from wf.cluster.runtime import LocalCluster, context_name
+    from wf.cluster.runtime import state_of_context
 
-    name = context.partition("-")[2]
-    if not name or context_name(name) != context:
+    state = state_of_context(context)
+    if state is None or not state.prometheus_url:
         return None
-    try:
-        state = LocalCluster(name).state()
-    except (InputError, OSError, ValueError, TypeError):  # not a cluster's name, or a state file it cannot read
-        return None
-    if state is None or state.context != context or not state.prometheus_url:
-        return None
-    return state.prometheus_url, (f"the local cluster {name}'s: `wf cluster up --name {name}` restarts it, "
-                                  "--prometheus names another")
+    return state.prometheus_url, (f"the local cluster {state.name}'s: `wf cluster up --name {state.name}` restarts "
+                                  "it, --prometheus names another")
 
 
 def _namespaces(catalog: Catalog, team: str | None) -> list[str] | None:

@@ -1,4 +1,4 @@
-"""`wf submit | watch | wait | get | list | logs | retry | stop | suspend | resume | delete`: the developer's
+"""`wf submit | watch | wait | get | list | logs | retry | rerun | stop | suspend | resume | delete`: the developer's
 commands against a cluster.
 
 Each takes its cluster as one `Target` (options.with_target: kubectl's flags, or an EKS cluster by name). The
@@ -7,14 +7,15 @@ Kubernetes client is imported inside the commands only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import UTC, datetime
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from wf.cli.options import (
+    ArgoServerOption,
     CatalogOption,
     CreatedOutput,
     Listing,
@@ -26,11 +27,12 @@ from wf.cli.options import (
     with_target,
 )
 from wf.cli.output import print_document, print_line, print_table
-from wf.controller.client import Target, connect
+from wf.controller.client import Kube, Target, connect
 from wf.core.errors import InputError, WorkFailed
 
 if TYPE_CHECKING:
     from wf.controller.api import Run, Runs
+    from wf.controller.archive import Archive
     from wf.controller.cost import JobCost
     from wf.controller.submit import SubmitInterrupted, Submitted
 
@@ -79,7 +81,12 @@ def _report(runs: Runs) -> None:
 @app.command("submit")
 @with_target()
 def submit_command(
-    jobs: Annotated[list[Path], typer.Argument(help="Job specs (kind: TrainingJob), or folders of them.")],
+    jobs: Annotated[list[Path] | None, typer.Argument(help="Job specs (kind: TrainingJob), or folders of them.")]
+    = None,
+    from_template: Annotated[
+        str | None, typer.Option("--from", help="Instead of job specs: run a WorkflowTemplate `wf template create` "
+                                                "made, workflowtemplate/NAME (-p sets its parameters).")
+    ] = None,
     watch: Annotated[
         bool, typer.Option("--watch", "-w", help="Follow the workflows to their end; exit code = result.")
     ] = False,
@@ -95,6 +102,10 @@ def submit_command(
         bool, typer.Option("--skip-existing", help="Create only the jobs an earlier run of the same submit did not "
                                                    "(after an interrupted submit).")
     ] = False,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Run cached steps again and save their results afresh (the job "
+                                              "spec's `cache:`).")
+    ] = False,
     plain: PlainOption = False,
     output: CreatedOutput = None,
     *,
@@ -107,11 +118,18 @@ def submit_command(
     from wf.controller.view import make_display
 
     params = parse_parameters(parameter or [])
+    if bool(jobs) == bool(from_template):
+        raise InputError("name job specs, or a template with --from workflowtemplate/NAME (one of the two)")
+    if from_template and no_cache:
+        raise InputError("--no-cache applies to job specs: the template's steps were compiled into it")
     kube = connect(target)
     try:
-        submitted = api.submit([str(j) for j in jobs], dry_run=dry_run, parameters=params, catalog=catalog,
-                               namespace=target.namespace, rate=rate, burst=max(1, int(rate * 2)),
-                               skip_existing=skip_existing, kube=kube)
+        if from_template:
+            submitted = [_from_template(kube, from_template, params, catalog, target, dry_run, skip_existing)]
+        else:
+            submitted = api.submit([str(j) for j in jobs or []], dry_run=dry_run, parameters=params,
+                                   catalog=catalog, namespace=target.namespace, rate=rate, burst=max(1, int(rate * 2)),
+                                   skip_existing=skip_existing, no_cache=no_cache, kube=kube)
     except SubmitInterrupted as stopped:
         _account(stopped.created, dry_run, output, stopped)
         raise
@@ -125,6 +143,16 @@ def submit_command(
                        err=True)
         if workflows:
             _report(api.watch(workflows, display=make_display(plain or None), catalog=catalog, kube=kube))
+
+
+def _from_template(kube: Kube, ref: str, params: dict[str, str], catalog: Path | None, target: Target,
+                   dry_run: bool, skip_existing: bool) -> Submitted:
+    """`wf submit --from workflowtemplate/NAME`: one workflow, checked against the template and the catalog."""
+    from wf.controller.catalog_source import resolve_catalog
+    from wf.controller.templates import submit_from_template
+
+    return submit_from_template(kube, ref, params, resolve_catalog(kube, catalog), namespace=target.namespace,
+                                dry_run=dry_run, skip_existing=skip_existing)
 
 
 def _account(done: list[Submitted], dry_run: bool, output: str | None,
@@ -219,26 +247,80 @@ def wait_command(
         raise WorkFailed("\n".join(lines))
 
 
+_NO_ARCHIVE = ("give Argo Server's URL with --argo-server or WF_ARGO_SERVER (the platform's: `kubectl -n argo "
+               "port-forward svc/argo-server 2746` serves it at https://127.0.0.1:2746); a local cluster's `wf cluster "
+               "up` starts one")
+
+
+def _archive(kube: Kube, argo_server: str | None) -> Archive | None:
+    """Argo Server's archive: --argo-server (or WF_ARGO_SERVER) with the caller's token, else the local cluster's
+    whose context this is; None when neither says where."""
+    import os
+
+    from wf.cluster.runtime import state_of_context
+    from wf.controller.archive import ARGO_SERVER_ENV, Archive
+
+    if argo_server:
+        origin = ARGO_SERVER_ENV if os.environ.get(ARGO_SERVER_ENV) == argo_server else "--argo-server"
+        return Archive(argo_server, origin, token=kube.bearer())
+    state = state_of_context(kube.context)
+    if state is None or not state.argo_server_url:
+        return None
+    return Archive(state.argo_server_url, f"the local cluster {state.name}'s: `wf cluster up --name {state.name}` "
+                                          "restarts it")
+
+
+def _archived_run(kube: Kube, gone: InputError, name: str, namespace: str | None, argo_server: str | None
+                  ) -> dict[str, Any]:
+    """The newest archived run of a workflow whose live object is `gone`; InputError saying where it looked."""
+    archive = _archive(kube, argo_server)
+    if archive is None:
+        raise InputError(f"{gone}; to look in Argo's archive, {_NO_ARCHIVE}") from None
+    archived = archive.run(namespace or kube.namespace, name)
+    if archived is None:
+        raise InputError(f"{gone}, nor in Argo's archive ({archive.where})") from None
+    return archived
+
+
+def _workflow_or_archived(kube: Kube, name: str, namespace: str | None, argo_server: str | None
+                          ) -> tuple[dict[str, Any], bool]:
+    """The live workflow (its offloaded steps put back by Argo Server, when one is known), else its newest archived
+    run (the live object gone); whether it came from the archive."""
+    from wf.argo.nodes import offloaded
+    from wf.controller.ops import WorkflowNotFound, get_workflow
+
+    try:
+        workflow = get_workflow(kube, name, namespace)
+    except WorkflowNotFound as gone:
+        return _archived_run(kube, gone, name, namespace, argo_server), True
+    if offloaded(workflow) and (archive := _archive(kube, argo_server)) is not None:
+        # Its steps are in Argo's database: Argo Server puts them back (without one, the view says they are away).
+        workflow = archive.hydrated(namespace or kube.namespace, name) or workflow
+    return workflow, False
+
+
 @app.command("get")
 @with_target()
 def get_command(
     name: Annotated[str, typer.Argument(help="Workflow name.")],
     output: ListingOutput = None,
     catalog: CatalogOption = None,
+    argo_server: ArgoServerOption = None,
     *,
     target: Target,
 ) -> None:
     """A workflow's steps (phase, class, node, time, retries), its attempts (where each resumed), a multi-node
     step's launcher and workers, its result and what it cost (work redone after interruptions apart); -o wide
-    lists every step's attempts, also when none was retried."""
+    lists every step's attempts, also when none was retried. A run whose live object is gone is read from Argo's
+    archive (through Argo Server), the same way."""
     from wf.controller.catalog_source import resolve_catalog
-    from wf.controller.ops import get_workflow, replicas
+    from wf.controller.ops import replicas
     from wf.controller.steps import workflow_view
     from wf.controller.view import attempts_table, interruption_summary, replicas_table, workflow_lines
     from wf.controller.watch import Insight
 
     kube = connect(target)
-    workflow = get_workflow(kube, name, target.namespace)
+    workflow, archived = _workflow_or_archived(kube, name, target.namespace, argo_server)
     if output == Listing.name.value:
         print_line(f"workflow/{workflow['metadata']['name']}")
         return
@@ -251,6 +333,8 @@ def get_command(
     for row in view.steps:
         if row.pending and row.attempts and (reason := insight.explain(workflow, row)):
             explanations[row.attempts[-1].node_id] = reason
+    if archived:
+        print_line(f"(from Argo's archive: the live workflow is gone; uid {workflow['metadata'].get('uid')})")
     for line in workflow_lines(view, explanations):
         print_line(line)
     now = datetime.now(UTC)
@@ -258,7 +342,7 @@ def get_command(
     wide = output == Listing.wide.value
     if wide or any(len(row.attempts) > 1 for row in view.steps):
         print_table(attempts_table(view, now, every_step=wide))
-    if found := replicas(kube, view.name, view.namespace):
+    if not archived and (found := replicas(kube, view.name, view.namespace)):
         print_table(replicas_table(view.name, found))
     if view.interruptions:
         print_line(interruption_summary(view, cost, now))
@@ -272,17 +356,38 @@ def list_command(
     all_namespaces: Annotated[bool, typer.Option("-A", "--all-namespaces", help="Every namespace.")] = False,
     selector: Annotated[str, typer.Option("-l", "--selector", help="Label selector, e.g. wf.dev/job=bert.")] = "",
     output: ListingOutput = None,
+    archived: Annotated[bool, typer.Option("--archived", help="The runs Argo archived (through Argo Server), "
+                                                              "their live object deleted or not.")] = False,
+    since: Annotated[str | None, typer.Option("--since", help="Only workflows started this long ago or "
+                                                              "later (90m, 24h, 7d).")] = None,
+    argo_server: ArgoServerOption = None,
     *,
     target: Target,
 ) -> None:
-    """Workflows, newest first; -o wide adds when each started and finished and its message."""
+    """Workflows, newest first; -o wide adds when each started and finished and its message. --archived lists
+    Argo's archive instead of the live objects."""
     from rich.table import Table
 
     from wf.controller.ops import list_workflows
     from wf.controller.steps import parse_time
     from wf.controller.view import duration
 
-    items = list_workflows(connect(target), target.namespace, all_namespaces=all_namespaces, label_selector=selector)
+    seconds = _seconds("--since", since)
+    now = datetime.now(UTC)
+    after = now - timedelta(seconds=seconds) if seconds is not None else None
+    kube = connect(target)
+    if archived:
+        archive = _archive(kube, argo_server)
+        if archive is None:
+            raise InputError(f"--archived reads Argo's archive: {_NO_ARCHIVE}")
+        items = list(archive.runs(None if all_namespaces else target.namespace or kube.namespace, since=after,
+                                  selector=selector))
+        items.sort(key=lambda w: (w.get("status") or {}).get("startedAt") or "", reverse=True)
+    else:
+        items = list_workflows(kube, target.namespace, all_namespaces=all_namespaces, label_selector=selector)
+        if after is not None:
+            items = [w for w in items if (started := parse_time((w.get("status") or {}).get("startedAt"))) is None
+                     or started >= after]
     if output == Listing.name.value:
         for item in items:
             print_line(f"workflow/{item['metadata']['name']}")
@@ -296,7 +401,6 @@ def list_command(
     table = Table(box=None, pad_edge=False)
     for column in (["namespace"] if all_namespaces else []) + columns:
         table.add_column(column.upper(), no_wrap=column in ("namespace", "name"))
-    now = datetime.now(UTC)
     for item in items:
         meta, status = item["metadata"], item.get("status") or {}
         created, started, finished = (parse_time(meta.get("creationTimestamp")), parse_time(status.get("startedAt")),
@@ -324,23 +428,38 @@ def logs_command(
     tail: Annotated[int | None, typer.Option("--tail", min=0, help="Only the last N lines of each pod.")] = None,
     attempt: Annotated[int | None, typer.Option("--attempt", min=1, help="With STEP: this attempt (1 is the "
                                                                          "first; default: the latest).")] = None,
+    argo_server: ArgoServerOption = None,
     *,
     target: Target,
 ) -> None:
     """Logs of a workflow's steps, through the API server. With STEP, one attempt under a header naming it, its
-    pod, node and capacity: the latest, or --attempt K."""
-    from wf.controller.ops import log_lines, step_log_lines
+    pod, node and capacity: the latest, or --attempt K. A pod that is gone (an interrupted attempt, a collected or
+    archived run's) shows the log Argo archived; a run whose live object is gone is read from Argo's archive."""
+    from wf.controller.ops import WorkflowNotFound, log_lines, step_log_lines
 
     if step and step_name:
         raise InputError("name the step once: STEP (an attempt at a time) or --step (every attempt, prefixed)")
     if attempt is not None and not step_name:
         raise InputError("--attempt needs a STEP: wf logs WORKFLOW STEP --attempt K")
     kube = connect(target)
-    lines = (step_log_lines(kube, name, target.namespace, step_name, attempt=attempt, tail=tail, follow=follow)
-             if step_name else log_lines(kube, name, target.namespace, step=step, follow=follow, tail=tail))
+
+    def lines(archived: dict[str, Any] | None) -> Iterator[str]:
+        run: dict[str, Any] = {"archived": archived} if archived is not None else {}
+        return (step_log_lines(kube, name, target.namespace, step_name, attempt=attempt, tail=tail, follow=follow,
+                               **run)
+                if step_name else log_lines(kube, name, target.namespace, step=step, follow=follow, tail=tail, **run))
+
+    printed = False
     try:
-        for line in lines:
-            print_line(line)
+        try:
+            for line in lines(None):
+                print_line(line)
+                printed = True
+        except WorkflowNotFound as gone:  # deleted: its archived run, read the same way
+            if printed:
+                raise
+            for line in lines(_archived_run(kube, gone, name, target.namespace, argo_server)):
+                print_line(line)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
 
@@ -365,6 +484,45 @@ def retry_command(
     print_line(f"{retried['metadata']['namespace']}/{name} retrying its failed steps")
     if watch:
         _report(api.watch([name], namespace=target.namespace, display=make_display(plain or None), catalog=catalog,
+                          kube=kube))
+
+
+@app.command("rerun")
+@with_target()
+def rerun_command(
+    name: Annotated[str, typer.Argument(help="A workflow that has ended (Succeeded, Failed or Error).")],
+    from_step: Annotated[str, typer.Option("--from", help="The first step to run again; every step after it "
+                                                          "(its dependents) runs again too.")],
+    parameter: Annotated[
+        list[str] | None, typer.Option("-p", "--parameter", help="Override a workflow parameter: key=value. Steps "
+                                                                 "before --from are reused as they ran, even those "
+                                                                 "that read it.")
+    ] = None,
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="Follow the new workflow to its end.")] = False,
+    plain: PlainOption = False,
+    catalog: CatalogOption = None,
+    output: NamedOutput = None,
+    *,
+    target: Target,
+) -> None:
+    """Start a new workflow that reuses the outputs of every step before --from and runs that step and what
+    follows (`argo resubmit --memoized`, from a step). Steps that failed in other branches run again too."""
+    from wf.controller import api
+    from wf.controller.ops import rerun_workflow
+    from wf.controller.submit import parse_parameters
+    from wf.controller.view import make_display
+
+    params = parse_parameters(parameter or [])
+    kube = connect(target)
+    created = rerun_workflow(kube, name, from_step, params, target.namespace)
+    new_name, namespace = created["metadata"]["name"], created["metadata"]["namespace"]
+    if output == Named.name.value:
+        print_line(f"workflow/{new_name}")
+    else:
+        print_line(f"Workflow {namespace}/{new_name} created: {name} again from step {from_step}, reusing the "
+                   "steps before it")
+    if watch:
+        _report(api.watch([new_name], namespace=namespace, display=make_display(plain or None), catalog=catalog,
                           kube=kube))
 
 

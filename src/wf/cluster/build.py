@@ -90,6 +90,15 @@ _ARGO_METRICS_PATCH = SourcePatch(
     append=_env_or_default("wfMetricsAddr", "WF_METRICS_ADDR", 'fmt.Sprintf("127.0.0.1:%d", port)', "port int"),
 )
 
+# Argo Server (`argo server`) listens on ":<--port>" (every interface) and has no flag for the address: the local
+# cluster's serves the archive on loopback only.
+_ARGO_SERVER_PATCH = SourcePatch(
+    file="server/apiserver/argoserver.go",
+    old='address := fmt.Sprintf(":%d", port)',
+    new="address := wfServerAddr(port)",
+    append=_env_or_default("wfServerAddr", "WF_SERVER_ADDR", 'fmt.Sprintf("127.0.0.1:%d", port)', "port int"),
+)
+
 # The mpi-operator serves its leader-election health check on ":8080" (every interface, a fixed port): the same
 # loopback-only, configurable address as the workflow-controller's.
 _MPI_HEALTH_PATCH = SourcePatch(
@@ -146,6 +155,10 @@ class Component:
     toolchain: str | None = None
     # Built only when asked for by name (by `build` or by a cluster that uses it), not by a plain `build`.
     optional: bool = False
+    # Empty files made in the module's copy where a `go:embed` needs files its zip leaves out (built ones, as
+    # Argo's UI), as upstream's Makefile makes them for a build without the UI (STATIC_FILES=false); needs patches
+    # (only a patched build works on a copy).
+    placeholders: tuple[str, ...] = ()
     # Files or directories of the module kept beside the binaries (e.g. CRDs the cluster installs), by module
     # path; each lands in assets_dir under its last path element.
     assets: tuple[str, ...] = ()
@@ -177,7 +190,8 @@ class Component:
 
     @property
     def patches_fingerprint(self) -> str:
-        return hashlib.sha256(json.dumps([astuple(p) for p in self.patches]).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps([[astuple(p) for p in self.patches], list(self.placeholders)]).encode()
+                              ).hexdigest()[:16]
 
     def patches_stamp(self, cache: Path) -> Path:
         """Records the patches the cached binaries were built with: a build from other patches is stale."""
@@ -211,8 +225,8 @@ def _argo_ldflags(version: str) -> tuple[str, ...]:
     return (
         f"-X {root}.version=v{version}",
         f"-X {root}.gitTag=v{version}",
-        # Our build patches two files (_ARGO_HEALTH_PATCH, _ARGO_METRICS_PATCH), so it is not the clean
-        # upstream tree; the version then reads "v4.0.7+<commit>.dirty", saying exactly that.
+        # Our build patches three files (_ARGO_HEALTH_PATCH, _ARGO_METRICS_PATCH, _ARGO_SERVER_PATCH), so it is
+        # not the clean upstream tree; the version then reads "v4.0.7+<commit>.dirty", saying exactly that.
         f"-X {root}.gitTreeState=dirty",
         f"-X {root}.buildDate={_BUILD_DATE}",
     )
@@ -248,13 +262,17 @@ def components() -> list[Component]:
             packages=("sigs.k8s.io/kwok/cmd/kwok", "sigs.k8s.io/kwok/cmd/kwokctl"),
             version_ldflags=(f"-X sigs.k8s.io/kwok/pkg/consts.Version=v{KWOK_RELEASE}",),
         ),
+        # The workflow-controller, and the CLI for its `argo server` (the workflow archive's API: wf.cluster.
+        # argo_server) without the web UI: its assets are a Node build the module leaves out, the API is what wf reads.
         Component(
             name="argo",
             version=ARGO_RELEASE,
             module="github.com/argoproj/argo-workflows/v4",
-            packages=("github.com/argoproj/argo-workflows/v4/cmd/workflow-controller",),
+            packages=("github.com/argoproj/argo-workflows/v4/cmd/workflow-controller",
+                      "github.com/argoproj/argo-workflows/v4/cmd/argo"),
             version_ldflags=_argo_ldflags(ARGO_RELEASE),
-            patches=(_ARGO_HEALTH_PATCH, _ARGO_METRICS_PATCH),
+            patches=(_ARGO_HEALTH_PATCH, _ARGO_METRICS_PATCH, _ARGO_SERVER_PATCH),
+            placeholders=("ui/dist/app/index.html",),
             commit_variable="github.com/argoproj/argo-workflows/v4.gitCommit",
         ),
         # Karpenter's kwok provider: the real provisioning and disruption controllers with simulated
@@ -444,7 +462,7 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
             version_flags.append(f"-X {comp.commit_variable}={commit}")
         ldflags = " ".join(("-s", "-w", *version_flags))
         if comp.patches:
-            patched = _patched_copy(src, Path(info["Dir"]), comp.patches)
+            patched = _patched_copy(src, Path(info["Dir"]), comp.patches, comp.placeholders)
             run("use patched sources", [go, "mod", "edit", f"-replace={comp.module}=./{patched.relative_to(src)}"])
         # One package: name the output explicitly (a module path like .../server/v3 would name it "server").
         output = str(staging_bin / comp.binaries[0]) if len(comp.packages) == 1 else str(staging_bin) + os.sep
@@ -466,9 +484,10 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
         progress(comp, "done", time.monotonic() - started)
 
 
-def _patched_copy(src: Path, module_dir: Path, patches: tuple[SourcePatch, ...]) -> Path:
-    """A writable copy of the module with the patches applied (the module cache is read-only, and
-    `go build -overlay` refuses to replace files inside it)."""
+def _patched_copy(src: Path, module_dir: Path, patches: tuple[SourcePatch, ...],
+                  placeholders: tuple[str, ...] = ()) -> Path:
+    """A writable copy of the module with the patches applied and the placeholders made (the module cache is
+    read-only, and `go build -overlay` refuses to replace files inside it)."""
     copy = src / "patched" / module_dir.name.split("@")[0]
     if copy.exists():
         shutil.rmtree(copy)
@@ -478,6 +497,9 @@ def _patched_copy(src: Path, module_dir: Path, patches: tuple[SourcePatch, ...])
     for patch in patches:
         target = copy / patch.file
         target.write_text(patch.apply(target.read_text()))
+    for placeholder in placeholders:
+        (copy / placeholder).parent.mkdir(parents=True, exist_ok=True)
+        (copy / placeholder).touch()
     return copy
 
 

@@ -13,6 +13,13 @@ Succeeded this process reports:
   the parameter's `valueFrom.default`, else the empty string;
 - an artifact is reported at the key the artifact repository's layout gives it; nothing is uploaded.
 
+Logs. When the template's archive location says `archiveLogs` (the artifact repository's, wf.compile.artifacts),
+Argo's wait container uploads the main container's log as the `main-logs` artifact once the pod ends, also a
+failed or evicted one, and reports it with the outputs. This process does the same when a pod has ended (or is
+being deleted, as an evicted pod is): it reads the log through the API server and keeps it in the twin's artifact
+store (wf.controller.archived_logs: a ConfigMap per object), then reports the artifact in the pod's
+WorkflowTaskResult, so `wf logs` of a step whose pod is gone reads it there as it reads S3 on EKS.
+
 Resources. A resource template's pod runs `argoexec resource ACTION` (cmd/argoexec/commands/resource.go): it
 creates the template's manifest (into which the controller already put the Workflow's owner reference when
 `setOwnerReference` is set), then reads the object every RESOURCE_STATE_CHECK_INTERVAL (5s) until the success or
@@ -21,7 +28,17 @@ When a resource pod is Running this process does the same, and ends the pod thro
 own mechanism: the exit code, message and a zero duration as `sim.wf.dev/*` annotations, which the kwok stages
 (wf/cluster/kwok-stages.yaml) turn into the terminated containers, and which hold every other stage off a
 resource pod. The created object's name is kept on the pod, so a restarted executor resumes the wait instead of
-creating a second object. Only `create` of a namespaced kind is simulated: what wf compiles.
+creating a second object. Only `create` of a namespaced kind is simulated: what wf compiles. A resource pod
+whose node is gone is played no further: argoexec went with the machine, and what becomes of the pod is the pod
+GC's and Argo's to say.
+
+Init containers. A multi-node step's resource pod first runs an init container (wf.compile.kinds.mpijob
+release_container) that deletes the MPIJob an earlier attempt left: `kubectl delete --ignore-not-found
+--cascade=foreground --wait --timeout=T` as Argo's executor. The simulated kubelet holds such a pod Pending (the
+kwok stages) while this process does what kubectl does: delete the object with the cascade's propagation, NotFound
+ignored, then read it every second until the object of the deleted UID is gone, for at most T (kubectl pkg/cmd/wait
+IsDeleted); then `sim.wf.dev/init: done` lets the pod run, or `failed` with exit code 1 and kubectl's output as the
+container's message fails it.
 
 Checkpoints. A workflow pod annotated `sim.wf.dev/checkpoints: N` models a program that saves N checkpoints
 evenly over its work (`sim.wf.dev/duration`, the whole step's) in the location its step's checkpoint gives it
@@ -54,8 +71,10 @@ import yaml
 
 from wf.cluster.resource_conditions import ConditionError, Conditions, Verdict
 from wf.compile.checkpoints import DIR_ENV, URI_ENV
+from wf.controller.archived_logs import log_artifact, twin_object
 from wf.controller.checkpoints import AttemptRecord, Saved, last_checkpoint, ledger_name, parse_ledger
 from wf.core.constants import (
+    ARGO_EXECUTOR_TOKEN_VOLUME,
     ARGO_NODE_ID_ANNOTATION,
     ARGO_REPORT_OUTPUTS_COMPLETED_LABEL,
     ARGO_WORKFLOW_LABEL,
@@ -63,6 +82,7 @@ from wf.core.constants import (
     SIM_CHECKPOINTS,
     SIM_DURATION,
     SIM_EXIT_CODE,
+    SIM_INIT,
     SIM_MESSAGE,
     SIM_OUTPUTS,
     WORKFLOW,
@@ -77,9 +97,6 @@ CHECK_INTERVAL_ENV = "RESOURCE_STATE_CHECK_INTERVAL"
 DEFAULT_CHECK_INTERVAL = 5.0  # Argo's default (workflow/executor/resource.go)
 MAIN_CONTAINER = "main"
 RETRY_SECONDS = 2.0  # before a checkpointed pod's event is handled again after an API error
-# The pod volume holding the token of the account Argo's own containers run as (workflow/common/common.go
-# ServiceAccountTokenVolumeName), present when the workflow or template names `executor.serviceAccountName`.
-EXECUTOR_TOKEN_VOLUME = "exec-sa-token"
 # The annotation by which Kubernetes ties a service-account token Secret to its account.
 TOKEN_ACCOUNT_ANNOTATION = "kubernetes.io/service-account.name"
 
@@ -92,7 +109,8 @@ def executor_account(pod: dict[str, Any], token_account: Callable[[str, str], st
     spec = pod.get("spec") or {}
     namespace = (pod.get("metadata") or {}).get("namespace", "")
     for volume in spec.get("volumes") or []:
-        secret = (volume.get("secret") or {}).get("secretName") if volume.get("name") == EXECUTOR_TOKEN_VOLUME else None
+        secret = (volume.get("secret") or {}).get("secretName") if volume.get("name") == ARGO_EXECUTOR_TOKEN_VOLUME \
+            else None
         if secret:
             return token_account(namespace, secret)
     return str(spec.get("serviceAccountName") or "default")
@@ -132,16 +150,36 @@ class ExecutorClients:
         return self.accounts[key]
 
 
-def task_result(pod: dict[str, Any]) -> dict[str, Any] | None:
-    """The WorkflowTaskResult the executor would create for `pod` (API-shaped dict), or None when the pod has
-    not Succeeded or its template declares no outputs."""
-    if (pod.get("status") or {}).get("phase") != "Succeeded":
+def ended(pod: dict[str, Any]) -> bool:
+    """The pod's containers are done, or going (deleted with a grace period: an eviction, a drain)."""
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") or \
+        bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def archived_log_location(pod: dict[str, Any]) -> dict[str, Any] | None:
+    """The `main-logs` artifact Argo's wait container would upload for `pod` (ended, its template's archive location
+    saying archiveLogs); None otherwise."""
+    location = (_template(pod) or {}).get("archiveLocation") or {}
+    if not ended(pod) or not location.get("archiveLogs"):
         return None
+    meta = pod.get("metadata") or {}
+    return log_artifact(location, _key_prefix(meta))
+
+
+def _key_prefix(meta: dict[str, Any]) -> str:
+    return f"{meta.get('namespace')}/{(meta.get('labels') or {}).get(ARGO_WORKFLOW_LABEL)}/{meta.get('name')}"
+
+
+def task_result(pod: dict[str, Any], logs: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The WorkflowTaskResult the executor would create for `pod` (API-shaped dict): its declared outputs once it
+    Succeeded, and `logs`, its archived log's artifact; None when there is nothing to report."""
+    succeeded = (pod.get("status") or {}).get("phase") == "Succeeded"
     meta = pod.get("metadata") or {}
     annotations = meta.get("annotations") or {}
     template = _template(pod)
-    declared = (template or {}).get("outputs") or {}
-    if not declared.get("parameters") and not declared.get("artifacts") or ARGO_NODE_ID_ANNOTATION not in annotations:
+    declared = ((template or {}).get("outputs") or {}) if succeeded else {}
+    if not declared.get("parameters") and not declared.get("artifacts") and logs is None \
+            or ARGO_NODE_ID_ANNOTATION not in annotations:
         return None
     given = _annotated_values(annotations.get(OUTPUTS_ANNOTATION))
     outputs: dict[str, Any] = {}
@@ -150,11 +188,11 @@ def task_result(pod: dict[str, Any]) -> dict[str, Any] | None:
             {"name": p["name"], "value": _text(given[p["name"]]) if p["name"] in given
              else str((p.get("valueFrom") or {}).get("default", ""))}
             for p in declared["parameters"]]
-    if declared.get("artifacts"):
-        prefix = f"{meta.get('namespace')}/{(meta.get('labels') or {}).get(ARGO_WORKFLOW_LABEL)}/{meta.get('name')}"
+    if declared.get("artifacts") or logs is not None:
+        prefix = _key_prefix(meta)
         outputs["artifacts"] = [
             {"name": a["name"], "path": a.get("path", ""), "s3": {"key": f"{prefix}/{a['name']}.tgz"}}
-            for a in declared["artifacts"]]
+            for a in declared.get("artifacts") or []] + ([logs] if logs is not None else [])
     return {
         "apiVersion": WORKFLOW_TASK_RESULT.api_version,
         "kind": WORKFLOW_TASK_RESULT.kind,
@@ -205,6 +243,7 @@ class ResourceAction:
     pod: str
     namespace: str  # the pod's
     action: str
+    flags: tuple[str, ...]  # kubectl's, after the action
     manifest: dict[str, Any]
     conditions: Conditions | ConditionError
     interval: float  # seconds between reads of the object
@@ -239,6 +278,7 @@ def resource_action(pod: dict[str, Any]) -> ResourceAction | None:
         manifest = None  # created as {}, which the API server refuses with its own words
     return ResourceAction(pod=meta.get("name", ""), namespace=meta.get("namespace", ""),
                           action=str(resource.get("action", "")),
+                          flags=tuple(str(flag) for flag in resource.get("flags") or ()),
                           manifest=manifest if isinstance(manifest, dict) else {},
                           conditions=conditions, interval=_check_interval(pod),
                           created=annotations.get(RESOURCE_ANNOTATION), pod_object=pod)
@@ -266,6 +306,56 @@ def _plural(kind: str) -> str:
     if last == "f":
         return kind[:-1] + "ves"
     return kind + "s"
+
+
+@dataclass(frozen=True)
+class Release:
+    """What `kubectl delete` does in a pod's release init container (wf.compile.kinds.mpijob.release_container), the
+    one init container this process plays: delete the object, NotFound ignored, with the cascade's propagation, then
+    wait until the object of the deleted UID is gone, for at most the timeout (kubectl pkg/cmd/wait IsDeleted)."""
+
+    pod: str
+    namespace: str  # the pod's
+    path: str  # the object's API path
+    resource: str  # its plural, as kubectl names it in its timeout error
+    name: str
+    propagation: str
+    timeout: float  # seconds
+    refused: str = ""  # why its kubectl arguments are not simulated: the container fails with that
+    pod_object: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)  # whose executor acts
+
+
+_CASCADES = {"background": "Background", "foreground": "Foreground", "orphan": "Orphan"}
+DELETE_WAIT = 168 * 3600.0  # kubectl delete --wait's timeout when none is given: a week
+
+
+def release_action(pod: dict[str, Any]) -> Release | None:
+    """The release `pod`'s init container is to run now (the pod scheduled, Pending, not released yet), or None."""
+    from wf.compile.kinds.mpijob import RELEASE_CONTAINER
+
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    container = next((c for c in spec.get("initContainers") or [] if c.get("name") == RELEASE_CONTAINER), None)
+    if (container is None or (pod.get("status") or {}).get("phase") != "Pending" or not spec.get("nodeName")
+            or meta.get("deletionTimestamp") or SIM_INIT in (meta.get("annotations") or {})):
+        return None
+    args = [str(a) for a in container.get("args") or []]
+    refused = Release(meta.get("name", ""), meta.get("namespace", ""), "", "", "", "", 0.0,
+                      f"sim executor: kubectl {' '.join(args)} is not simulated (only delete RESOURCE.VERSION.GROUP "
+                      "NAME --ignore-not-found --wait, with --namespace, --cascade, --timeout)", pod)
+    if len(args) < 3 or args[0] != "delete" or args[1].count(".") < 2:
+        return refused
+    plural, version, group = args[1].split(".", 2)
+    flags = dict(arg.partition("=")[::2] for arg in args[3:])
+    cascade, timeout = flags.pop("--cascade", "background"), _seconds(flags.pop("--timeout", "0s"))
+    namespace = flags.pop("--namespace", "") or meta.get("namespace", "")
+    if flags.pop("--ignore-not-found", None) is None or flags.pop("--wait", "true") not in ("", "true") or flags \
+            or cascade not in _CASCADES or timeout is None:
+        return refused
+    return Release(pod=meta.get("name", ""), namespace=meta.get("namespace", ""),
+                   path=f"/apis/{group}/{version}/namespaces/{namespace}/{plural}/{args[2]}",
+                   resource=plural, name=args[2], propagation=_CASCADES[cascade], timeout=timeout or DELETE_WAIT,
+                   pod_object=pod)
 
 
 def verdict_annotations(verdict: Verdict) -> dict[str, str]:
@@ -510,31 +600,99 @@ class _Refused(Exception):
     """The API server refused the call for good; the text is the step's message."""
 
 
+class _ApiError(Exception):
+    """What the API server answered a call it refused (not for a while); the text is kubectl's wording of it
+    (StandardErrorMessage)."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"Error from server ({reason}): {message}")
+        self.status, self.reason, self.message = status, reason, message
+
+
 class _Transient(Exception):
     """An API call to repeat later (server unreachable, 5xx, throttled)."""
 
 
 class ResourceExecutor:
-    """Plays `argoexec resource` for each Running resource pod, in a thread per pod until its verdict."""
+    """Plays a resource pod's release init container while the pod is Pending, then `argoexec resource` while it is
+    Running, each in a thread of its own until done."""
 
     def __init__(self, api: Any, executors: ExecutorClients) -> None:
         self.api = api
         self.executors = executors
-        self.active: dict[str, threading.Event] = {}  # pod uid -> set when the pod no longer waits
+        self.active: dict[tuple[str, str], threading.Event] = {}  # (pod uid, stage) -> set when no longer waited for
         self.lock = threading.Lock()
 
     def observe(self, pod: dict[str, Any], deleted: bool = False) -> None:
         uid = (pod.get("metadata") or {}).get("uid", "")
+        release = None if deleted else release_action(pod)
         action = None if deleted else resource_action(pod)
-        with self.lock:
-            if action is None:
-                if (stop := self.active.pop(uid, None)) is not None:
-                    stop.set()
-                return
-            if uid in self.active:
-                return
-            stop = self.active[uid] = threading.Event()
-        threading.Thread(target=self._run, args=(action, stop), name=f"resource {action.pod}", daemon=True).start()
+        for stage, work, target in (("release", release, self._release), ("resource", action, self._run)):
+            with self.lock:
+                if work is None:
+                    if (stop := self.active.pop((uid, stage), None)) is not None:
+                        stop.set()
+                    continue
+                if (uid, stage) in self.active:
+                    continue
+                stop = self.active[(uid, stage)] = threading.Event()
+            name = f"{stage} {(pod.get('metadata') or {}).get('name')}"
+            threading.Thread(target=target, args=(work, stop), name=name, daemon=True).start()
+
+    def _release(self, release: Release, stop: threading.Event) -> None:
+        """Run the init container's kubectl delete --wait; let the simulated kubelet run the pod, or fail it with
+        kubectl's exit code and its last words (the container's FallbackToLogsOnError message)."""
+        failure: str | None = release.refused or None
+        if failure is None:
+            try:
+                failure = self._delete_and_wait(release, stop)
+            except Exception as exc:  # a thread's death would leave the pod Pending forever
+                log.exception("releasing for pod %s/%s", release.namespace, release.pod)
+                failure = f"sim executor: {exc}"
+        if stop.is_set() or (failure is None and self._node_gone(release)):
+            return
+        done = {SIM_INIT: "done"} if failure is None else {SIM_INIT: "failed", SIM_EXIT_CODE: "1", SIM_MESSAGE: failure}
+        self._annotate(release.namespace, release.pod, done)
+        log.info("pod %s/%s released: %s", release.namespace, release.pod, failure or "ok")
+
+    def _delete_and_wait(self, release: Release, stop: threading.Event) -> str | None:
+        """kubectl delete --ignore-not-found --wait: None once the object is gone, else kubectl's failure; also None
+        when the pod no longer waits (stopped, or its node gone)."""
+        uid = None
+        while True:
+            try:
+                deleted = json.loads(self._call(release.pod_object, "DELETE", release.path,
+                                                {"propagationPolicy": release.propagation}))
+                # The object being deleted (foreground), or a Status naming it (gone at once).
+                uid = (deleted.get("metadata") or {}).get("uid") or (deleted.get("details") or {}).get("uid")
+                break
+            except _ApiError as exc:
+                if exc.status == 404:
+                    return None  # nothing an earlier attempt left
+                return str(exc)
+            except _Transient as exc:
+                log.warning("deleting %s: %s; trying again", release.path, exc)
+                if stop.wait(1.0) or self._node_gone(release):
+                    return None
+        deadline = time.monotonic() + release.timeout
+        while not stop.is_set():
+            try:
+                found = json.loads(self._call(release.pod_object, "GET", release.path, None))
+                if uid and (found.get("metadata") or {}).get("uid") != uid:
+                    return None  # gone; another of that name since
+            except _ApiError as exc:
+                if exc.status == 404:
+                    return None
+                return str(exc)
+            except _Transient as exc:
+                log.info("reading %s: %s; reading again", release.path, exc)
+            if time.monotonic() >= deadline:  # kubectl's output: the deletion's line, then its error
+                group = release.path.split("/")[2]
+                return (f'{release.resource.removesuffix("s")}.{group} "{release.name}" deleted\n'
+                        f"error: timed out waiting for the condition on {release.resource}/{release.name}")
+            if stop.wait(1.0) or self._node_gone(release):
+                return None
+        return None
 
     def _run(self, action: ResourceAction, stop: threading.Event) -> None:
         try:
@@ -543,28 +701,30 @@ class ResourceExecutor:
             log.exception("resource pod %s/%s", action.namespace, action.pod)
             verdict = Verdict(False, f"sim executor: {exc}")
         if verdict is not None and not stop.is_set():
-            self._annotate(action, verdict_annotations(verdict))
+            self._annotate(action.namespace, action.pod, verdict_annotations(verdict))
             log.info("resource pod %s/%s: %s", action.namespace, action.pod, verdict.message or "succeeded")
 
     def _play(self, action: ResourceAction, stop: threading.Event) -> Verdict | None:
-        if action.action != "create":
-            return Verdict(False, f"sim executor: resource action {action.action!r} is not simulated (only create)")
+        if action.action != "create" or action.flags:
+            return Verdict(False, f"sim executor: resource action {' '.join([action.action, *action.flags])!r} is "
+                                  "not simulated (only create)")
         if isinstance(action.conditions, ConditionError):
             return Verdict(False, str(action.conditions))
         path = action.created
         while path is None:
+            if stop.is_set() or self._node_gone(action):
+                return None
             try:
                 path = self._create(action)
             except _Transient as exc:
                 log.warning("creating the object of %s/%s: %s; trying again", action.namespace, action.pod, exc)
-                if stop.wait(1.0):
-                    return None
+                stop.wait(1.0)
             except _Refused as exc:
                 return Verdict(False, str(exc))
-        self._annotate(action, {RESOURCE_ANNOTATION: path})
+        self._annotate(action.namespace, action.pod, {RESOURCE_ANNOTATION: path})
         if not action.conditions.waits:
             return Verdict(True, "")
-        while not stop.is_set():
+        while not stop.is_set() and not self._node_gone(action):
             try:
                 verdict = action.conditions.judge(self._read(action, path))
             except _Transient as exc:
@@ -579,18 +739,50 @@ class ResourceExecutor:
 
     def _create(self, action: ResourceAction) -> str:
         """kubectl create -f: the created object's API path."""
-        created = json.loads(self._call(action, "POST", action.collection, action.manifest, "creating"))
+        try:
+            created = json.loads(self._call(action.pod_object, "POST", action.collection, action.manifest))
+        except _ApiError as exc:  # kubectl create names the file it read (AddSourceToErr); Argo passes it on
+            raise _Refused(f'no more retries Error from server ({exc.reason}): error when creating '
+                           f'"/tmp/manifest.yaml": {exc.message}') from None
         return f"{action.collection}/{created['metadata']['name']}"
 
     def _read(self, action: ResourceAction, path: str) -> str:
-        return self._call(action, "GET", path, None, "reading")
+        try:
+            return self._call(action.pod_object, "GET", path, None)
+        except _ApiError as exc:
+            if exc.status == 404:
+                raise _Refused("The resource has been deleted while its status was still being checked. "
+                               f"Will not be retried: {exc.message}") from None
+            raise _Refused(f'no more retries Error from server ({exc.reason}): error when reading '
+                           f'"/tmp/manifest.yaml": {exc.message}') from None
 
-    def _call(self, action: ResourceAction, method: str, path: str, body: dict[str, Any] | None, doing: str) -> str:
+    def _node_gone(self, work: ResourceAction | Release) -> bool:
+        """Whether the node the pod ran on is gone, and kubectl or argoexec with it (the simulation's own word, as
+        the cluster's admin)."""
+        from kubernetes.client import CoreV1Api
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        node = (work.pod_object.get("spec") or {}).get("nodeName")
+        if not node:
+            return False
+        try:
+            CoreV1Api(self.api).read_node(node, _request_timeout=30)
+        except ApiException as exc:
+            if exc.status != 404:
+                return False
+            log.info("pod %s/%s: node %s is gone, and its executor with it", work.namespace, work.pod, node)
+            return True
+        except (HTTPError, OSError):
+            return False
+        return False
+
+    def _call(self, pod: dict[str, Any], method: str, path: str, body: dict[str, Any] | None) -> str:
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
         try:
-            api = self.executors.for_pod(action.pod_object)  # as Argo's executor in that pod: its account's rights
+            api = self.executors.for_pod(pod)  # as Argo's executor in that pod: its account's rights
             response = api.call_api(path, method, body=body, auth_settings=["BearerToken"],
                                          header_params={"Accept": "application/json",
                                                         "Content-Type": "application/json"},
@@ -598,35 +790,32 @@ class ResourceExecutor:
         except ApiException as exc:
             if exc.status in (429,) or (exc.status or 0) >= 500:
                 raise _Transient(f"{exc.status} {exc.reason}") from None
-            message = _status_message(exc.body) or exc.reason
-            if method == "GET" and exc.status == 404:
-                raise _Refused("The resource has been deleted while its status was still being checked. "
-                               f"Will not be retried: {message}") from None
-            # kubectl's wording of a refused create, which Argo passes on.
-            raise _Refused(f'no more retries Error from server ({exc.reason}): error when {doing} '
-                           f'"/tmp/manifest.yaml": {message}') from None
+            status = _status(exc.body)
+            raise _ApiError(exc.status or 0, str(status.get("reason") or exc.reason),
+                            str(status.get("message") or exc.reason)) from None
         except (HTTPError, OSError) as exc:
             raise _Transient(str(exc)) from None
         data = response[0].data if isinstance(response, tuple) else response.data
         return str(data.decode() if isinstance(data, bytes) else data)
 
-    def _annotate(self, action: ResourceAction, annotations: dict[str, str]) -> None:
+    def _annotate(self, namespace: str, pod: str, annotations: dict[str, str]) -> None:
         from kubernetes.client import CoreV1Api
         from kubernetes.client.exceptions import ApiException
 
         try:
-            CoreV1Api(self.api).patch_namespaced_pod(action.pod, action.namespace,
-                                                     {"metadata": {"annotations": annotations}})
+            CoreV1Api(self.api).patch_namespaced_pod(pod, namespace, {"metadata": {"annotations": annotations}})
         except ApiException as exc:
             if exc.status != 404:  # the pod is gone (the workflow stopped): nothing to end
                 raise
 
 
-def _status_message(body: Any) -> str:
+def _status(body: Any) -> dict[str, Any]:
+    """The Status object the API server answered a refused call with ({} if none)."""
     try:
-        return str(json.loads(body).get("message", ""))
-    except (TypeError, ValueError, AttributeError):
-        return ""
+        status = json.loads(body)
+    except (TypeError, ValueError):
+        return {}
+    return status if isinstance(status, dict) else {}
 
 
 def serve(kubeconfig: Path) -> None:
@@ -648,9 +837,31 @@ def serve(kubeconfig: Path) -> None:
     programs = CheckpointPlayer(api)
     reported: set[str] = set()
 
+    def archive_log(pod: dict[str, Any]) -> dict[str, Any] | None:
+        """Keep the ended pod's log in the twin's store, as the wait container uploads it; its artifact, or None
+        when its template archives no logs or the log cannot be read (the pod went meanwhile)."""
+        if (artifact := archived_log_location(pod)) is None:
+            return None
+        meta = pod["metadata"]
+        try:
+            text = core.read_namespaced_pod_log(meta["name"], meta["namespace"], container=MAIN_CONTAINER)
+            core.create_namespaced_config_map(meta["namespace"], twin_object(meta["namespace"], artifact["s3"]["key"],
+                                                                             text))
+        except ApiException as exc:
+            if exc.status != 409:  # 409: kept before (this process restarted)
+                log.warning("archiving the log of %s/%s: %s %s", meta["namespace"], meta["name"], exc.status,
+                            exc.reason)
+                return None  # reported without it: Argo's wait container reports no log it could not upload
+        return artifact
+
     def report(pod: dict[str, Any]) -> None:
         uid = (pod.get("metadata") or {}).get("uid", "")
-        if uid in reported or (result := task_result(pod)) is None:
+        if uid in reported:
+            return
+        succeeded = (pod.get("status") or {}).get("phase") == "Succeeded"
+        if not ended(pod) or (not succeeded and archived_log_location(pod) is None):
+            return  # nothing to report yet (an ended pod without outputs or logs is dropped just below)
+        if (result := task_result(pod, archive_log(pod))) is None:
             return
         meta = result["metadata"]
         custom = CustomObjectsApi(executors.for_pod(pod))  # Argo's wait container reports as the executor account

@@ -31,10 +31,12 @@ def pinned_versions() -> Versions:
 
 
 def install(
-    kubeconfig: Path, catalog: Catalog, nodes_per_group: int, namespaces: Sequence[str] = (WORKFLOW_NAMESPACE,)
+    kubeconfig: Path, catalog: Catalog, nodes_per_group: int, namespaces: Sequence[str] = (WORKFLOW_NAMESPACE,),
+    database: platform.ArgoDatabase | None = None,
 ) -> None:
-    """Apply the platform objects, the workflow namespaces and the nodes; delete simulated nodes that are
-    no longer wanted (namespaces are never deleted: they may hold someone's work)."""
+    """Apply the platform objects (Argo's ConfigMap with its persistence in `database`), the workflow namespaces
+    and the nodes; delete simulated nodes that are no longer wanted (namespaces are never deleted: they may hold
+    someone's work)."""
     from kubernetes.dynamic import DynamicClient
 
     from wf.controller.client import Target, connect
@@ -42,7 +44,7 @@ def install(
     api_client = connect(Target(kubeconfig=str(kubeconfig))).api_client
     try:
         client = DynamicClient(api_client)
-        rendered = platform.local_objects(catalog, namespaces)
+        rendered = platform.local_objects(catalog, namespaces, database)
         namespaces_first = [o for o in rendered if o["kind"] == "Namespace"]
         for manifest in [*namespaces_first, *platform.load_manifest("argo-crds.yaml"), *mpi.crd_manifests()]:
             apply(client, manifest)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import random
 import signal
 import socket
@@ -16,6 +17,7 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 LOOPBACK = "127.0.0.1"
 
@@ -85,8 +87,19 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
-def start(argv: Sequence[str], *, env: Mapping[str, str], log_file: Path, pid_file: Path, cwd: Path) -> int:
-    """Start a detached process (own session, so a terminal's Ctrl-C does not reach it); record its pid."""
+def as_user(user: str | None) -> dict[str, Any]:
+    """subprocess keyword arguments that run a program as `user` (its primary group, no supplementary groups),
+    switched in the child before exec; none for None (as ourselves)."""
+    if user is None:
+        return {}
+    account = pwd.getpwnam(user)
+    return {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
+
+
+def start(argv: Sequence[str], *, env: Mapping[str, str], log_file: Path, pid_file: Path, cwd: Path,
+          user: str | None = None) -> int:
+    """Start a detached process (own session, so a terminal's Ctrl-C does not reach it); record its pid. With
+    `user`, it runs as that account (see `as_user`); the log file is still opened, and owned, by us."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     pid_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("ab") as log:
@@ -98,6 +111,7 @@ def start(argv: Sequence[str], *, env: Mapping[str, str], log_file: Path, pid_fi
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            **as_user(user),
         )
     pid_file.write_text(str(proc.pid))
     return proc.pid

@@ -12,6 +12,9 @@ Layout of a cluster's work directory (default ~/.local/share/wf/clusters/<name>)
   state.json              what `up` decided (context, merged kubeconfig path, controller and Prometheus ports,
                           node count)
   prometheus/             Prometheus' configuration, scrape credentials and TSDB (wf.cluster.prometheus)
+  postgres/               Argo's archive database: its data (as root, a link to it) and Argo's password
+                          (wf.cluster.postgres)
+  argo-server/            Argo Server's kubeconfig (wf.cluster.argo_server)
   catalog.yaml            the catalog the nodes mirror (a later `up` without --catalog keeps it)
 """
 
@@ -27,8 +30,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wf.cluster import argo_server as local_argo_server
 from wf.cluster import build, karpenter_kwok, kubeconfig, mpi, processes
 from wf.cluster import kueue as local_kueue
+from wf.cluster import postgres as local_postgres
 from wf.cluster import prometheus as local_prometheus
 from wf.cluster.readiness import wait_api_ready, wait_workloads_ready
 from wf.cluster.supervise import CONTROLLER, SIM_EXECUTOR, ComponentStatus, ControllerPorts, Say, Supervisor
@@ -57,6 +62,13 @@ class ClusterState:
     # None in a state written by a wf whose controller served no metrics: `up` restarts the controller.
     controller_metrics_port: int | None = None
     prometheus_port: int | None = None
+    postgres_port: int | None = None  # Argo's archive and offloaded node status
+    argo_server_port: int | None = None  # the archive's API
+
+    @property
+    def argo_server_url(self) -> str | None:
+        """Where this cluster's Argo Server answers (what `wf list --archived` and `wf get` of an archived run read)."""
+        return local_argo_server.url(self.argo_server_port) if self.argo_server_port else None
 
     @property
     def prometheus_url(self) -> str | None:
@@ -79,6 +91,19 @@ def data_home() -> Path:
 
 def context_name(name: str) -> str:
     return f"wf-{name}"
+
+
+def state_of_context(context: str) -> ClusterState | None:
+    """The state of the local cluster whose context this is (`wf-<name>`), None for any other context or a
+    cluster whose state cannot be read: where a command finds the cluster's Prometheus and Argo Server."""
+    name = context.partition("-")[2]
+    if not name or context_name(name) != context:
+        return None
+    try:
+        state = LocalCluster(name).state()
+    except (InputError, OSError, ValueError, TypeError):  # not a cluster's name, or a state file it cannot read
+        return None
+    return state if state is not None and state.context == context else None
 
 
 class LocalCluster:
@@ -124,6 +149,14 @@ class LocalCluster:
         pid = processes.read_pid(mpi.pid_file(self.workdir))
         out.append(ComponentStatus(name=mpi.OPERATOR, pid=pid, port=state.mpi_operator_health_port if state else None,
                                    log=str(mpi.log_file(self.workdir)), running=mpi.is_running(self.workdir)))
+        database = self._postgres()
+        out.append(ComponentStatus(name=local_postgres.NAME, pid=database.pid(),
+                                   port=state.postgres_port if state else None, log=str(database.log),
+                                   running=database.running()))
+        archive = self._argo_server()
+        out.append(ComponentStatus(name=local_argo_server.NAME, pid=archive.pid(),
+                                   port=state.argo_server_port if state else None, log=str(archive.log),
+                                   running=archive.running()))
         metrics = self._prometheus()
         out.append(ComponentStatus(name=local_prometheus.NAME, pid=metrics.pid(),
                                    port=state.prometheus_port if state else None, log=str(metrics.log),
@@ -145,6 +178,12 @@ class LocalCluster:
 
     def _prometheus(self) -> local_prometheus.LocalPrometheus:
         return local_prometheus.LocalPrometheus(self.workdir, self.kubeconfig)
+
+    def _postgres(self) -> local_postgres.LocalPostgres:
+        return local_postgres.LocalPostgres(self.workdir)
+
+    def _argo_server(self) -> local_argo_server.LocalArgoServer:
+        return local_argo_server.LocalArgoServer(self.workdir, self.kubeconfig)
 
     # ---- up ----------------------------------------------------------------------------------------
     def up(
@@ -196,10 +235,16 @@ class LocalCluster:
             self.supervisor.create(say)
         self._write_kubeconfig()
         wait_api_ready(self.kubeconfig, timeout, say, while_waiting=lambda: self.supervisor.repair(say))
+        # Before Argo: its controller and server connect to their database as they start.
+        database = self._postgres()
+        database_port = database.ensure(previous.postgres_port if previous else None, say)
         say("installing Argo CRDs, RBAC, catalog and simulated nodes")
-        install(self.kubeconfig, catalog, nodes_per_group, namespaces)
-        ports = self.supervisor.ensure_controller(previous.controller_ports() if previous else None, nodes_per_group,
-                                                  say)
+        install(self.kubeconfig, catalog, nodes_per_group, namespaces, database.database(database_port))
+        apply_objects(self.kubeconfig, [database.secret()])
+        # A controller started before the database was where it is now keeps its old connection settings.
+        moved = previous is None or previous.postgres_port != database_port
+        ports = self.supervisor.ensure_controller(None if moved or previous is None else previous.controller_ports(),
+                                                  nodes_per_group, say)
         self.supervisor.ensure_sim_executor(say)
         if autoscaler:
             say("installing Karpenter's CRDs and wf's NodePools; starting Karpenter's kwok provider")
@@ -223,6 +268,8 @@ class LocalCluster:
             mpi_operator_health_port=mpi_port,
             controller_metrics_port=ports.metrics,
             prometheus_port=previous.prometheus_port if previous else None,
+            postgres_port=database_port,
+            argo_server_port=previous.argo_server_port if previous else None,
         )
         self._save_state(state)
         try:
@@ -236,6 +283,8 @@ class LocalCluster:
         if queues:
             kueue_state = self._kueue().ensure(catalog, say)
             kueue_metrics = (kueue_state.metrics_port, self._kueue().cert_dir / "ca.crt")
+        argo_server_port = self._argo_server().ensure(state.argo_server_port, say, restart=moved)
+        state = replace(state, argo_server_port=argo_server_port)
         # Last: it scrapes the others where they listen now.
         prometheus_port = self._prometheus().ensure(ports.metrics, kueue_metrics, state.prometheus_port, say)
         state = replace(state, prometheus_port=prometheus_port)
@@ -289,12 +338,16 @@ class LocalCluster:
             [
                 (local_prometheus.NAME, self._prometheus().pid_file, build.binary_path(local_prometheus.NAME)),
                 (karpenter_kwok.NAME, karpenter_kwok.pid_file(self.workdir), build.binary_path(karpenter_kwok.BINARY)),
+                (local_argo_server.NAME, self._argo_server().pid_file, build.binary_path(local_argo_server.BINARY)),
                 (CONTROLLER, self.supervisor.controller_pid_file, build.binary_path(CONTROLLER)),
                 (SIM_EXECUTOR, self.supervisor.sim_executor_pid_file, Path(sys.executable)),
                 (mpi.OPERATOR, mpi.pid_file(self.workdir), mpi.binary()),
+                # After Argo, its only client: with no session left, its SIGTERM (a "smart" shutdown) is quick.
+                (local_postgres.NAME, self._postgres().pid_file, self._postgres().binary),
             ],
             say,
         )
+        self._postgres().remove_data()  # as root it lives outside the cluster's directory
         if state and state.merged_into:
             kubeconfig.remove(state.context, Path(state.merged_into))
         shutil.rmtree(self.workdir)

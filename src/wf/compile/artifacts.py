@@ -17,9 +17,11 @@ REPOSITORY_REF = {"configMap": CONFIGMAP, "key": KEY}
 
 
 def repository(store: ArtifactStore) -> dict[str, Any]:
-    """Argo's ArtifactRepository: `useSDKCreds` makes the executor take the pod's web identity."""
+    """Argo's ArtifactRepository: `useSDKCreds` makes the executor take the pod's web identity; `archiveLogs`
+    makes the wait container upload the main container's log as the `main-logs` artifact, so `wf logs` of a step
+    whose pod is gone (an interrupted attempt, an archived run) still answers."""
     s3 = store.s3
-    return {"archiveLogs": False, "s3": {"bucket": s3.bucket, "region": s3.region,
+    return {"archiveLogs": True, "s3": {"bucket": s3.bucket, "region": s3.region,
                                          "endpoint": f"s3.{s3.region}.amazonaws.com", "keyFormat": s3.key_format,
                                          "useSDKCreds": True}}
 

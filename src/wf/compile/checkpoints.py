@@ -76,8 +76,11 @@ def problems(job: TrainingJob, path: tuple[PathKey, ...], step: Step, placement:
 
 
 def item_reference(job: TrainingJob, step: Step) -> Reference | None:
-    """The fan-out item a checkpointed step's location needs (passed in like any item the command reads)."""
-    return ITEM if step.for_each is not None and checkpoint_of(job, step) is not None else None
+    """The fan-out item a step's template needs whether or not its command reads it (passed in like any item the
+    command reads): a checkpointed step's location and a multi-node step's MPIJob name are the item's own."""
+    if step.for_each is None or (checkpoint_of(job, step) is None and step.nodes is None):
+        return None
+    return ITEM
 
 
 def volume(catalog: Catalog, checkpoint: Checkpoint) -> tuple[str, CheckpointVolume] | None:

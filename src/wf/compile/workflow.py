@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal
 
-from wf.compile import artifacts, checkpoints, metrics
+from wf.compile import artifacts, cache, checkpoints, metrics
 from wf.compile.hardening import container_security, pod_security
 from wf.compile.interruptions import (
     APPLICATION_EXPRESSION,
@@ -70,7 +70,9 @@ def compile_job(
     unique to one submission, its `wf.dev/submission` label, is added when it is submitted (wf.controller.submit)."""
     placements: dict[str, Placement] = {}
     problems: list[Problem] = []
+    producers = {s.name: s for _, s in job.spec.step_entries()}
     for path, step in job.spec.step_entries():
+        problems += cache.problems(job, path, step, references.step_inputs(step), producers)
         placement, found = kind_of(step).place(job, int(path[2]), catalog, str(path[1]))
         if placement is not None:
             placements[step.name] = placement
@@ -172,17 +174,6 @@ def _volumes(job: TrainingJob, catalog: Catalog) -> list[dict[str, Any]]:
         for name, v in checkpoints.volumes(job, catalog).items()]
 
 
-def _inputs(step: Step) -> list[Reference]:
-    """The references the step's container reads (item fields and other steps' outputs), once each, in order."""
-    found: dict[str, Reference] = {}
-    for where, text in references.sites(step):
-        if where[0] in ("command", "env"):
-            for _, ref in references.references_in(text):
-                if ref is not None and ref.kind in ("item", "output"):
-                    found.setdefault(ref.input_name, ref)
-    return list(found.values())
-
-
 def _is_artifact(ref: Reference, producers: dict[str, Step]) -> bool:
     return ref.kind == "output" and ref.name in producers[ref.step].declared.artifacts
 
@@ -234,7 +225,7 @@ def _step(job: TrainingJob, catalog: Catalog, step: Step, placement: Placement, 
     """The DAG task running `step`, appending the templates behind it: its kind's template (wf.compile.kinds: the
     pod, or the resource template creating a multi-node step's MPIJob; interruptions retried inside), the
     application-retry wrapper, and for a capped fan-out the wrapper that holds the loop and its cap."""
-    refs = _inputs(step)
+    refs = references.step_inputs(step)
     if (item := checkpoints.item_reference(job, step)) and item.input_name not in {r.input_name for r in refs}:
         refs.append(item)
     checkpointed = checkpoints.checkpoint_of(job, step) is not None
@@ -282,6 +273,8 @@ def _step(job: TrainingJob, catalog: Catalog, step: Step, placement: Placement, 
     rendered = kind_of(step).render(job, step, catalog, placement,
                                     lambda p: _pod_template(job, catalog, step, p, refs, producers, queue),
                                     volumes, queue)
+    if (memoize := cache.memoize(job, step, refs, producers, catalog)) is not None:
+        rendered["memoize"] = memoize
     # On the pod-level template alone: its Retry node is one run of the step, its children the attempts.
     rendered["metrics"] = metrics.step_metrics(rendered, team=_team(queue), job=job.name, step=step.name,
                                                placement=placement, catalog=catalog)

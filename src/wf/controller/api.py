@@ -61,9 +61,10 @@ def submit(jobs: Any, *, dry_run: bool = False, parameters: dict[str, str] | Non
            catalog: str | Path | None = None, namespace: str | None = None, context: str | None = None,
            kubeconfig: str | None = None, eks_cluster: str | None = None, region: str | None = None,
            role_arn: str | None = None, rate: float = 20.0, burst: int = 40, skip_existing: bool = False,
-           kube: Kube | None = None) -> list[Submitted]:
+           no_cache: bool = False, kube: Kube | None = None) -> list[Submitted]:
     """Submit job files, folders or TrainingJob objects; compiled with the cluster's catalog unless given one.
     `skip_existing`: what an earlier run of the same submit created is returned (`existing`), not created again.
+    `no_cache`: cached steps run again and save their results afresh (wf.compile.cache.refreshed).
     Stopped part way (Ctrl-C included): SubmitInterrupted, saying what was created, what may have been and what
     was not."""
     from wf.controller.catalog_source import resolve_catalog
@@ -77,7 +78,7 @@ def submit(jobs: Any, *, dry_run: bool = False, parameters: dict[str, str] | Non
     near = next((Path(s) for s in sources if isinstance(s, (str, Path))), None)
     resolved = resolve_catalog(client, catalog, near=near)
     return submit_jobs(client, loaded, resolved, namespace=namespace, parameters=parameters, dry_run=dry_run,
-                       skip_existing=skip_existing, rate=rate, burst=burst)
+                       skip_existing=skip_existing, no_cache=no_cache, rate=rate, burst=burst)
 
 
 def _targets(workflows: Any, default_namespace: str) -> tuple[list[tuple[str, str]], str]:

@@ -81,6 +81,14 @@ class Kube:
     def where(self, namespace: str | None = None) -> str:
         return f"context {self.context}, namespace {namespace or self.namespace}"
 
+    def bearer(self) -> str | None:
+        """The `Bearer ...` header this client sends (an EKS token, a kubeconfig's token; refreshed when it
+        expires), for a server that acts with the caller's rights (Argo Server); None with client certificates."""
+        configuration = self.api_client.configuration
+        value = (configuration.get_api_key_with_prefix("BearerToken")
+                 or configuration.get_api_key_with_prefix("authorization"))
+        return str(value) if value else None
+
 
 def _instrument(api_client: ApiClient, counter: RequestCounter) -> None:
     """Count requests and give each a timeout: the client's default is to wait forever on a dead peer."""

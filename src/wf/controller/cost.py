@@ -18,7 +18,7 @@ from typing import Any
 from wf.compile.kinds.mpijob import replica_templates
 from wf.compile.readback import read_placement
 from wf.compile.schedulability import pod_requests, template_requests
-from wf.controller.steps import Attempt, WorkflowView
+from wf.controller.steps import Attempt, WorkflowView, templates_by_name
 from wf.model.catalog import Catalog
 from wf.model.nodegroups import instance_allocatable, node_share
 
@@ -118,7 +118,7 @@ def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, Node
     the catalog (their replicas are not Argo's pods, so their nodes are not known: their class's are)."""
     from wf.model.instances import AS_OF
 
-    templates = {t.get("name", ""): t for t in (workflow.get("spec") or {}).get("templates") or []}
+    templates = templates_by_name(workflow)  # a workflow from a WorkflowTemplate: the ones Argo stored
     steps: list[StepCost] = []
     any_spot = any_unpriced = any_multi_node = False
     for row in view.steps:

@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from wf.controller.steps import WorkflowView, workflow_view
+from wf.controller.steps import WorkflowView, templates_by_name, workflow_view
 from wf.core.constants import ARGO_POD_NAME_FORMAT_ANNOTATION
 from wf.core.errors import InputError
 
@@ -58,8 +58,7 @@ def _slim_template(template: dict[str, Any]) -> dict[str, Any]:
 def snapshot(workflow: dict[str, Any]) -> Snapshot:
     """Reduce a Workflow object to a Snapshot (pure)."""
     metadata = workflow.get("metadata") or {}
-    stored = ((workflow.get("status") or {}).get("storedWorkflowTemplateSpec") or {}).get("templates") or []
-    templates = [*stored, *((workflow.get("spec") or {}).get("templates") or [])]
+    templates = list(templates_by_name(workflow).values())
     annotations = {k: v for k, v in (metadata.get("annotations") or {}).items()
                    if k == ARGO_POD_NAME_FORMAT_ANNOTATION}
     return Snapshot(

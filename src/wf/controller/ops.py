@@ -14,16 +14,15 @@ from wf.argo.nodes import packed_status, workflow_nodes
 from wf.compile.kinds.mpijob import JOB_NAME_LABEL as MPI_JOB_LABEL
 from wf.compile.kinds.mpijob import JOB_ROLE_LABEL as MPI_ROLE_LABEL
 from wf.controller.client import Kube, api_errors
+from wf.controller.resubmit import carried_nodes, reopen_spec, rerun_plan
 from wf.controller.steps import (
     FAILED_PHASES,
     TERMINAL_PHASES,
     Attempt,
     StepRow,
-    containment,
-    contents,
-    members,
     parse_time,
     pod_name,
+    templates_by_name,
     workflow_view,
 )
 from wf.core.constants import (
@@ -32,6 +31,7 @@ from wf.core.constants import (
     ARGO_PHASE_LABEL,
     ARGO_WORKFLOW_LABEL,
     CAPACITY_LABEL,
+    JOB_LABEL,
     STEP_LABEL,
     WORKFLOW,
     WORKFLOW_NAME_LABEL,
@@ -43,6 +43,10 @@ POD_GONE_WAIT_SECONDS = 60
 FOLLOW_DRAIN_SECONDS = 3.0
 
 
+class WorkflowNotFound(InputError):
+    """No live workflow of that name: it never existed, or it ended and was deleted (Argo's archive may hold it)."""
+
+
 def get_workflow(kube: Kube, name: str, namespace: str | None = None) -> dict[str, Any]:
     from kubernetes.client.exceptions import ApiException
 
@@ -52,7 +56,7 @@ def get_workflow(kube: Kube, name: str, namespace: str | None = None) -> dict[st
             return kube.custom.get_namespaced_custom_object(WORKFLOW.group, WORKFLOW.version, ns, WORKFLOW.plural, name)
         except ApiException as exc:
             if exc.status == 404:
-                raise InputError(f"no workflow {name!r} in namespace {ns} ({kube.context})") from None
+                raise WorkflowNotFound(f"no workflow {name!r} in namespace {ns} ({kube.context})") from None
             raise
 
 
@@ -173,8 +177,9 @@ def retry_plan(workflow: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     What `argo retry` does (workflow/util FormulateRetryWorkflow; Kubeflow Pipelines does the same through
     the API): keep what succeeded; drop every failed, errored or omitted step with all it contains, so the
     controller runs it afresh with a fresh retry budget; set failed DAG/Steps nodes on the way back to
-    Running; clear the workflow's end (phase Running, message, finishedAt, completed label, shutdown). The
-    nodes are written back as Argo's own retry writes them (hydrated, then packed as the controller packs them).
+    Running (wf.controller.resubmit.carried_nodes); clear the workflow's end (phase Running, message, finishedAt,
+    completed label, shutdown). The nodes are written back as Argo's own retry writes them (hydrated, then
+    packed as the controller packs them).
     """
     import copy
 
@@ -184,48 +189,14 @@ def retry_plan(workflow: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     if phase not in FAILED_PHASES:
         raise InputError(f"workflow {metadata.get('name')} is {phase or 'not started'}; "
                          "only Failed or Error workflows can be retried")
-    nodes = workflow_nodes(workflow)
-    on_exit = f"{metadata.get('name')}.onExit"
-    dropped: set[str] = set()
-    inside = members(containment(nodes))
-
-    def drop(node_id: str) -> None:
-        dropped.add(node_id)
-        dropped.update(contents(inside, node_id))
-
-    for node_id, node in nodes.items():
-        node_phase = node.get("phase")
-        if node_phase in ("Running", "Pending"):
-            raise InputError(f"workflow {metadata.get('name')} still has {node.get('displayName')} {node_phase}; "
-                             "wait for it to end")
-        failed = node_phase in (*FAILED_PHASES, "Omitted")
-        if (node.get("name") or "").startswith(on_exit) or (failed and node.get("type") not in ("DAG", "Steps")):
-            drop(node_id)
-
-    kept: dict[str, dict[str, Any]] = {}
-    for node_id, original in nodes.items():
-        if node_id in dropped:
-            continue
-        node = copy.deepcopy(original)
-        if node.get("phase") in FAILED_PHASES and node.get("type") in ("DAG", "Steps"):
-            node["phase"] = "Running"
-            node.pop("message", None)
-            node.pop("finishedAt", None)
-        if node.get("children"):
-            node["children"] = [c for c in node["children"] if c not in dropped]
-        if node.get("outboundNodes"):
-            node["outboundNodes"] = [c for c in node["outboundNodes"] if c not in dropped]
-        kept[node_id] = node
+    kept, dropped = carried_nodes(workflow, workflow_nodes(workflow))
     ended = ("nodes", "compressedNodes", "message", "finishedAt", "conditions")  # the nodes: `kept`, copied
     new = copy.deepcopy({**workflow, "status": {k: v for k, v in status.items() if k not in ended}})
     new["status"]["phase"] = "Running"
     labels = new["metadata"].setdefault("labels", {})
     labels[ARGO_COMPLETED_LABEL] = "false"
     labels[ARGO_PHASE_LABEL] = "Running"
-    spec = new.setdefault("spec", {})
-    spec.pop("shutdown", None)
-    if spec.get("activeDeadlineSeconds") == 0:  # a terminated workflow had its deadline set to 0
-        spec.pop("activeDeadlineSeconds")
+    reopen_spec(new.setdefault("spec", {}))
 
     new["status"] = packed_status(new, kept)
     view = workflow_view(workflow)
@@ -265,6 +236,23 @@ def retry_workflow(kube: Kube, name: str, namespace: str | None = None,
         # Optimistic concurrency: the PUT carries the resourceVersion we read, so a concurrent change fails (409).
         return kube.custom.replace_namespaced_custom_object(WORKFLOW.group, WORKFLOW.version, ns, WORKFLOW.plural,
                                                             name, new)
+
+
+def rerun_workflow(kube: Kube, name: str, step: str, parameters: dict[str, str] | None = None,
+                   namespace: str | None = None) -> dict[str, Any]:
+    """A new workflow that reuses the finished workflow's steps before `step` and runs `step` and what follows
+    (wf.controller.resubmit.rerun_plan), named here like a submitted one and created once whatever the network
+    does (a retried POST's 409 is read back, wf.controller.submit.create)."""
+    import uuid
+
+    from wf.controller.submit import client_name, create
+
+    workflow = get_workflow(kube, name, namespace or kube.namespace)
+    submission = str(uuid.uuid4())
+    prefix = ((workflow["metadata"].get("labels") or {}).get(JOB_LABEL) or name) + "-"
+    new = rerun_plan(workflow, step, parameters or {}, name=client_name(prefix, submission), submission=submission,
+                     now=datetime.now(UTC))
+    return create(kube, new)
 
 
 @dataclass(frozen=True)
@@ -328,7 +316,7 @@ def _step_row(workflow: dict[str, Any], step: str) -> StepRow | None:
     rows = {row.name: row for row in workflow_view(workflow).steps}
     if step in rows:
         return rows[step]
-    tasks = {task.get("name") for template in (workflow.get("spec") or {}).get("templates") or []
+    tasks = {task.get("name") for template in templates_by_name(workflow).values()
              for task in (template.get("dag") or {}).get("tasks") or []}
     if step in tasks:
         return None
@@ -351,26 +339,32 @@ def choose_attempt(workflow: dict[str, Any], step: str, number: int | None = Non
 
 def step_log_lines(kube: Kube, name: str, namespace: str | None, step: str, *, attempt: int | None = None,
                    tail: int | None = None, follow: bool = False, poll_seconds: float = 2.0,
-                   sleep: Callable[[float], None] = time.sleep) -> Iterator[str]:
+                   sleep: Callable[[float], None] = time.sleep, archived: dict[str, Any] | None = None
+                   ) -> Iterator[str]:
     """One step's log, an attempt at a time, each under a header saying which attempt it is and where it ran.
     Without `attempt`, the latest; with follow, each attempt to its end, then the next one's when a retry starts,
-    until the step ends (or, with `attempt`, that attempt does)."""
+    until the step ends (or, with `attempt`, that attempt does). `archived`: the run as Argo archived it, its live
+    object gone (it has ended: following it shows what it ran)."""
     ns = namespace or kube.namespace
     shown: set[str] = set()
     while True:
-        workflow = get_workflow(kube, name, ns)
+        workflow = archived if archived is not None else get_workflow(kube, name, ns)
         chosen = choose_attempt(workflow, step, attempt)
         row = _step_row(workflow, step)
         if chosen is not None and chosen.attempt.node_id not in shown:
-            if not follow:
+            if not follow or archived is not None:
                 yield chosen.header
-                yield from _attempt_log(kube, ns, chosen.pod, tail)
+                node = workflow_nodes(workflow).get(chosen.attempt.node_id)
+                yield from _attempt_log(kube, ns, chosen.pod, tail, node)
                 return
             if chosen.attempt.phase != "Pending":  # no container to read yet
                 shown.add(chosen.attempt.node_id)
                 yield chosen.header
                 yield from _follow_attempt(kube, name, ns, chosen, tail, poll_seconds)
                 continue
+        elif chosen is None and row is not None and row.cached:
+            raise InputError(f"step {step} of {name} ran no pod: its result came from the step cache "
+                             "(`wf submit --no-cache` runs it again)")
         elif chosen is None and not follow:
             raise InputError(f"step {step} of {name} has not started; --follow waits for it")
         elif chosen is not None and (attempt is not None or (row is not None and row.phase in TERMINAL_PHASES)):
@@ -380,18 +374,36 @@ def step_log_lines(kube: Kube, name: str, namespace: str | None, step: str, *, a
         sleep(poll_seconds)
 
 
-def _attempt_log(kube: Kube, ns: str, pod: str, tail: int | None) -> Iterator[str]:
+def _attempt_log(kube: Kube, ns: str, pod: str, tail: int | None, node: dict[str, Any] | None = None
+                 ) -> Iterator[str]:
+    """The pod's log; once the pod is gone, the log Argo archived for its node (`main-logs`), if any."""
     from kubernetes.client.exceptions import ApiException
 
     with api_errors(kube, f"reading the log of pod {pod}", ns):
         try:
             text = kube.core.read_namespaced_pod_log(pod, ns, container=MAIN_CONTAINER, tail_lines=tail)
         except ApiException as exc:
-            if exc.status in (400, 404):  # not started yet, or deleted meanwhile
-                yield f"(no log from pod {pod}: {exc.reason})"
+            if exc.status not in (400, 404):
+                raise
+            if exc.status == 404 and (archived := _archived_log(kube, ns, node, tail)) is not None:
+                yield f"(pod {pod} is gone: its log as Argo archived it)"
+                yield from archived
                 return
-            raise
+            yield f"(no log from pod {pod}: {exc.reason})"  # not started yet, or deleted without an archived log
+            return
     yield from text.splitlines()
+
+
+def _archived_log(kube: Kube, ns: str, node: dict[str, Any] | None, tail: int | None) -> list[str] | None:
+    """The lines of the node's archived log (its last `tail`); None when its log was not archived."""
+    from wf.controller.archived_logs import archived_log_artifact, read_archived_log
+
+    artifact = archived_log_artifact(node or {})
+    text = read_archived_log(kube, ns, artifact) if artifact is not None else None
+    if text is None:
+        return None
+    lines = text.splitlines()
+    return lines[-tail:] if tail else ([] if tail == 0 else lines)
 
 
 def _follow_attempt(kube: Kube, name: str, ns: str, shown: ShownAttempt, tail: int | None,
@@ -439,13 +451,15 @@ def _follow_attempt(kube: Kube, name: str, ns: str, shown: ShownAttempt, tail: i
 
 
 def log_lines(kube: Kube, name: str, namespace: str | None = None, *, step: str | None = None,
-              follow: bool = False, tail: int | None = None, poll_seconds: float = 2.0) -> Iterator[str]:
-    """Lines of the workflow's pods' main containers (each pod's last `tail`), each prefixed with its step;
-    with follow, until the workflow ends, picking up pods as their steps start."""
+              follow: bool = False, tail: int | None = None, poll_seconds: float = 2.0,
+              archived: dict[str, Any] | None = None) -> Iterator[str]:
+    """Lines of the workflow's pods' main containers (each pod's last `tail`), each prefixed with its step, then
+    the logs Argo archived of attempts whose pods are gone; with follow, until the workflow ends, picking up pods as
+    their steps start. `archived`: the run as Argo archived it, its live object gone (every log is an archived one)."""
     from queue import Empty, Queue
 
     ns = namespace or kube.namespace
-    workflow = get_workflow(kube, name, ns)
+    workflow = archived if archived is not None else get_workflow(kube, name, ns)
     if step:
         _step_row(workflow, step)
     lines: Queue[str | None] = Queue()
@@ -480,10 +494,12 @@ def log_lines(kube: Kube, name: str, namespace: str | None = None, *, step: str 
             threading.Thread(target=read, args=(step_name, pod), daemon=True).start()
 
     with api_errors(kube, f"reading logs of {name}", ns):
-        if not follow:  # one step after another, so the output reads in order
-            for step_name, pod in _pods_by_step(kube, name, ns, step):
+        if not follow or archived is not None:  # one step after another, so the output reads in order
+            listed = set()
+            for step_name, pod in _pods_by_step(kube, name, ns, step) if archived is None else ():
                 from kubernetes.client.exceptions import ApiException
 
+                listed.add(pod.metadata.name)
                 try:
                     text = kube.core.read_namespaced_pod_log(pod.metadata.name, ns, container=MAIN_CONTAINER,
                                                              tail_lines=tail)
@@ -494,6 +510,12 @@ def log_lines(kube: Kube, name: str, namespace: str | None = None, *, step: str 
                     raise
                 for line in text.splitlines():
                     yield f"[{step_name}] {line}"
+            nodes = workflow_nodes(workflow)
+            for row in workflow_view(workflow).steps:  # attempts whose pods are gone: their archived logs
+                for gone in (a for a in row.attempts if (not step or row.name == step)
+                             and pod_name(workflow, a) not in listed):
+                    for line in _archived_log(kube, ns, nodes.get(gone.node_id), tail) or []:
+                        yield f"[{row.name}] {line}"
             return
         start_new()
         ended_at: float | None = None  # when the workflow was seen ended

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from wf.argo.nodes import NodesOffloaded, workflow_nodes
+from wf.argo.nodes import NodesOffloaded, fnv32a, workflow_nodes
 from wf.compile.interruptions import is_interruption
 from wf.compile.kinds import kind_of_template
 from wf.compile.readback import CompiledPlacement
@@ -79,6 +79,7 @@ class StepRow:
     finished: datetime | None
     message: str
     attempts: tuple[Attempt, ...] = ()
+    cached: bool = False  # its result came from the step cache (Argo's memoization hit): no pod ran
 
     @property
     def retries(self) -> int:
@@ -142,7 +143,8 @@ class WorkflowView:
         return sum(s.redone_seconds(now) for s in self.steps)
 
 
-def _templates(workflow: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def templates_by_name(workflow: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The workflow's templates by name: its own, and those Argo stored from a WorkflowTemplate it refers to."""
     stored = ((workflow.get("status") or {}).get("storedWorkflowTemplateSpec") or {}).get("templates") or []
     own = (workflow.get("spec") or {}).get("templates") or []
     return {t.get("name", ""): t for t in [*stored, *own]}
@@ -175,10 +177,7 @@ def pod_name(workflow: dict[str, Any], attempt: Attempt) -> str:
         return name
     prefix = f"{name}-{attempt.template}" if attempt.template else name
     prefix = prefix[:_MAX_POD_PREFIX - 1] if len(prefix) > _MAX_POD_PREFIX - 1 else prefix
-    digest = 0x811C9DC5
-    for byte in attempt.node_name.encode():
-        digest = ((digest ^ byte) * 0x01000193) & 0xFFFFFFFF
-    return f"{prefix}-{digest}"
+    return f"{prefix}-{fnv32a(attempt.node_name)}"
 
 
 def containment(nodes: dict[str, dict[str, Any]]) -> dict[str, str]:
@@ -223,7 +222,7 @@ def workflow_view(workflow: dict[str, Any]) -> WorkflowView:
         nodes, offloaded = workflow_nodes(workflow), ""
     except NodesOffloaded as exc:
         nodes, offloaded = {}, str(exc)
-    templates = _templates(workflow)
+    templates = templates_by_name(workflow)
     placements: dict[str, CompiledPlacement] = {}
     parent = containment(nodes)
     inside = members(parent)
@@ -256,16 +255,21 @@ def workflow_view(workflow: dict[str, Any]) -> WorkflowView:
         # (outer Retry) around the interruption retries (inner Retry) around the pods.
         if kind not in _STEP_TYPES or inside_step(node_id):
             continue
+        inner = contents(inside, node_id)
+        # A hit is the memoized (pod-level) node itself, Succeeded without children: wf.compile.cache.
+        hit = next((n for n in [node_id, *inner] if (nodes[n].get("memoizationStatus") or {}).get("hit") is True),
+                   None)
+        cached = hit is not None
         if kind == "Retry":
-            pods = [nodes[n] for n in contents(inside, node_id) if nodes[n].get("type") == "Pod"]
+            pods = [nodes[n] for n in inner if nodes[n].get("type") == "Pod"]
             attempts = tuple(sorted((_attempt(p, placed(p.get("templateName")).attempt_capacity(
                                         retry_index(p.get("id", "")))) for p in pods),
                                     key=lambda a: (a.started or datetime.max.replace(tzinfo=UTC), a.node_id)))
-        elif kind == "Pod":
+        elif kind == "Pod" and not cached:
             attempts = (_attempt(node, placed(node.get("templateName")).attempt_capacity(0)),)
         else:
             attempts = ()
-        template_name = attempts[-1].template if attempts else node.get("templateName")
+        template_name = attempts[-1].template if attempts else nodes[hit or node_id].get("templateName")
         placement = placed(template_name)
         rows.append(StepRow(
             name=node.get("displayName") or node.get("name") or node_id,
@@ -277,6 +281,7 @@ def workflow_view(workflow: dict[str, Any]) -> WorkflowView:
             finished=parse_time(node.get("finishedAt")),
             message=node.get("message") or "",
             attempts=attempts,
+            cached=cached,
         ))
     rows.sort(key=lambda r: (r.started or datetime.max.replace(tzinfo=UTC), r.name))
     return WorkflowView(

@@ -21,11 +21,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wf.controller.client import Kube, api_errors, cluster_error, is_transient
 from wf.core.constants import ARGO_KINDS, CRON_WORKFLOW, DOMAIN, SUBMISSION_LABEL
 from wf.core.errors import ClusterError, InputError, WfError
+
+if TYPE_CHECKING:
+    from wf.compile.workflow import Kind
 
 # Groups the workflows of one `wf submit` so `--watch` follows them all with one label-selected stream.
 BATCH_LABEL = f"{DOMAIN}/batch"
@@ -141,19 +144,19 @@ def job_identity(manifest: dict[str, Any], source: str) -> str:
     return hashlib.sha256(json.dumps([source, shape], sort_keys=True).encode()).hexdigest()[:32]
 
 
-def prepare(job: Any, catalog: Any, kube_namespace: str, namespace_flag: str | None,
-            parameters: dict[str, str], batch: str) -> tuple[dict[str, Any], str, str]:
-    """Compile one job (a TrainingJob) for submission: (manifest, namespace, submission id). Pure."""
+def compile_for(job: Any, catalog: Any, kube_namespace: str, namespace_flag: str | None,
+                kind: Kind | None = None) -> tuple[dict[str, Any], str]:
+    """Compile one job (a TrainingJob) for the namespace it will live in and check it as `wf lint` would:
+    (manifest, namespace). Pure. `wf submit` and `wf template create` both compile through here."""
     from wf.compile.workflow import compile_job
     from wf.lint.documents import check_compiled
     from wf.model.nodegroups import node_groups
 
     path = job.source
-    submission = str(uuid.uuid4())
     # Compiled for the namespace it will run in, so a job in a team's namespace gets its queue and priority;
     # a job that names only its team goes to the team's namespace, not the context's.
     target = job.metadata.namespace or namespace_flag or (None if job.spec.team else kube_namespace)
-    manifest = compile_job(job, catalog, namespace=target)
+    manifest = compile_job(job, catalog, namespace=target, kind=kind)
     if job.document is not None:  # from a file: refused as `wf compile` and `wf lint` refuse it
         found = check_compiled(manifest, job.document, catalog, node_groups(catalog))
         if errors := [p for p in found if p.severity == "error"]:
@@ -164,15 +167,42 @@ def prepare(job: Any, catalog: Any, kube_namespace: str, namespace_flag: str | N
                          file=path)
     namespace = job_namespace or namespace_flag or kube_namespace
     manifest["metadata"]["namespace"] = namespace
+    return manifest, namespace
+
+
+def prepare(job: Any, catalog: Any, kube_namespace: str, namespace_flag: str | None,
+            parameters: dict[str, str], batch: str, *, no_cache: bool = False) -> tuple[dict[str, Any], str, str]:
+    """Compile one job (a TrainingJob) for submission: (manifest, namespace, submission id). Pure.
+    `no_cache`: its cached steps run again and save their results afresh."""
+    from wf.compile.cache import refreshed
+
+    path = job.source
+    manifest, namespace = compile_for(job, catalog, kube_namespace, namespace_flag)
+    if no_cache:
+        refreshed(manifest)
     set_parameters(manifest, parameters, str(path))
-    identity = job_identity(manifest, str(Path(path).resolve()) if isinstance(path, (str, Path)) else str(path))
+    submission = as_submission(manifest, str(Path(path).resolve()) if isinstance(path, (str, Path)) else str(path),
+                               batch)
+    return manifest, namespace, submission
+
+
+def client_name(prefix: str, submission: str) -> str:
+    """A workflow's name chosen on the client, as generateName would: the prefix and the submission id's start."""
+    return prefix + submission.replace("-", "")[:_NAME_SUFFIX]
+
+
+def as_submission(manifest: dict[str, Any], source: str, batch: str) -> str:
+    """Label a manifest as one submission of `batch` with its job's identity (from `source`), and name it on the
+    client (its generateName and the submission id's start): the submission id. Pure."""
+    submission = str(uuid.uuid4())
+    identity = job_identity(manifest, source)
     labels = manifest["metadata"].setdefault("labels", {})
     labels[SUBMISSION_LABEL] = submission
     labels[BATCH_LABEL] = batch
     labels[IDENTITY_LABEL] = identity
     if prefix := manifest["metadata"].pop("generateName", None):
-        manifest["metadata"] = {"name": prefix + submission.replace("-", "")[:_NAME_SUFFIX], **manifest["metadata"]}
-    return manifest, namespace, submission
+        manifest["metadata"] = {"name": client_name(prefix, submission), **manifest["metadata"]}
+    return submission
 
 
 def _retry_after(exc: BaseException, default: float) -> float:
@@ -311,12 +341,13 @@ def load_jobs(sources: list[Any]) -> list[Any]:
 
 def submit_jobs(kube: Kube, jobs: list[Any], catalog: Any, *, namespace: str | None = None,
                 parameters: dict[str, str] | None = None, dry_run: bool = False, skip_existing: bool = False,
-                rate: float = 20.0, burst: int = 40) -> list[Submitted]:
+                no_cache: bool = False, rate: float = 20.0, burst: int = 40) -> list[Submitted]:
     """Compile every job first (bad input changes nothing), then create them under the rate limit; with
     `skip_existing`, a job an earlier run of the same submit created is reported, not created again.
     SubmitInterrupted when it stops part way (Ctrl-C included)."""
     batch = str(uuid.uuid4())
-    prepared = [(str(job.source), *prepare(job, catalog, kube.namespace, namespace, parameters or {}, batch))
+    prepared = [(str(job.source), *prepare(job, catalog, kube.namespace, namespace, parameters or {}, batch,
+                                           no_cache=no_cache))
                 for job in jobs]
     bucket = TokenBucket(rate, burst)
     out: list[Submitted] = []

@@ -14,8 +14,14 @@ Key = tuple[str, str]  # (namespace, name)
 SLOWEST = 5
 
 
+CACHED = "Succeeded (cached)"  # a step whose result came from the step cache: no pod ran, nothing was paid
+
+
 def phase_of(row: StepRow) -> str:
-    """A step whose current attempt waits for a node is Pending, whatever its retry node says."""
+    """A step whose current attempt waits for a node is Pending, whatever its retry node says; one the step cache
+    answered is told apart from one that ran."""
+    if row.cached and row.phase == "Succeeded":
+        return CACHED
     return "Pending" if row.pending else row.phase
 
 

@@ -24,10 +24,10 @@ from wf.controller.cost import JobCost, StepCost
 from wf.controller.events import Key, WatchState
 from wf.controller.ops import Replica
 from wf.controller.steps import StepRow, WorkflowView
-from wf.controller.summary import Summary, phase_of, running_seconds, summarize
+from wf.controller.summary import CACHED, Summary, phase_of, running_seconds, summarize
 
 _PHASE_STYLE = {"Succeeded": "green", "Failed": "red", "Error": "red", "Running": "cyan", "Pending": "yellow",
-                "Omitted": "dim", "Skipped": "dim", "Deleted": "red"}
+                "Omitted": "dim", "Skipped": "dim", "Deleted": "red", CACHED: "green"}
 STEP_VIEW_LIMIT = 1  # up to this many workflows are shown step by step; more get the summary
 REDRAW_SECONDS = 0.25
 

@@ -23,7 +23,7 @@ from wf.controller.client import Kube, cluster_error, lookup_errors
 from wf.controller.cost import JobCost, NodeFacts, job_cost
 from wf.controller.events import Inbox, Key, Snapshot, WatchState, snapshot
 from wf.controller.queue import QueueReader
-from wf.controller.steps import StepRow, WorkflowView, pod_name, with_facts
+from wf.controller.steps import StepRow, WorkflowView, pod_name, templates_by_name, with_facts
 from wf.controller.stream import (
     KubeTransport,
     NamespaceStream,
@@ -187,8 +187,7 @@ class Insight:
         from wf.controller.pending import explain
 
         attempt = row.attempts[-1]
-        templates = {t.get("name"): t for t in (workflow.get("spec") or {}).get("templates") or []}
-        template = templates.get(attempt.template) or {}
+        template = templates_by_name(workflow).get(attempt.template) or {}
         # A queued step's pod waits for its team's quota (gated) before it ever waits for a node.
         if queued := self.queue.explain(self._catalog_or_none(), workflow, template, pod_name(workflow, attempt)):
             return queued

@@ -18,6 +18,15 @@ STEP_LABEL: Final = f"{DOMAIN}/step"
 SUBMISSION_LABEL: Final = f"{DOMAIN}/submission"
 # On pods the workflow's steps create through other controllers (an MPIJob's launcher and workers).
 WORKFLOW_NAME_LABEL: Final = f"{DOMAIN}/workflow"
+# On a multi-node step's resource pod: the name of the MPIJob it runs (one per run of the step), by which the
+# MPIJob's launcher asks to share the pod's node.
+MPIJOB_LABEL: Final = f"{DOMAIN}/mpijob"
+# The team a job spec names in its own labels (`metadata.labels.team`, the examples' convention), which compiled
+# workflows and templates carry: `wf template list` shows it.
+JOB_TEAM_LABEL: Final = "team"
+# On a workflow `wf rerun --from STEP` started: STEP, the first step it ran again (what it reused: the steps
+# before, of the workflow ARGO_RESUBMITTED_FROM_LABEL names).
+RERUN_FROM_ANNOTATION: Final = f"{DOMAIN}/rerun-from"
 
 # Read by the local cluster's simulated kubelet (kwok stages) to hold a pod Running or fail it.
 SIM_DURATION: Final = f"sim.{DOMAIN}/duration"
@@ -29,6 +38,13 @@ SIM_OUTPUTS: Final = f"sim.{DOMAIN}/outputs"
 # With a duration: the simulated program saves this many checkpoints, evenly over its work, when its step has a
 # checkpoint location; the simulated executor then plays the pod, and a retry runs only the work left.
 SIM_CHECKPOINTS: Final = f"sim.{DOMAIN}/checkpoints"
+# Set by the simulated executor on a pod whose init container it plays (a multi-node step's release of the gang
+# before): "done" lets the simulated kubelet run the pod, "failed" (with an exit code and message) fails it.
+SIM_INIT: Final = f"sim.{DOMAIN}/init"
+# On the local cluster's twin of the artifact store (ConfigMaps the simulated executor writes, one per object): the
+# label marking them, and the annotation holding the object's key (the name holds its hash).
+TWIN_ARTIFACT_LABEL: Final = f"sim.{DOMAIN}/artifact"
+TWIN_ARTIFACT_KEY_ANNOTATION: Final = f"sim.{DOMAIN}/artifact-key"
 
 ARCH_LABEL: Final = "kubernetes.io/arch"
 OS_LABEL: Final = "kubernetes.io/os"
@@ -84,16 +100,27 @@ ARGO_WORKFLOW_LABEL: Final = f"{ARGO_DOMAIN}/workflow"
 ARGO_COMPLETED_LABEL: Final = f"{ARGO_DOMAIN}/completed"
 # On a workflow: its phase, which `wf retry` sets back to Running.
 ARGO_PHASE_LABEL: Final = f"{ARGO_DOMAIN}/phase"
+# On a workflow `wf rerun` started (Argo's own for `argo resubmit`): the finished workflow whose steps it reuses.
+ARGO_RESUBMITTED_FROM_LABEL: Final = f"{ARGO_DOMAIN}/resubmitted-from-workflow"
 # On a pod: the name of the workflow node it runs, whose last part names the step when wf's label is missing.
 ARGO_NODE_NAME_ANNOTATION: Final = f"{ARGO_DOMAIN}/node-name"
 # On a pod: the id of the workflow node it runs, the name of the WorkflowTaskResult that reports its outputs.
 ARGO_NODE_ID_ANNOTATION: Final = f"{ARGO_DOMAIN}/node-id"
+# On a workflow submitted from a WorkflowTemplate: the template's name (as `argo submit --from` sets it).
+ARGO_WORKFLOW_TEMPLATE_LABEL: Final = f"{ARGO_DOMAIN}/workflow-template"
 # On a workflow: "v1" when its pods are named by node id, not "<workflow>-<template>-<hash>" (v2).
 ARGO_POD_NAME_FORMAT_ANNOTATION: Final = f"{ARGO_DOMAIN}/pod-name-format"
 # On a WorkflowTaskResult: "true" once the executor has reported all of the pod's outputs.
 ARGO_REPORT_OUTPUTS_COMPLETED_LABEL: Final = f"{ARGO_DOMAIN}/report-outputs-completed"
 # On an artifact repositories ConfigMap: the key of the repository workflows use when they name none.
 ARGO_DEFAULT_ARTIFACT_REPOSITORY_ANNOTATION: Final = f"{ARGO_DOMAIN}/default-artifact-repository"
+# The pod volume holding the token of the account Argo's own containers run as, where Argo mounts it in them
+# (workflow/common/common.go ServiceAccountTokenVolumeName, ServiceAccountTokenMountPath), present when the
+# workflow or template names `executor.serviceAccountName`.
+ARGO_EXECUTOR_TOKEN_VOLUME: Final = "exec-sa-token"
+ARGO_EXECUTOR_TOKEN_PATH: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
+# The Secret that volume is, for an executor account (util/secrets/secret_name.go TokenName; manifests/rbac.yaml).
+ARGO_EXECUTOR_TOKEN_SECRET: Final = "{account}.service-account-token"
 
 # The labels by which a pod names its Kueue queue and the priority of its workload.
 KUEUE_QUEUE_LABEL: Final = f"{LOCAL_QUEUE.group}/queue-name"
@@ -106,7 +133,7 @@ KUEUE_LOCAL_QUEUE: Final = "default"
 # Workflow pods' service accounts in every workflow namespace (manifests/rbac.yaml): the step's container runs as
 # STEP_ACCOUNT, which holds no permission and gets no API token; Argo's own containers authenticate as
 # EXECUTOR_ACCOUNT (the executor's Role), a multi-node step's resource pod as MPIJOB_EXECUTOR_ACCOUNT (the same
-# plus creating and reading MPIJobs).
+# plus creating, reading and deleting MPIJobs).
 STEP_ACCOUNT: Final = "wf-workflow"
 EXECUTOR_ACCOUNT: Final = "wf-executor"
 MPIJOB_EXECUTOR_ACCOUNT: Final = "wf-mpijob-executor"
@@ -115,6 +142,10 @@ MPIJOB_EXECUTOR_ACCOUNT: Final = "wf-mpijob-executor"
 CATALOG_NAMESPACE: Final = "wf-system"
 CATALOG_CONFIGMAP: Final = "wf-catalog"
 CATALOG_KEY: Final = "catalog.yaml"
+
+# The step cache (wf.compile.cache): Argo v4.0 keeps memoization ConfigMaps in its controller's own namespace
+# (workflow/controller/cache/cache.go), so each workflow namespace gets one there, named with this prefix.
+STEP_CACHE_PREFIX: Final = "wf-step-cache"
 
 # Kubernetes name grammar (apimachinery validation): a DNS-1123 label (namespaces, label name parts) is at
 # most 63 characters, a DNS-1123 subdomain (object names, label prefixes) at most 253.

@@ -14,7 +14,8 @@ from pydantic import (
     model_validator,
 )
 
-from wf.core.errors import PathKey, Problem, did_you_mean, format_path, listing
+from wf.core.constants import ARGO_KINDS, JOB_LABEL, WORKFLOW_TEMPLATE
+from wf.core.errors import InputError, PathKey, Problem, did_you_mean, format_path, listing
 from wf.core.loader import Document, load_mapping
 from wf.core.modeling import (
     DEFER_CHECKS,
@@ -222,10 +223,30 @@ def find_cycle(steps: list[Step]) -> list[str] | None:
 
 def job_from_document(doc: Document) -> TrainingJob:
     """A validated job that remembers its document, so later checks (placement) report its lines."""
+    if (compiled := _compiled_manifest(doc)) is not None:
+        raise InputError([compiled])
     job = parse_model(TrainingJob, doc)
     job._source = doc.file
     job._document = replace(doc, data=None)  # for line lookups only: the model holds the values
     return job
+
+
+def _compiled_manifest(doc: Document) -> Problem | None:
+    """A compiled Argo manifest given where a job spec belongs: one finding saying why it is not taken as it is.
+    A job's placement, queue and priority are decided when it is compiled, with the catalog and for the namespace
+    it will run in; a manifest compiled elsewhere (workflows/*.yaml: the repository's catalog, no namespace)
+    fixed them already, and checking each against what compiling would give is compiling, from its job spec."""
+    data = doc.data if isinstance(doc.data, dict) else {}
+    kind, api = data.get("kind"), str(data.get("apiVersion") or "")
+    if kind not in ARGO_KINDS or not api.startswith(f"{ARGO_KINDS[kind].group}/"):
+        return None
+    job = ((data.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL)
+    made = f" compiled by wf from job {job!r}" if job else ""
+    hint = ("; to run a template already in the cluster: wf submit --from workflowtemplate/NAME"
+            if kind == WORKFLOW_TEMPLATE.kind else "")
+    return doc.problem(("kind",), f"an Argo {kind}{made}, not a job spec (kind: TrainingJob): wf compiles a job "
+                                  f"spec with the catalog and for the namespace it runs in, which decide its "
+                                  f"placement and queue; pass the job spec it came from{hint}")
 
 
 def load_job(path: str | Path) -> TrainingJob:

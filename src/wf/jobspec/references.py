@@ -119,6 +119,18 @@ def references_in(text: str) -> Iterator[tuple[str, Reference | None]]:
         yield m.group(0), parse(m.group(0))
 
 
+def step_inputs(step: Step) -> list[Reference]:
+    """The references the step's container reads (item fields and other steps' outputs), once each, in order:
+    what its pod template takes as inputs."""
+    found: dict[str, Reference] = {}
+    for where, text in sites(step):
+        if where[0] in ("command", "env"):
+            for _, ref in references_in(text):
+                if ref is not None and ref.kind in ("item", "output"):
+                    found.setdefault(ref.input_name, ref)
+    return list(found.values())
+
+
 class _Dag:
     """Which steps precede which, through `needs`; asked only for steps that read outputs, each walk linear."""
 
@@ -196,6 +208,41 @@ def problems(spec: JobSpec) -> list[Problem]:
                         out.append(Problem.at(at, message))
             if isinstance(step.for_each, str):
                 out += _for_each_problems(step, ("spec", section, i, "forEach"))
+    return out + _cache_key_problems(spec)
+
+
+# A cache key is part of what identifies a step's result across runs (wf.compile.cache), so it may read job
+# parameters only: the step's image, command, env, items and the outputs it reads are in the key already. What
+# differs per run is refused by name: with it in the key, no later run would ever find an earlier run's result.
+_RUN_DEPENDENT = re.compile(
+    r"(?<![\w.])(workflow\.(name|uid|creationTimestamp|duration|scheduledTime|status|failures|labels|annotations)"
+    r"\b|retries\b|lastRetry\b|pod\.name\b|node\.name\b)"
+    r"|\b(now|date|unixEpoch|dateInZone|dateModify|ago)\s*\(")
+
+
+def _cache_key_problems(spec: JobSpec) -> list[Problem]:
+    """Every cache key's references that are not the job's parameters, at the key."""
+    keys: list[tuple[tuple[PathKey, ...], str | None]] = [(("spec", "cache", "key"), getattr(spec.cache, "key", None))]
+    keys += [(("spec", section, i, "cache", "key"), getattr(step.cache, "key", None))
+             for section, steps in (("steps", spec.steps), ("onExit", spec.on_exit)) for i, step in enumerate(steps)]
+    out: list[Problem] = []
+    for at, key in keys:
+        if not key:
+            continue
+        if message := _unclosed(key):
+            out.append(Problem.at(at, message))
+        for written, ref in references_in(key):
+            if ref is not None and ref.kind == "parameter":
+                if ref.name not in spec.parameters:
+                    out.append(Problem.at(at, _unknown_parameter(ref, spec)))
+            elif _RUN_DEPENDENT.search(written[2:-2]):
+                out.append(Problem.at(at, f"{written} depends on the run (its name, uid, creation time, attempt, "
+                                          "pod or the clock): no later run would find this one's result; a cache "
+                                          "key may read job parameters only ({{workflow.parameters.NAME}})"))
+            else:
+                out.append(Problem.at(at, f"{written}: a cache key may read job parameters only "
+                                          "({{workflow.parameters.NAME}}); the step's image, command, env, items "
+                                          "and the outputs it reads are in the key already"))
     return out
 
 

@@ -171,6 +171,24 @@ class Checkpoint(StrictModel):
                     "two-minute interruption notice")
 
 
+CacheVersion = Annotated[str, Field(max_length=63), AfterValidator(_checked(
+    r"^[A-Za-z0-9][-._A-Za-z0-9]*$", "a cache version (letters, digits, '-', '_' and '.', e.g. v2)"))]
+
+
+class StepCache(StrictModel):
+    """Reuse the step's result from an earlier run whose step had the same image, command, env, inputs, items and
+    key: no pod is created and its outputs go to later steps (Argo's memoization, wf.compile.cache)."""
+
+    key: Annotated[str, Field(max_length=1024)] | None = Field(
+        default=None, description="What else the result depends on, e.g. \"{{workflow.parameters.snapshot}}\"; "
+        "job parameters only (wf.jobspec.references checks it)")
+    version: CacheVersion | None = Field(default=None, description="Change it to drop every earlier result")
+
+
+# `cache: true` is a StepCache without key or version; `cache: false` on a step turns the job's cache off.
+Cache = Annotated[bool | StepCache, Field(union_mode="left_to_right")]
+
+
 class Step(StrictModel):
     name: str
     command: list[Text] = Field(min_length=1, description="argv list; never a shell string")
@@ -203,6 +221,8 @@ class Step(StrictModel):
     outputs: Outputs | None = None
     checkpoint: Checkpoint | None = Field(default=None, description="Keep checkpoints across attempts; "
                                           "default: the job's")
+    cache: Cache | None = Field(default=None, description="Reuse the result of an earlier run with the same "
+                                "inputs (true, or {key, version}; false: not even the job's); default: the job's")
 
     @property
     def declared(self) -> Outputs:
@@ -263,6 +283,8 @@ class JobSpec(StrictModel):
     steps: list[Step] = Field(min_length=1)
     checkpoint: Checkpoint | None = Field(default=None, description="Checkpoints of every step (a step's own "
                                           "`checkpoint` replaces it)")
+    cache: Cache | None = Field(default=None, description="Cache every step's result (a step's own `cache` "
+                                "replaces it)")
     on_exit: list[Step] = Field(
         default_factory=list, alias="onExit",
         description="Steps run after the job whatever its outcome ({{workflow.status}}: Succeeded, Failed, Error)")

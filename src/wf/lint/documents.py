@@ -230,10 +230,15 @@ def check_compiled(manifest: dict[str, Any], doc: Document, catalog: Catalog, gr
                    ) -> list[Problem]:
     """The compiler's own output through the same checks as a hand-written manifest (`wf submit` runs them too).
     Their paths are into the compiled manifest, which has no lines: reported at the job's first line."""
-    found = argo.validate(manifest) + unschedulable(manifest, groups) + inadmissible(manifest, catalog)
-    found += privileges(manifest, catalog)
+    found = argo.validate(manifest) + catalog_problems(manifest, catalog, groups)
     return [replace(p, message=f"compiled workflow: {p.message}").in_file(doc.file, doc.line_of(()))
             for p in found] + _size(doc, manifest)
+
+
+def catalog_problems(manifest: dict[str, Any], catalog: Catalog, groups: list[NodeGroup]) -> list[Problem]:
+    """What the catalog refuses in an Argo manifest's pods: no node group holds them, their team can never admit
+    them, they ask for privileges their class does not allow (paths into the manifest, no lines)."""
+    return unschedulable(manifest, groups) + inadmissible(manifest, catalog) + privileges(manifest, catalog)
 
 
 def _oversized_job(path: Path) -> list[Problem]:
@@ -298,9 +303,7 @@ def _lint_argo(doc: Document, source: _CatalogOnDemand, result: LintResult) -> l
     problems += _size(doc, manifest)
     if not problems:
         result.manifests.append((doc, manifest))
-        found = unschedulable(manifest, source.groups) + inadmissible(manifest, source.catalog)
-        found += privileges(manifest, source.catalog)
-        problems += [doc.locate(p) for p in found]
+        problems += [doc.locate(p) for p in catalog_problems(manifest, source.catalog, source.groups)]
     return problems
 
 

@@ -6,15 +6,16 @@ import os
 from collections.abc import Iterable, Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import ConfigDict, Field, PrivateAttr, ValidationInfo, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, PrivateAttr, ValidationInfo, model_validator
 
 from wf.core.constants import CAPACITIES, CATALOG_CONFIGMAP, CATALOG_NAMESPACE, DOMAIN
 from wf.core.errors import InputError, PathKey, Problem, did_you_mean
 from wf.core.loader import Document, load_mapping, parse_documents
 from wf.core.modeling import DEFER_CHECKS, StrictModel, dns_label_problem, labels_problems, parse_model, raise_problems
+from wf.core.units import parse_duration
 from wf.model.accelerators import profile
 from wf.model.instances import InstanceType, instance_type
 from wf.model.teams import Queues, Team, amounts
@@ -242,6 +243,24 @@ class ArtifactStore(StrictModel):
         description="Namespace -> service account bound to a role that can read and write the bucket")
 
 
+def _max_age(value: str | int) -> str | int:
+    if parse_duration(value) > 10 * 365 * 86400:
+        raise ValueError("must be at most ten years")
+    return value
+
+
+class CachePolicy(StrictModel):
+    """How long a cached step result (job specs' `cache:`) is reused: Argo's memoization ignores an entry older
+    than `maxAge` and replaces it with the next run's."""
+
+    max_age: Annotated[str | int, AfterValidator(_max_age)] = Field(
+        default="7d", alias="maxAge", description="e.g. 7d, 12h; a result older than this is computed again")
+
+    @property
+    def max_age_seconds(self) -> int:
+        return parse_duration(self.max_age)
+
+
 class Catalog(StrictModel):
     api_version: Literal["wf/v1"] = Field(default="wf/v1", alias="apiVersion")
     kind: Literal["Catalog"] = "Catalog"
@@ -250,6 +269,7 @@ class Catalog(StrictModel):
     default_class: str | None = Field(default=None, alias="defaultClass",
                                       description="Class of steps whose job names none")
     artifacts: ArtifactStore | None = Field(default=None, description="Store of the artifacts steps hand on")
+    cache: CachePolicy = Field(default_factory=CachePolicy, description="Cached step results (job specs' `cache:`)")
     queues: Queues | None = Field(default=None, description="Teams, their quotas and priorities (Kueue)")
     step_service_accounts: dict[str, list[str]] = Field(
         default_factory=dict, alias="stepServiceAccounts",

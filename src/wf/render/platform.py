@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from wf.compile.artifacts import LIFECYCLE_FILE, lifecycle_configuration, repository_configmap
-from wf.core.constants import CATALOG_CONFIGMAP, CATALOG_KEY, CATALOG_NAMESPACE
+from wf.core.constants import CATALOG_CONFIGMAP, CATALOG_KEY, CATALOG_NAMESPACE, STEP_CACHE_PREFIX
 from wf.core.errors import InputError
 from wf.model.catalog import Catalog
 from wf.model.nodegroups import node_groups
@@ -38,6 +38,7 @@ CONTROLLER_NAMESPACE = "argo"
 WORKFLOW_NAMESPACE = "wf"
 ARGO_CONFIGMAP = "workflow-controller-configmap"
 ARGO_CONTROLLER = "workflow-controller"
+ARGO_CONTROLLER_ACCOUNT = "argo"  # the controller's service account in upstream's install.yaml
 KUEUE_NAMESPACE = "kueue-system"
 KUEUE_CONFIGMAP = "kueue-manager-config"
 KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
@@ -45,6 +46,14 @@ LOCAL_MARKER = "wf-local-cluster"
 # The hand-written manifests (with the reasons for each value) the rendering reads, in apply order.
 MANIFEST_FILES = ("namespaces.yaml", "argo-crds.yaml", "workflow-controller-configmap.yaml", "rbac.yaml")
 KUSTOMIZATION = "kustomization.yaml"
+# Argo's workflow archive and offloaded node status (its `persistence`), in PostgreSQL: the local cluster's own
+# server (wf.cluster.postgres) or the platform's RDS instance. The credentials are a Secret in Argo's namespace that
+# the controller and Argo Server read by reference (keys username, password): never in the ConfigMap.
+ARGO_DATABASE_SECRET = "wf-argo-database"
+ARGO_DATABASE_NAME = "argo"
+ARGO_ARCHIVE_TABLE = "argo_workflows"
+# Long enough for a month's `wf report` and `wf list --archived --since 30d`; Argo deletes older archived runs.
+ARGO_ARCHIVE_TTL = "30d"
 # From this many nodes (every node group at maxSize) the Argo controller gets the tuning below; smaller
 # platforms keep Argo's defaults, which a few hundred nodes do not outgrow.
 LARGE_PLATFORM_NODES = 500
@@ -57,6 +66,47 @@ class Versions:
     argo: str
     kueue: str
     mpi_operator: str
+
+
+@dataclass(frozen=True)
+class ArgoDatabase:
+    """The PostgreSQL server Argo keeps its archive and offloaded node status in."""
+
+    host: str
+    port: int = 5432
+    ssl: bool = True  # RDS takes TLS; the local cluster's server listens on loopback only, without it
+
+
+def parse_database(value: str, origin: str) -> ArgoDatabase:
+    """HOST or HOST:PORT (an RDS endpoint) as Argo's database; InputError naming `origin` for anything else."""
+    host, _, port = value.strip().rpartition(":") if ":" in value else (value.strip(), "", "5432")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536 or any(c in host for c in "/@ "):
+        raise InputError(f"{origin}: {value!r} is not a database address: give HOST or HOST:PORT of Argo's "
+                         "PostgreSQL (e.g. argo.abc123.us-east-1.rds.amazonaws.com:5432)")
+    return ArgoDatabase(host=host, port=int(port))
+
+
+def persistence(database: ArgoDatabase) -> dict[str, Any]:
+    """Argo's `persistence` (v4.0.7 config.PersistConfig): every finished workflow archived (the archive keeps its
+    nodes whole, so `wf get` reads an archived run as a live one), node status offloaded when a workflow's status
+    outgrows what etcd takes (a fan-out of 10,000 items), the credentials by Secret reference. Argo creates and
+    migrates its tables itself."""
+    secret = {"name": ARGO_DATABASE_SECRET}
+    return {
+        "archive": True,
+        "archiveTTL": ARGO_ARCHIVE_TTL,
+        "nodeStatusOffLoad": True,
+        "postgresql": {
+            "host": database.host,
+            "port": database.port,
+            "database": ARGO_DATABASE_NAME,
+            "tableName": ARGO_ARCHIVE_TABLE,
+            "userNameSecret": {**secret, "key": "username"},
+            "passwordSecret": {**secret, "key": "password"},
+            "ssl": database.ssl,
+            **({"sslMode": "require"} if database.ssl else {}),
+        },
+    }
 
 
 @dataclass(frozen=True)
@@ -145,10 +195,28 @@ def _namespaces(catalog: Catalog, namespaces: Sequence[str]) -> list[dict[str, A
 
 def namespaces_rbac(catalog: Catalog, namespaces: Sequence[str]) -> list[dict[str, Any]]:
     """wf's namespaces, each workflow namespace's accounts and roles, and the teams' roles."""
-    objects = _namespaces(catalog, namespaces)
+    objects = [*_namespaces(catalog, namespaces), *step_cache_rbac(namespaces)]
     if catalog.queues:
         objects += team_roles.objects(catalog)
     return _unique(objects)
+
+
+def step_cache_rbac(namespaces: Sequence[str]) -> list[dict[str, Any]]:
+    """What Argo's controller needs for the step cache (wf.compile.cache) beyond upstream's roles, which read
+    ConfigMaps only: to create each workflow namespace's cache ConfigMap in its own namespace, where Argo v4.0
+    keeps them, and update those alone. Kubernetes cannot limit `create` to names, so that is the namespace's."""
+    name = STEP_CACHE_PREFIX
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": name, "namespace": CONTROLLER_NAMESPACE},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+                      {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update"],
+                       "resourceNames": [f"{STEP_CACHE_PREFIX}-{ns}" for ns in namespaces]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": name, "namespace": CONTROLLER_NAMESPACE},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+               "subjects": [{"kind": "ServiceAccount", "name": ARGO_CONTROLLER_ACCOUNT,
+                             "namespace": CONTROLLER_NAMESPACE}]}
+    return [role, binding]
 
 
 def platform_nodes(catalog: Catalog) -> int:
@@ -159,20 +227,71 @@ def is_large(catalog: Catalog) -> bool:
     return platform_nodes(catalog) >= LARGE_PLATFORM_NODES
 
 
-def argo_configmap(catalog: Catalog, local: bool = False) -> dict[str, Any]:
+def argo_configmap(catalog: Catalog, local: bool = False, database: ArgoDatabase | None = None) -> dict[str, Any]:
     """Argo's controller ConfigMap: wf's defaults (manifests/workflow-controller-configmap.yaml), plus, on a
     large real platform, a pod creation rate: 250 workflows fanning out 30 shards each create 7,500 pods in
     seconds; 100/s with a burst of 200 spreads that over about a minute, which keeps the API server and the
     scheduler responsive for everything else (node heartbeats, the autoscaler) meanwhile. The local cluster
     keeps Argo's unlimited rate: its API server serves nothing else, and serves metrics as plain HTTP, on
-    loopback, where a real cluster's self-signed TLS would protect nothing."""
+    loopback, where a real cluster's self-signed TLS would protect nothing. With a database, Argo's persistence
+    in it (`persistence`)."""
     configmap = load_manifest("workflow-controller-configmap.yaml")[0]
+    if database is not None:
+        configmap["data"]["persistence"] = yaml.safe_dump(persistence(database), sort_keys=False)
     if local:
         metrics = {**yaml.safe_load(configmap["data"]["metricsConfig"]), "secure": False}
         configmap["data"]["metricsConfig"] = yaml.safe_dump(metrics, sort_keys=False)
     elif is_large(catalog):
         configmap["data"]["resourceRateLimit"] = "limit: 100\nburst: 200\n"
     return configmap
+
+
+ARGO_SERVER = "argo-server"
+ARGO_SERVER_CLUSTER_ROLE = "argo-server-cluster-role"  # upstream's name, which the bundle's patch narrows
+_READ = ["get", "list", "watch"]
+
+
+def argo_server_cluster_rules() -> list[dict[str, Any]]:
+    """What Argo Server reads in every namespace with its own account: the objects its informers cache (workflows
+    for its listings, templates it validates against, event bindings). In `client` auth mode every request a
+    user makes runs with the user's own token; the server's account changes nothing."""
+    return [{"apiGroups": ["argoproj.io"], "verbs": _READ,
+             "resources": ["workflows", "workflowtemplates", "clusterworkflowtemplates", "cronworkflows",
+                           "workfloweventbindings"]}]
+
+
+def argo_server_namespace_rules() -> list[dict[str, Any]]:
+    """What Argo Server reads in Argo's namespace: the controller's ConfigMap and the database's Secret alone."""
+    return [{"apiGroups": [""], "resources": ["configmaps"], "verbs": _READ},
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": [ARGO_DATABASE_SECRET]}]
+
+
+def argo_server_objects(versions: Versions) -> list[dict[str, Any]]:
+    """Patches of upstream's Argo Server (its Deployment, ClusterIP Service and ClusterRole come with Argo's
+    install): the pinned image, `client` auth (a developer reads the archive with their own cluster rights, as
+    `wf` sends its EKS token), and a ClusterRole narrowed to reading (upstream's may create Secrets, delete pods
+    and exec into them)."""
+    return [
+        {"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": {"name": ARGO_SERVER, "namespace": CONTROLLER_NAMESPACE},
+         "spec": {"template": {"spec": {"containers": [{
+             "name": ARGO_SERVER, "image": f"quay.io/argoproj/argocli:v{versions.argo}",
+             "args": ["server", "--auth-mode=client"]}]}}}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": ARGO_SERVER_CLUSTER_ROLE}, "rules": argo_server_cluster_rules()},
+    ]
+
+
+def argo_server_rbac() -> list[dict[str, Any]]:
+    """Argo Server's reading of its configuration in Argo's namespace (a Role, not upstream's cluster-wide one)."""
+    meta = {"name": ARGO_SERVER, "namespace": CONTROLLER_NAMESPACE}
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
+         "rules": argo_server_namespace_rules()},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ARGO_SERVER},
+         "subjects": [{"kind": "ServiceAccount", "name": ARGO_SERVER, "namespace": CONTROLLER_NAMESPACE}]},
+    ]
 
 
 def argo_controller_patch(catalog: Catalog, versions: Versions) -> dict[str, Any]:
@@ -236,11 +355,12 @@ def configmaps(catalog: Catalog, namespaces: Sequence[str]) -> list[dict[str, An
     return out
 
 
-def local_objects(catalog: Catalog, namespaces: Sequence[str]) -> list[dict[str, Any]]:
+def local_objects(catalog: Catalog, namespaces: Sequence[str], database: ArgoDatabase | None = None
+                  ) -> list[dict[str, Any]]:
     """What the local cluster applies from the rendering, in apply order (namespaces first). Kueue's objects and
     the teams' roles come later, once Kueue's webhooks serve (wf.cluster.kueue)."""
-    return _unique([*_namespaces(catalog, namespaces), argo_configmap(catalog, local=True),
-                    *configmaps(catalog, namespaces)])
+    return _unique([*_namespaces(catalog, namespaces), *step_cache_rbac(namespaces),
+                    argo_configmap(catalog, local=True, database=database), *configmaps(catalog, namespaces)])
 
 
 def local_marker(versions: Versions, kueue_running: bool) -> dict[str, Any]:
@@ -284,17 +404,22 @@ def local_expected(catalog: Catalog, versions: Versions) -> Expected:
     return Expected(objects, full.components, [], [])
 
 
-def bundle(catalog: Catalog, versions: Versions, account: str | None) -> dict[str, list[dict[str, Any]]]:
+def bundle(catalog: Catalog, versions: Versions, account: str | None, database: ArgoDatabase | None = None
+           ) -> dict[str, list[dict[str, Any]]]:
     """The bundle's files (name -> documents) besides the kustomization; InputError (with the catalog's field)
-    for an accelerator no device plugin serves or an autoscaler the node groups contradict."""
+    for an accelerator no device plugin serves or an autoscaler the node groups contradict. With `database`,
+    Argo keeps its archive and offloaded node status there."""
     device_plugins.check_known(catalog)
     autoscaler.check_choice(catalog)
     namespaces = workflow_namespaces(catalog)
     files: dict[str, list[dict[str, Any]]] = {
         "namespaces-rbac.yaml": namespaces_rbac(catalog, namespaces),
         "configmaps.yaml": configmaps(catalog, namespaces),
-        "argo-configmap.yaml": [argo_configmap(catalog)],
+        "argo-configmap.yaml": [argo_configmap(catalog, database=database)],
         "argo-controller.yaml": [argo_controller_patch(catalog, versions)],
+        "argo-server.yaml": [argo_server_objects(versions)[0]],
+        "argo-server-role.yaml": [argo_server_objects(versions)[1]],
+        "argo-server-rbac.yaml": argo_server_rbac(),
     }
     if catalog.queues:
         files["kueue.yaml"] = kueue.objects(catalog)
@@ -305,7 +430,8 @@ def bundle(catalog: Catalog, versions: Versions, account: str | None) -> dict[st
     return files
 
 
-PATCHES = ("argo-configmap.yaml", "argo-controller.yaml", "kueue-configmap.yaml")
+PATCHES = ("argo-configmap.yaml", "argo-controller.yaml", "argo-server.yaml", "argo-server-role.yaml",
+           "kueue-configmap.yaml")
 
 
 def kustomization(catalog: Catalog, versions: Versions, files: Iterable[str]) -> dict[str, Any]:
@@ -320,12 +446,21 @@ def kustomization(catalog: Catalog, versions: Versions, files: Iterable[str]) ->
 
 _HEADERS = {
     "namespaces-rbac.yaml": "wf's namespaces; in each workflow namespace the workflow and developer accounts "
-                            "(manifests/rbac.yaml); each team's Role and RoleBinding.",
+                            "(manifests/rbac.yaml); each team's Role and RoleBinding; Argo's controller's "
+                            "Role for the step cache's ConfigMaps.",
     "configmaps.yaml": "The catalog `wf submit` compiles with, and each workflow namespace's artifact repository.",
     "argo-configmap.yaml": "Patch of Argo's workflow-controller-configmap: wf's defaults "
                            "(manifests/workflow-controller-configmap.yaml) and the platform's pod creation rate.",
     "argo-controller.yaml": "Patch of Argo's workflow-controller Deployment: the pinned image and the tuning for "
                             "the platform's size (the args replace upstream's empty list).",
+    "argo-server.yaml": "Patch of Argo Server's Deployment (upstream's, behind its ClusterIP Service "
+                        "argo-server:2746): the pinned image and `client` auth: each request runs with the "
+                        "caller's own token. It serves the workflow archive (`wf list --archived`, `wf get` "
+                        "of a deleted run).",
+    "argo-server-role.yaml": "Patch of Argo Server's ClusterRole: read workflows and templates, nothing else "
+                             "(upstream's creates Secrets and deletes and execs into pods).",
+    "argo-server-rbac.yaml": "Argo Server's reading of the controller's ConfigMap and the database Secret, in Argo's "
+                             "namespace only.",
     "kueue.yaml": "The teams' queues: ResourceFlavors per class x capacity, priorities, a ClusterQueue per team, "
                   "LocalQueues.",
     "kueue-configmap.yaml": "Patch of Kueue's configuration: integrations, namespaces, fair sharing, excluded "
@@ -335,9 +470,10 @@ _HEADERS = {
 }
 
 
-def render(catalog: Catalog, versions: Versions, account: str | None, label: str) -> dict[str, str]:
+def render(catalog: Catalog, versions: Versions, account: str | None, label: str,
+           database: ArgoDatabase | None = None) -> dict[str, str]:
     """The bundle as file texts, kustomization.yaml included."""
-    files = bundle(catalog, versions, account)
+    files = bundle(catalog, versions, account, database)
     out = {}
     for name, docs in files.items():
         header = [f"Generated by `wf platform render` from {label}. Do not edit: change the catalog.",

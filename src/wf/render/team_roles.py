@@ -8,7 +8,9 @@ from the others, so the namespace enforces `privileged` and warns and audits at 
 teams with a quota on such a class (with teams; without, every workflow namespace).
 
 Members submit, watch, stop (patch, and delete the multi-node steps' MPIJobs), retry (update, and delete the
-failed steps' pods) and delete their workflows; they read pods, logs, events and their queue's Kueue workloads,
+failed steps' pods) and delete their workflows; keep their shared jobs as WorkflowTemplates (`wf template
+create` replaces one it made before: update) and their scheduled ones as CronWorkflows (`wf cron suspend|resume`
+patch them); they read pods, logs, events and their queue's Kueue workloads,
 which `wf get` explains waiting with. The binding names the group wf-team:<team> (map identity-provider groups
 or EKS access entries to it) plus the groups the catalog lists.
 """
@@ -19,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from wf.core.constants import LOCAL_QUEUE, MPIJOB, WORKFLOW, WORKLOAD
+from wf.core.constants import CRON_WORKFLOW, LOCAL_QUEUE, MPIJOB, WORKFLOW, WORKFLOW_TEMPLATE, WORKLOAD
 from wf.model.catalog import Catalog, ComputeClass
 from wf.model.teams import Team
 from wf.render.kueue import queues_of
@@ -29,6 +31,10 @@ ROLE_NAME = "wf-team"
 RULES: list[dict[str, Any]] = [
     {"apiGroups": [WORKFLOW.group], "resources": [WORKFLOW.plural],
      "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
+    {"apiGroups": [WORKFLOW_TEMPLATE.group], "resources": [WORKFLOW_TEMPLATE.plural],
+     "verbs": ["create", "get", "list", "watch", "update", "delete"]},
+    {"apiGroups": [CRON_WORKFLOW.group], "resources": [CRON_WORKFLOW.plural],
+     "verbs": ["create", "get", "list", "watch", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
     {"apiGroups": [""], "resources": ["pods/log", "events"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch"]},

@@ -14,6 +14,51 @@ as counters. Failure requirements are ORed, and the one that matched is named in
 ("failure condition '{status.replicaStatuses.Worker.failed gt [0]}' evaluated true"): that is how a lost
 worker (an interruption) is told from a launcher that exited non-zero (the application's failure). Argo checks
 them in key order, Launcher before Worker: a poll that sees both reports the launcher.
+
+One gang at a time. Every attempt of one run of the step (interruption retries and application retries alike)
+names the same MPIJob (mpijob_name(): per workflow, step and fan-out item), and before argoexec creates it, an init
+container of Argo's resource pod (release_container()) runs `kubectl delete --ignore-not-found --cascade=foreground
+--wait` on that name, as Argo's executor (with the token Argo mounts for its own containers, the Secret
+wf-mpijob-executor.service-account-token, which the template mounts under a volume of its own):
+
+- foreground propagation keeps the MPIJob until the garbage collector has deleted every dependent that blocks its
+  owner's deletion, transitively in foreground (kubernetes v1.36 pkg/controller/garbagecollector
+  attemptToDeleteItem): the workers and the launcher Job carry the operator's controller reference (mpi-operator
+  v0.6.0 newWorker, newLauncherJob: NewControllerRef, blockOwnerDeletion), the launcher pod its Job's;
+- `--wait` returns once the object of the deleted UID is gone (kubectl pkg/cmd/wait IsDeleted, with get, list and
+  watch, which wf-mpijob-executor holds: forbidden, kubectl would not wait at all), for at most RELEASE_TIMEOUT;
+- Argo appends the template's init containers to the pod it makes (workflow/controller/workflowpod.go
+  addInitContainers), so argoexec's main container starts after it: the next MPIJob exists only once every pod of
+  the previous one is gone, its grace period spent, and cannot exist sooner, having the same name. The first
+  attempt finds nothing to delete.
+
+Nothing else would do it. `kubectl replace --force` deletes, waits and creates in one command but prints the
+deletion's line before the created object (k8s.io/kubectl v0.33.1, which argoexec v4.0.7 runs in-process:
+pkg/cmd/delete deleteResource, PrintObj unless Quiet, which no flag sets), and argoexec parses that output as one
+JSON object (workflow/executor/resource.go ExecResource). The operator never
+deletes an MPIJob (v0.6.0 passes runPolicy.ttlSecondsAfterFinished to the launcher Job only, so `create` of a fixed
+name alone would meet AlreadyExists for as long as the workflow lives); a lost worker does not
+even end its MPIJob (updateMPIJobStatus counts `Worker.failed`; only the launcher's end sets completionTime and
+cleans workers up, and a deleted worker is created again); Kueue frees an MPIJob's quota when it finishes, not when
+its pods are gone; a Steps or DAG wrapper [release, create] carrying the retry would lose `lastRetry.message`, by
+which interruptions are told from the program's failures (a failed Steps node says "child '...' failed", a DAG
+node nothing). A release that outlasts RELEASE_TIMEOUT (a node that stays NotReady keeps its pods Terminating
+until its Node object goes) fails the attempt with kubectl's "timed out waiting for the condition" in the init
+container's message, the program's failure to retry (no interruption sign). A retry after Argo's own resource pod
+was lost while its MPIJob ran deletes that MPIJob and starts over (from the step's checkpoint): no attempt adopts a
+gang it did not create.
+
+A lost launcher. The launcher is a batch Job whose pod, lost with its node, fails the Job like mpirun exiting
+non-zero: both are `Launcher.failed`, and the MPIJob's Failed condition differs only by whether the pod was still
+listed when the operator wrote it (updateMPIJobFailedStatus: "BackoffLimitExceeded" or
+"BackoffLimitExceeded/<pod reason>"; a label value can't hold '/', and the race makes it no sign). So the
+launcher runs On-Demand (launcher_capacity) and asks to share the node of Argo's resource pod that created its
+MPIJob (a preferred pod affinity to MPIJOB_LABEL, which only that pod carries and only while it runs: the
+kube-scheduler sees no Succeeded or Failed pod, pkg/scheduler/scheduler.go): when that node goes, Argo's own pod
+goes with it, and Argo reads its loss with the interruption signs (wf.compile.interruptions). Preferred, so a full
+node never strands a gang: a launcher placed elsewhere (no room there, or a pool so large that the scheduler stopped
+at 100 feasible nodes without scoring that one: pkg/scheduler/schedule_one.go numFeasibleNodesToFind) and then
+lost reads as the program's failure.
 """
 
 from __future__ import annotations
@@ -27,6 +72,7 @@ from typing import Any
 import yaml
 
 from wf.compile import checkpoints
+from wf.compile.checkpoints import ITEM, item_reference
 from wf.compile.hardening import pod_security
 from wf.compile.interruptions import MPI_WORKER_FAILED, ON_DEMAND
 from wf.compile.kinds.base import Cleanup, Demand, PodRenderer
@@ -35,11 +81,14 @@ from wf.compile.queueing import QueueAssignment
 from wf.compile.readback import CompiledPlacement, read_placement
 from wf.compile.schedulability import pod_requests
 from wf.core.constants import (
+    ARGO_EXECUTOR_TOKEN_PATH,
+    ARGO_EXECUTOR_TOKEN_SECRET,
     CAPACITY_LABEL,
     CLASS_LABEL,
     JOB_LABEL,
     MPIJOB,
     MPIJOB_EXECUTOR_ACCOUNT,
+    MPIJOB_LABEL,
     SIM_CHECKPOINTS,
     SIM_DURATION,
     SIM_EXIT_CODE,
@@ -70,7 +119,18 @@ WORKER_LOST_MESSAGE = MPI_WORKER_FAILED
 _PROGRAM_SIMULATION = (SIM_DURATION, SIM_EXIT_CODE, SIM_MESSAGE, SIM_CHECKPOINTS)
 SUCCESS_CONDITION = LAUNCHER_SUCCEEDED
 FAILURE_CONDITION = f"{WORKER_FAILED}, {LAUNCHER_FAILED}"
-_NAME_PREFIX_MAX = 45  # + generateName's 5 characters + "-worker-NN" stays a DNS label (63)
+_HASH_LENGTH = 10
+_NAME_PREFIX_MAX = 39  # + "-" + the hash + "-worker-NN" stays a DNS label (63)
+# The init container of Argo's resource pod that deletes the step run's MPIJob an earlier attempt left, with its pods:
+# kubectl of the cluster's minor version (the official image has no shell; its entrypoint is kubectl).
+RELEASE_CONTAINER = "wf-release"
+# Its token, the executor's: Argo refuses a template's mount of its own `exec-sa-token` volume (it adds that volume
+# after checking the template's mounts against the template's and workflow's volumes: workflowpod.go
+# addVolumeReferences, "volume ... not found in workflow spec"), so the template names the same Secret itself.
+RELEASE_TOKEN_VOLUME = "wf-release-token"
+KUBECTL_IMAGE = "registry.k8s.io/kubectl:v{version}.0"
+# How long an attempt waits for the previous attempt's gang to be gone before it gives up.
+RELEASE_TIMEOUT = "30m"
 
 
 def launcher_class(catalog: Catalog, workers: ComputeClass) -> ComputeClass | None:
@@ -83,10 +143,37 @@ def launcher_class(catalog: Catalog, workers: ComputeClass) -> ComputeClass | No
 
 
 def launcher_capacity(launcher: ComputeClass) -> str:
-    """Where the launcher (and Argo's resource pod beside it) runs: its loss ends the whole gang's attempt, and Argo
-    can't tell it from mpirun failing (both are `Launcher.failed`), so On-Demand where its class offers it, which
-    Spot reclaims never take."""
+    """Where the launcher (and Argo's resource pod beside it) runs: its loss ends the whole gang's attempt, so
+    On-Demand where its class offers it, which Spot reclaims never take."""
     return ON_DEMAND if ON_DEMAND in launcher.capacity else launcher.default_capacity
+
+
+def mpijob_name(job: TrainingJob, step: Step) -> str:
+    """The name of the MPIJob one run of `step` runs, as an Argo expression: the same for each of its attempts, its
+    own per workflow and fan-out item (a hash of them after a readable prefix)."""
+    prefix = f"{job.name}-{step.name}"[:_NAME_PREFIX_MAX].rstrip("-")
+    key = f"workflow.name + '/{step.name}'"
+    if item_reference(job, step) is not None:
+        key += f" + '/' + inputs.parameters['{ITEM.input_name}']"
+    return f"{prefix}-{{{{=sprig.trunc({_HASH_LENGTH}, sprig.sha1sum({key}))}}}}"
+
+
+def release_container(name: str, cluster_version: str) -> dict[str, Any]:
+    """The init container deleting the MPIJob `name` (an earlier attempt's) and waiting until it and its pods are gone,
+    as Argo's executor in the pod: with the token Argo mounts for its own containers (wf-mpijob-executor's, the
+    template's RELEASE_TOKEN_VOLUME)."""
+    return {
+        "name": RELEASE_CONTAINER,
+        "image": KUBECTL_IMAGE.format(version=cluster_version),
+        "args": ["delete", f"{MPIJOB.plural}.{MPIJOB.version}.{MPIJOB.group}", name,
+                 "--namespace={{workflow.namespace}}", "--ignore-not-found", "--cascade=foreground", "--wait",
+                 f"--timeout={RELEASE_TIMEOUT}"],
+        "volumeMounts": [{"name": RELEASE_TOKEN_VOLUME, "mountPath": ARGO_EXECUTOR_TOKEN_PATH, "readOnly": True}],
+        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        # kubectl writes its error to stderr: Argo's message for the attempt then carries it.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
 
 
 def _problems(job: TrainingJob, index: int, catalog: Catalog, placement: Placement | None,
@@ -270,18 +357,25 @@ def _template(job: TrainingJob, step: Step, catalog: Catalog, worker: Placement,
     workers["template"]["spec"]["affinity"] = {
         "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": ZONE_LABEL, "operator": "In", "values": [zone]}]}]}},
-        # One worker per node: each holds all of its node's accelerators and EFA interfaces. Per MPIJob, so
-        # the workers of an attempt being cleaned up never push away the next attempt's.
+        # One worker per node: each holds all of its node's accelerators and EFA interfaces. Per MPIJob: another
+        # step's workers are no concern of these.
         "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
             "topologyKey": HOSTNAME_LABEL,
             "labelSelector": {"matchLabels": {JOB_ROLE_LABEL: "worker"}},
             "matchLabelKeys": [JOB_NAME_LABEL],
         }]},
     }
+    name = mpijob_name(job, step)
+    launcher_replica = replica(launcher, 1, list(step.command))
+    # On the node of Argo's pod that created the MPIJob, where there is room: that node's loss is then Argo's pod's,
+    # an interruption Argo reads (see the module's docstring).
+    launcher_replica["template"]["spec"]["affinity"] = {"podAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": {
+            "topologyKey": HOSTNAME_LABEL, "labelSelector": {"matchLabels": {MPIJOB_LABEL: name}}}}]}}
     mpijob: dict[str, Any] = {
         "apiVersion": MPIJOB.api_version,
         "kind": MPIJOB.kind,
-        "metadata": {"generateName": f"{job.name}-{step.name}"[:_NAME_PREFIX_MAX].rstrip("-") + "-",
+        "metadata": {"name": name,
                      "labels": {JOB_LABEL: job.name, STEP_LABEL: step.name, WORKFLOW_NAME_LABEL: "{{workflow.name}}",
                                 **queue_labels}},
         "spec": {
@@ -293,27 +387,32 @@ def _template(job: TrainingJob, step: Step, catalog: Catalog, worker: Placement,
             # mpirun fails if a worker's sshd is not up yet (accelerator images take minutes to pull): start the
             # launcher once every worker is Ready.
             "launcherCreationPolicy": "WaitForWorkersReady",
-            "mpiReplicaSpecs": {"Launcher": replica(launcher, 1, list(step.command)), "Worker": workers},
+            "mpiReplicaSpecs": {"Launcher": launcher_replica, "Worker": workers},
         },
     }
     pod = render_pod(worker)
-    metadata: dict[str, Any] = {"labels": {k: v for k, v in pod["metadata"]["labels"].items()
-                                           if k not in (CLASS_LABEL, CAPACITY_LABEL)}}
+    metadata: dict[str, Any] = {"labels": {**{k: v for k, v in pod["metadata"]["labels"].items()
+                                              if k not in (CLASS_LABEL, CAPACITY_LABEL)}, MPIJOB_LABEL: name}}
     if annotations := {k: v for k, v in (pod["metadata"].get("annotations") or {}).items()
                        if k not in _PROGRAM_SIMULATION}:
         metadata["annotations"] = annotations
     template: dict[str, Any] = {
         "name": step.name,
         "metadata": metadata,
-        # Argo's executor pod that creates and watches the MPIJob: on the launcher's class, never on a node
-        # some accelerator pod is waiting for.
+        # Argo's executor pod that creates and watches the MPIJob: on the launcher's class and capacity, never on a
+        # node some accelerator pod is waiting for.
         "nodeSelector": launcher.node_selector,
-        # The only pod whose token may create MPIJobs: the step's other pods' executor cannot.
+        # The only pod whose token may create and delete MPIJobs: the step's other pods' executor cannot.
         "executor": {"serviceAccountName": MPIJOB_EXECUTOR_ACCOUNT},
         "retryStrategy": pod["retryStrategy"],
-        # The replicas' environment reads them (a checkpointed step's application retry).
+        # The manifest reads them: the replicas' environment (a checkpointed step's application retry), the
+        # MPIJob's name (the fan-out item).
         **({"inputs": {"parameters": pod["inputs"]["parameters"]}}
            if (pod.get("inputs") or {}).get("parameters") else {}),
+        # One gang at a time: the MPIJob an earlier attempt left is gone, pods and all, before argoexec runs.
+        "initContainers": [release_container(name, catalog.cluster.version)],
+        "volumes": [{"name": RELEASE_TOKEN_VOLUME, "secret": {
+            "secretName": ARGO_EXECUTOR_TOKEN_SECRET.format(account=MPIJOB_EXECUTOR_ACCOUNT)}}],
         "resource": {
             "action": "create",
             "setOwnerReference": True,
