@@ -164,7 +164,7 @@ def template_get(name: Annotated[str, typer.Argument(help="WorkflowTemplate name
 def template_delete(names: Annotated[list[str], typer.Argument(help="WorkflowTemplate names.")], *,
                     target: Target) -> None:
     """Delete WorkflowTemplates; the workflows started from them keep the copy Argo stored in each."""
-    from wf.controller.templates import delete_object
+    from wf.controller.ops import delete_object
 
     kube = connect(target)
     for name in names:
@@ -220,7 +220,7 @@ def cron_resume(name: Annotated[str, typer.Argument(help="CronWorkflow name.")],
 @with_target()
 def cron_delete(names: Annotated[list[str], typer.Argument(help="CronWorkflow names.")], *, target: Target) -> None:
     """Delete CronWorkflows, and the workflows they started (which they own)."""
-    from wf.controller.templates import delete_object
+    from wf.controller.ops import delete_object
 
     kube = connect(target)
     for name in names:

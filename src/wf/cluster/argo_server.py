@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +26,6 @@ import yaml
 
 from wf.cluster import build, processes
 from wf.cluster.supervise import Say
-from wf.core.errors import ClusterError
 from wf.render.platform import (
     ARGO_CONFIGMAP,
     CONTROLLER_NAMESPACE,
@@ -111,7 +108,8 @@ class LocalArgoServer:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.dir),
                "WF_SERVER_ADDR": f"{processes.LOOPBACK}:{port}"}
         pid = processes.start(argv, env=env, log_file=self.log, pid_file=self.pid_file, cwd=self.dir)
-        _wait_ready(pid, port, self.log, timeout)
+        # /api/v1/version answers once the server serves its API (the archive's database connected).
+        processes.wait_http_ready(NAME, f"{url(port)}/api/v1/version", self.log, timeout, pid)
         return port
 
     def _write_kubeconfig(self) -> None:
@@ -139,19 +137,3 @@ class LocalArgoServer:
         pid = self.pid()
         if pid:
             processes.stop(pid, build.binary_path(BINARY), grace_seconds=2)
-
-
-def _wait_ready(pid: int, port: int, log: Path, timeout: float) -> None:
-    """/api/v1/version answers 200 once the server serves its API (the archive's database connected)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not processes.is_running(pid):
-            raise ClusterError(f"{NAME} exited at start; see {log}")
-        try:
-            with urllib.request.urlopen(f"{url(port)}/api/v1/version", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise ClusterError(f"{NAME} not ready after {timeout:.0f}s; see {log}")

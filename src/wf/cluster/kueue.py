@@ -23,7 +23,6 @@ import ipaddress
 import json
 import os
 import time
-import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -129,7 +128,9 @@ class LocalKueue:
             if state is None or not self.running():
                 self.stop()  # one running without a state we can read, e.g. from an older wf
                 state = self._start(catalog, say)
-            _wait_ready(state.health_port, self.log, timeout)
+            # /readyz answers once the webhook server serves (Kueue's readiness check includes it).
+            processes.wait_http_ready("Kueue", f"http://{processes.LOOPBACK}:{state.health_port}/readyz", self.log,
+                                      timeout)
             say("registering Kueue's webhooks, the teams' queues and roles")
             for manifest in webhook_configurations(catalog, state.webhook_port, self.ca_bundle()):
                 apply(client, manifest)
@@ -291,18 +292,3 @@ def _wait_gating(api_client: Any, namespace: str, timeout: float) -> None:
             last = f"{exc.status} {exc.reason}"
         time.sleep(0.2)
     raise ClusterError(f"Kueue's pod webhook is not in effect after {timeout:.0f}s ({last})")
-
-
-def _wait_ready(port: int, log: Path, timeout: float) -> None:
-    """/readyz answers once the webhook server serves (Kueue's readiness check includes it)."""
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://{processes.LOOPBACK}:{port}/readyz", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError as exc:
-            last = str(exc)
-        time.sleep(0.3)
-    raise ClusterError(f"Kueue not ready after {timeout:.0f}s ({last}); see {log}")

@@ -8,8 +8,6 @@ serves its health check on the loopback port that our build patch reads from WF_
 from __future__ import annotations
 
 import os
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -69,23 +67,9 @@ def ensure_operator(workdir: Path, kubeconfig: Path, lock_namespace: str, timeou
         "--kube-api-burst", "100",
     ]
     pid = processes.start(argv, env=env, log_file=log_file(workdir), pid_file=pid_file(workdir), cwd=workdir)
-    _wait_healthy(pid, port, timeout, log_file(workdir))
+    processes.wait_http_ready(OPERATOR, f"http://{processes.LOOPBACK}:{port}/healthz", log_file(workdir), timeout,
+                              pid)
     return port
-
-
-def _wait_healthy(pid: int, port: int, timeout: float, log: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not processes.is_running(pid):
-            raise ClusterError(f"{OPERATOR} exited at start; see {log}")
-        try:
-            with urllib.request.urlopen(f"http://{processes.LOOPBACK}:{port}/healthz", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise ClusterError(f"{OPERATOR} not healthy after {timeout:.0f}s; see {log}")
 
 
 def stop_operator(workdir: Path) -> int | None:

@@ -15,9 +15,12 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from wf.core.errors import ClusterError
 
 LOOPBACK = "127.0.0.1"
 
@@ -137,3 +140,21 @@ def _signal(pid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
     _reap(pid)
+
+
+def wait_http_ready(name: str, url: str, log: Path, timeout: float, pid: int | None = None) -> None:
+    """Until `url` (a component's readiness endpoint on loopback) answers 200; a process `pid` that exits first
+    fails at once. Either way the message points at the component's log."""
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        if pid is not None and not is_running(pid):
+            raise ClusterError(f"{name} exited at start; see {log}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError as exc:
+            last = f" ({exc})"
+        time.sleep(0.2)
+    raise ClusterError(f"{name} not ready after {timeout:.0f}s{last}; see {log}")

@@ -156,7 +156,8 @@ class LocalPrometheus:
         ]
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.dir)}
         pid = processes.start(argv, env=env, log_file=self.log, pid_file=self.pid_file, cwd=self.dir)
-        _wait_ready(pid, port, self.log, timeout)
+        # /-/ready answers once the TSDB is open and the configuration loaded.
+        processes.wait_http_ready(NAME, f"{url(port)}/-/ready", self.log, timeout, pid)
         return port
 
     def _written_config(self) -> str:
@@ -206,21 +207,6 @@ def _write_private(path: Path, data: bytes) -> None:
 def _get(port: int, path: str) -> tuple[int, str]:
     with urllib.request.urlopen(f"{url(port)}{path}", timeout=2) as response:
         return int(response.status), response.read().decode()
-
-
-def _wait_ready(pid: int, port: int, log: Path, timeout: float) -> None:
-    """/-/ready answers 200 once the TSDB is open and the configuration loaded."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not processes.is_running(pid):
-            raise ClusterError(f"{NAME} exited at start; see {log}")
-        try:
-            if _get(port, "/-/ready")[0] == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise ClusterError(f"{NAME} not ready after {timeout:.0f}s; see {log}")
 
 
 _RELOAD = re.compile(r"^prometheus_config_last_reload_(successful|success_timestamp_seconds) (\S+)$", re.M)

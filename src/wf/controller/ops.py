@@ -35,6 +35,7 @@ from wf.core.constants import (
     STEP_LABEL,
     WORKFLOW,
     WORKFLOW_NAME_LABEL,
+    ApiKind,
 )
 from wf.core.errors import InputError
 
@@ -122,20 +123,27 @@ def _clean_up(kube: Kube, name: str, ns: str) -> None:
                 raise
 
 
-def delete_workflow(kube: Kube, name: str, namespace: str | None = None) -> None:
-    """Delete a workflow, and what its step kinds created beside Argo's pods (as `stop_workflow` does)."""
+def delete_object(kube: Kube, kind: ApiKind, name: str, namespace: str | None) -> str:
+    """Delete one of Argo's objects in the background: what it owns goes with it (a workflow's pods, a
+    CronWorkflow's workflows). Returns its namespace."""
     from kubernetes.client.exceptions import ApiException
 
     ns = namespace or kube.namespace
-    with api_errors(kube, f"deleting workflow {name}", ns):
+    with api_errors(kube, f"deleting {kind.kind} {name}", ns):
         try:
-            # Its pods are owned by the workflow: the garbage collector removes them.
-            kube.custom.delete_namespaced_custom_object(WORKFLOW.group, WORKFLOW.version, ns, WORKFLOW.plural, name,
+            kube.custom.delete_namespaced_custom_object(kind.group, kind.version, ns, kind.plural, name,
                                                         propagation_policy="Background")
         except ApiException as exc:
-            if exc.status == 404:
-                raise InputError(f"no workflow {name!r} in namespace {ns} ({kube.context})") from None
-            raise
+            if exc.status != 404:
+                raise
+            raise InputError(f"no {kind.kind} {name!r} in namespace {ns} ({kube.context})") from None
+    return ns
+
+
+def delete_workflow(kube: Kube, name: str, namespace: str | None = None) -> None:
+    """Delete a workflow, and what its step kinds created beside Argo's pods (as `stop_workflow` does)."""
+    ns = delete_object(kube, WORKFLOW, name, namespace)
+    with api_errors(kube, f"deleting what workflow {name} created", ns):
         _clean_up(kube, name, ns)
 
 
@@ -163,12 +171,16 @@ def set_suspended(kube: Kube, name: str, namespace: str | None, suspended: bool)
     workflow = get_workflow(kube, name, ns)
     if (phase := (workflow.get("status") or {}).get("phase")) in TERMINAL_PHASES:
         raise InputError(f"workflow {name} has already ended ({phase})")
+    return patch_suspend(kube, WORKFLOW, name, ns, suspended)
+
+
+def patch_suspend(kube: Kube, kind: ApiKind, name: str, namespace: str, suspended: bool) -> dict[str, Any]:
+    """Set or clear spec.suspend of a Workflow or CronWorkflow; a merge patch's null removes the field, as
+    `argo resume` / `argo cron resume` leave it."""
     verb = "suspending" if suspended else "resuming"
-    with api_errors(kube, f"{verb} workflow {name}", ns):
-        # A merge patch's null removes the field, as `argo resume` leaves it.
-        return kube.custom.patch_namespaced_custom_object(
-            WORKFLOW.group, WORKFLOW.version, ns, WORKFLOW.plural, name, {"spec": {"suspend": True if suspended
-                                                                                   else None}})
+    with api_errors(kube, f"{verb} {kind.kind} {name}", namespace):
+        return kube.custom.patch_namespaced_custom_object(kind.group, kind.version, namespace, kind.plural, name,
+                                                          {"spec": {"suspend": True if suspended else None}})
 
 
 def retry_plan(workflow: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from wf.compile.kinds import kind_of_template
 from wf.compile.readback import CompiledPlacement
 from wf.controller.client import Kube, api_errors
+from wf.controller.ops import patch_suspend
 from wf.controller.submit import Submitted, as_submission, compile_for, create, find_existing
 from wf.core.constants import (
     ARGO_WORKFLOW_TEMPLATE_LABEL,
@@ -77,22 +78,6 @@ def list_objects(kube: Kube, kind: ApiKind, namespace: str | None, *, all_namesp
             found = kube.custom.list_namespaced_custom_object(kind.group, kind.version, ns, kind.plural)
     items: list[dict[str, Any]] = found.get("items") or []
     return sorted(items, key=lambda o: ((o.get("metadata") or {}).get("namespace", ""), _name(o)))
-
-
-def delete_object(kube: Kube, kind: ApiKind, name: str, namespace: str | None) -> str:
-    """Delete one object (a CronWorkflow's workflows, which it owns, go with it); its namespace."""
-    from kubernetes.client.exceptions import ApiException
-
-    ns = namespace or kube.namespace
-    with api_errors(kube, f"deleting {kind.kind} {name}", ns):
-        try:
-            kube.custom.delete_namespaced_custom_object(kind.group, kind.version, ns, kind.plural, name,
-                                                        propagation_policy="Background")
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            raise InputError(f"no {kind.kind} {name!r} in namespace {ns} ({kube.context})") from None
-    return ns
 
 
 # --- templates ---------------------------------------------------------------------------------------------------
@@ -340,9 +325,4 @@ def set_cron_suspended(kube: Kube, name: str, namespace: str | None, suspended: 
     on); cleared, it starts them again at the next scheduled time."""
     ns = namespace or kube.namespace
     _get(kube, CRON_WORKFLOW, name, ns)  # a missing one: bad input, with the names there are
-    verb = "suspending" if suspended else "resuming"
-    with api_errors(kube, f"{verb} CronWorkflow {name}", ns):
-        # A merge patch's null removes the field, as `argo cron resume` leaves it.
-        return kube.custom.patch_namespaced_custom_object(CRON_WORKFLOW.group, CRON_WORKFLOW.version, ns,
-                                                          CRON_WORKFLOW.plural, name,
-                                                          {"spec": {"suspend": True if suspended else None}})
+    return patch_suspend(kube, CRON_WORKFLOW, name, ns, suspended)
