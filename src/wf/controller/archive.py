@@ -23,8 +23,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode
 
+from wf.controller.client import http_address
 from wf.core.errors import ClusterError, InputError
 
 ARGO_SERVER_ENV = "WF_ARGO_SERVER"  # where `wf list --archived` and `wf get`'s fallback find Argo Server
@@ -37,11 +38,7 @@ Fetch = Callable[[str, dict[str, str]], bytes]
 
 def argo_server_url(url: str, origin: str) -> str:
     """`url` if it is an http(s) address; InputError (exit 2) naming `origin` otherwise."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InputError(f"{origin}: {url!r} is not an Argo Server address: give its http(s) URL "
-                         "(e.g. https://argo-server.argo:2746)")
-    return url.rstrip("/")
+    return http_address(url, origin, "an Argo Server", "https://argo-server.argo:2746")
 
 
 @dataclass

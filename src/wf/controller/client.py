@@ -247,3 +247,14 @@ def api_errors(kube: Kube, doing: str, namespace: str | None = None) -> Iterator
         if mapped is exc:
             raise
         raise mapped from None
+
+
+def http_address(url: str, origin: str, what: str, example: str) -> str:
+    """`url` without a trailing slash if it is an http(s) address of `what` (a service wf reads over HTTP, such as
+    Prometheus or Argo Server); InputError (exit 2) naming `origin`, where the address came from, otherwise."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(f"{origin}: {url!r} is not {what} address: give its http(s) URL (e.g. {example})")
+    return url.rstrip("/")

@@ -36,6 +36,7 @@ from wf.compile.metrics import (
     WORKFLOW_COMPLETIONS,
 )
 from wf.controller.checkpoints import AttemptRecord
+from wf.controller.client import http_address
 from wf.controller.cost import JobCost, NodeFacts, job_cost
 from wf.controller.queue import Workload
 from wf.controller.steps import Attempt, StepRow, WorkflowView, parse_time, pod_name, with_facts, workflow_view
@@ -592,13 +593,7 @@ _QUERIES = {
 
 def prometheus_url(url: str, origin: str) -> str:
     """`url` if it is an http(s) address; InputError (exit 2) naming `origin` (where it came from) otherwise."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InputError(f"{origin}: {url!r} is not a Prometheus address: give its http(s) URL "
-                         "(e.g. http://127.0.0.1:9090)")
-    return url.rstrip("/")
+    return http_address(url, origin, "a Prometheus", "http://127.0.0.1:9090")
 
 
 def read_prometheus(url: str, span: Window, origin: str,
