@@ -62,6 +62,8 @@ def test_rerun_from_a_step_reuses_the_outputs_of_the_steps_before_it(local_clust
     reused = [n for n in new["status"]["nodes"].values() if n["type"] == "Skipped"]
     assert [n["displayName"] for n in reused] == ["a(0)"] and reused[0]["message"].startswith("original pod: ")
     assert wf.get(submitted.name, kube=kube)["status"]["phase"] == "Succeeded"  # the original is untouched
+    logs = wf_cli(local_cluster, "logs", name, "a")
+    assert logs.returncode == 2 and f"reused its result from {submitted.name}" in logs.stderr, logs.stderr
 
     running = wf_cli(local_cluster, "rerun", submitted.name, "--from", "a", "--watch", "--plain")
     assert running.returncode == 0 and "Succeeded" in running.stdout, running.stdout + running.stderr

@@ -29,6 +29,7 @@ from wf.core.constants import (
     ARGO_COMPLETED_LABEL,
     ARGO_NODE_NAME_ANNOTATION,
     ARGO_PHASE_LABEL,
+    ARGO_RESUBMITTED_FROM_LABEL,
     ARGO_WORKFLOW_LABEL,
     CAPACITY_LABEL,
     JOB_LABEL,
@@ -377,6 +378,10 @@ def step_log_lines(kube: Kube, name: str, namespace: str | None, step: str, *, a
         elif chosen is None and row is not None and row.cached:
             raise InputError(f"step {step} of {name} ran no pod: its result came from the step cache "
                              "(`wf submit --no-cache` runs it again)")
+        elif chosen is None and row is not None and row.phase in TERMINAL_PHASES and \
+                (original := (workflow["metadata"].get("labels") or {}).get(ARGO_RESUBMITTED_FROM_LABEL)):
+            raise InputError(f"step {step} of {name} ran no pod: `wf rerun` reused its result from {original} "
+                             f"(`wf logs {original} {step}` shows that run)")
         elif chosen is None and not follow:
             raise InputError(f"step {step} of {name} has not started; --follow waits for it")
         elif chosen is not None and (attempt is not None or (row is not None and row.phase in TERMINAL_PHASES)):
