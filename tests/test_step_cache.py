@@ -238,16 +238,19 @@ def test_a_hit_without_a_retry_node_has_no_attempt() -> None:
 
 
 def test_the_controller_may_create_and_update_only_the_namespaces_cache_configmaps() -> None:
-    role, binding = step_cache_rbac(["wf", "ml-training"])
-    assert role["metadata"] == {"name": STEP_CACHE_PREFIX, "namespace": "argo"}
+    objects = step_cache_rbac(["wf", "ml-training"])
+    roles = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Role"}
+    bindings = [o for o in objects if o["kind"] == "RoleBinding"]
     names = [f"{STEP_CACHE_PREFIX}-wf", f"{STEP_CACHE_PREFIX}-ml-training"]
-    assert role["rules"] == [
-        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
-        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update"], "resourceNames": names}]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "argo", "namespace": "argo"}]
+    assert {r["metadata"]["namespace"] for r in roles.values()} == {"argo"}
+    assert roles[STEP_CACHE_PREFIX]["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]
+    for name in names:  # one Role per namespace: a cluster with more namespaces still matches each one
+        assert roles[name]["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update"],
+                                         "resourceNames": [name]}]
+    assert sorted(b["roleRef"]["name"] for b in bindings) == sorted(roles)
+    assert all(b["subjects"] == [{"kind": "ServiceAccount", "name": "argo", "namespace": "argo"}] for b in bindings)
     # The compiled name resolves to one of these in the workflow's namespace.
     assert CONFIGMAP.replace("{{workflow.namespace}}", "wf") == names[0]
-
 
 
 def test_logs_of_a_cached_step_say_it_ran_no_pod() -> None:

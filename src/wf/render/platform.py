@@ -204,19 +204,24 @@ def namespaces_rbac(catalog: Catalog, namespaces: Sequence[str]) -> list[dict[st
 def step_cache_rbac(namespaces: Sequence[str]) -> list[dict[str, Any]]:
     """What Argo's controller needs for the step cache (wf.compile.cache) beyond upstream's roles, which read
     ConfigMaps only: to create each workflow namespace's cache ConfigMap in its own namespace, where Argo v4.0
-    keeps them, and update those alone. Kubernetes cannot limit `create` to names, so that is the namespace's."""
-    name = STEP_CACHE_PREFIX
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": name, "namespace": CONTROLLER_NAMESPACE},
-            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
-                      {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update"],
-                       "resourceNames": [f"{STEP_CACHE_PREFIX}-{ns}" for ns in namespaces]}]}
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-               "metadata": {"name": name, "namespace": CONTROLLER_NAMESPACE},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-               "subjects": [{"kind": "ServiceAccount", "name": ARGO_CONTROLLER_ACCOUNT,
-                             "namespace": CONTROLLER_NAMESPACE}]}
-    return [role, binding]
+    keeps them, and update those alone. Kubernetes cannot limit `create` to names, so that is the namespace's.
+    A Role per workflow namespace rather than one listing them all: `wf platform check` compares each object
+    whole, and a cluster with one namespace more than the catalog names still has every one it expects."""
+
+    def granted(name: str, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        meta = {"name": name, "namespace": CONTROLLER_NAMESPACE}
+        return [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules},
+                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": dict(meta),
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                 "subjects": [{"kind": "ServiceAccount", "name": ARGO_CONTROLLER_ACCOUNT,
+                               "namespace": CONTROLLER_NAMESPACE}]}]
+
+    out = granted(STEP_CACHE_PREFIX, [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}])
+    for ns in namespaces:
+        cache = f"{STEP_CACHE_PREFIX}-{ns}"
+        out += granted(cache, [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update"],
+                                "resourceNames": [cache]}])
+    return out
 
 
 def platform_nodes(catalog: Catalog) -> int:
