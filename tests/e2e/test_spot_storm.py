@@ -96,7 +96,13 @@ def test_a_spot_storm_loses_no_workflow(storm_cluster: ClusterHandle, tmp_path: 
     print(f"how the interruptions reached Argo: {dict(seen)}")
     # Exactly the steps running on the lost nodes came back through an interruption retry, none through an
     # application retry, and the attempt on the lost node is the interrupted one.
-    assert interrupted == hit, (sorted(interrupted ^ hit), {n: _node_tree(final[n]) for n, _ in interrupted ^ hit})
+    # A program that ended as its node went (its end reached the API server after the listing above, before the
+    # deletion reached the pod) finished its work: Argo rightly counts no interruption. Only that may differ.
+    ended_in_time = {(view.name, row.name) for view in views.values() for row in view.steps
+                     if (view.name, row.name) in hit and not row.interruptions and len(row.attempts) == 1
+                     and row.attempts[0].outcome == "succeeded" and row.attempts[0].host in lost}
+    assert interrupted == hit - ended_in_time, (sorted(interrupted ^ hit),
+                                                {n: _node_tree(final[n]) for n, _ in interrupted ^ hit})
     for view in views.values():
         for row in view.steps:
             assert row.retries == 0 and row.phase == "Succeeded", (view.name, row)
