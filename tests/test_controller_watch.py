@@ -203,3 +203,49 @@ def test_a_watch_ends_normally_when_its_cost_look_ups_fail() -> None:
                               transport_factory=factory(transport, []))
     assert outcome.succeeded and outcome.views[("wf", "bert-x7k2p")].phase == "Succeeded"
     assert kube.core.calls  # it tried: cost is unknown rather than the watch lost
+
+
+def _offloaded(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as the Kubernetes API serves a workflow whose steps Argo offloaded to its database."""
+    status = {k: v for k, v in obj["status"].items() if k != "nodes"}
+    return {**obj, "status": {**status, "offloadNodeStatusVersion": "fnv:1"}}
+
+
+def test_an_offloaded_workflow_s_steps_are_read_through_argo_server_and_its_end_always() -> None:
+    running = nested_run(final="Running")
+    ended = nested_run(final="Failed")
+    asked: list[tuple[str, str]] = []
+    whole = [running, ended]
+
+    def hydrate(namespace: str, name: str) -> dict[str, Any]:
+        asked.append((namespace, name))
+        return whole.pop(0)
+
+    transport = FakeTransport(lists=[([_offloaded(running)], "5")],
+                              watches=[[modified(_offloaded(running)), modified(_offloaded(ended))]])
+    outcome = watch_workflows(KUBE, [("wf", "bert-x7k2p")], with_cost=False, hydrate=hydrate,
+                              transport_factory=factory(transport, []))
+    view = outcome.views[("wf", "bert-x7k2p")]
+    # The list's object is fetched; the running update within HYDRATE_EVERY_SECONDS is not; the end always is.
+    assert asked == [("wf", "bert-x7k2p")] * 2
+    assert view.phase == "Failed" and not view.offloaded and [s.name for s in view.failed_steps] == ["train"]
+
+
+def test_without_argo_server_an_offloaded_workflow_says_its_steps_are_away(capsys: pytest.CaptureFixture[str]
+                                                                           ) -> None:
+    import io
+
+    from wf.core.errors import ClusterError as Unreachable
+
+    def hydrate(namespace: str, name: str) -> dict[str, Any]:
+        raise Unreachable("cannot reach Argo Server at http://127.0.0.1:1 (--argo-server): Connection refused")
+
+    out = io.StringIO()
+    transport = FakeTransport(lists=[([_offloaded(nested_run(final="Succeeded"))], "5")], watches=[])
+    outcome = watch_workflows(KUBE, [("wf", "bert-x7k2p")], display=PlainDisplay(out), with_cost=False,
+                              hydrate=hydrate, transport_factory=factory(transport, []))
+    view = outcome.views[("wf", "bert-x7k2p")]
+    assert view.phase == "Succeeded" and not view.steps and "offloaded to Argo's database" in view.offloaded
+    text = out.getvalue()
+    assert "its steps are in Argo's database and cannot reach Argo Server" in text
+    assert "offloaded to Argo's database" in text

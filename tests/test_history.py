@@ -234,7 +234,7 @@ def test_an_archived_run_is_listed_and_shown_as_a_live_one(
                         "2026-12-01T10:00:00Z", "labels": {"wf.dev/job": "bert"}},
            "status": {"phase": "Succeeded", "progress": "1/1", "startedAt": "2026-12-01T10:00:01Z",
                       "finishedAt": "2026-12-01T10:05:01Z"}}
-    monkeypatch.setattr(workflows, "_archive", lambda kube, server: Archive(
+    monkeypatch.setattr(workflows, "archive_of", lambda kube, server: Archive(
         "http://127.0.0.1:2746", "--argo-server", fetch=FakeArgoServer([run])))
     assert run_main("list", "--archived", "--since", "30000d", "-n", "wf") == 0
     assert "bert-a" in capsys.readouterr().out
@@ -365,8 +365,37 @@ def test_a_live_workflow_whose_steps_argo_offloaded_is_shown_hydrated_by_argo_se
     server = FakeArgoServer([hydrated])
     monkeypatch.setattr(workflows, "connect", lambda target: None)
     monkeypatch.setattr(ops, "get_workflow", lambda kube, name, namespace: away)
-    monkeypatch.setattr(workflows, "_archive", lambda kube, argo_server: Archive("http://127.0.0.1:2746", "x",
+    monkeypatch.setattr(workflows, "archive_of", lambda kube, argo_server: Archive("http://127.0.0.1:2746", "x",
                                                                                  fetch=server))
     assert run_main("get", "wide-a", "-n", "wf", "-o", "json") == 0
     assert json.loads(capsys.readouterr().out)["status"]["nodes"]
     assert server.asked[-1][0] == "/api/v1/workflows/wf/wide-a"
+
+
+def test_the_report_reads_offloaded_steps_and_the_runs_whose_live_object_is_gone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import UTC, datetime
+
+    from wf.cli import report
+    from wf.controller import ops
+
+    kept, gone = _run("bert-a", "uid-a"), _run("bert-b", "uid-b")
+    away = {"metadata": {"name": "wide-c", "namespace": "wf", "uid": "uid-c"},
+            "status": {"phase": "Succeeded", "offloadNodeStatusVersion": "fnv:1"}}
+    hydrated = {**away, "status": {"phase": "Succeeded", "nodes": {"wide-c": {"id": "wide-c", "type": "DAG"}}}}
+    pages: dict[str, list[dict[str, Any]]] = {"wf": [kept, away], "team-b": []}
+    monkeypatch.setattr(ops, "iter_workflows", lambda kube, namespace, page: iter(pages[namespace]))
+    # The archive holds every finished run, the live ones too: those are read once, from the cluster.
+    server = FakeArgoServer([kept, gone, hydrated])
+    archive = Archive("http://127.0.0.1:2746", "--argo-server", fetch=server)
+    since = datetime(2026, 12, 1, tzinfo=UTC)
+    read = list(report._workflows(None, ["wf", "team-b"], archive, since))  # type: ignore[arg-type]
+    assert [(w["metadata"]["name"], bool(w["status"].get("nodes"))) for w in read] == \
+        [("bert-a", True), ("wide-c", True), ("bert-b", True)]
+    wholes = [path for path, _, _ in server.asked if path.startswith("/api/v1/archived-workflows/")]
+    assert wholes == ["/api/v1/archived-workflows/uid-b"]
+    listed = [q for path, q, _ in server.asked if path == "/api/v1/archived-workflows"]
+    assert {q["namespace"][0] for q in listed} == {"wf", "team-b"}
+    assert listed[0]["listOptions.fieldSelector"] == ["spec.startedAt>2026-12-01T00:00:00Z"]
+    # Without a run history, the live objects alone, as they are.
+    assert [w["metadata"]["name"] for w in report._workflows(None, ["wf"], None, since)] == ["bert-a", "wide-c"]  # type: ignore[arg-type]

@@ -29,7 +29,8 @@ Nodes = dict[str, dict[str, Any]]
 
 
 class NodesOffloaded(InputError):
-    """The workflow's node status is in Argo's database, which wf does not read: its steps are unknown here."""
+    """The workflow's node status is in Argo's database: the object alone does not tell its steps (Argo Server's
+    GET of the workflow puts them back, wf.controller.archive)."""
 
 
 def workflow_nodes(workflow: Mapping[str, Any]) -> Nodes:
@@ -52,9 +53,9 @@ def workflow_nodes(workflow: Mapping[str, Any]) -> Nodes:
         return unpacked
     if version := status.get("offloadNodeStatusVersion"):
         raise NodesOffloaded(
-            f"steps of {name} offloaded to Argo's database (status.offloadNodeStatusVersion {version}): wf reads "
-            "workflows through the Kubernetes API and cannot show their steps, attempts or cost until it reads "
-            "Argo's persistence database (not supported yet); the Argo server shows them")
+            f"steps of {name} offloaded to Argo's database (status.offloadNodeStatusVersion {version}): the "
+            "Kubernetes API's object lacks them; wf reads them through Argo Server (--argo-server, WF_ARGO_SERVER, "
+            "or the local cluster's)")
     return {}
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from wf.core.errors import Problem
 
 ARGO_MAX_WORKFLOW_BYTES = 1024 * 1024
+ARGO_MAX_WORKFLOW_SIZE_ENV = "MAX_WORKFLOW_SIZE"  # the controller's override of ARGO_MAX_WORKFLOW_BYTES (packer.go)
 ETCD_MAX_REQUEST_BYTES = 1536 * 1024
 # A compiled workflow holds every value of its job spec and more (each step becomes templates, retry expressions,
 # pod patches: the examples compile to 3-4 times their size), so a spec file four times Argo's limit cannot fit

@@ -24,8 +24,8 @@ from typing import Annotated, Any
 
 import typer
 
-from wf.controller.archive import ARGO_SERVER_ENV
-from wf.controller.client import Target
+from wf.controller.archive import ARGO_SERVER_ENV, Archive
+from wf.controller.client import Kube, Target
 
 
 @dataclass(frozen=True)
@@ -147,8 +147,32 @@ _TARGET_OPTIONS: dict[str, Any] = {
 
 ArgoServerOption = Annotated[str | None, typer.Option(
     "--argo-server", envvar=ARGO_SERVER_ENV, show_envvar=True,
-    help="Argo Server's URL, which serves the runs Argo archived (their live object gone); default: the local "
-         "cluster's, which `wf cluster up` starts.")]
+    help="Argo Server's URL, which serves the runs Argo archived (their live object gone) and the steps of "
+         "workflows too big for their object (offloaded to its database); default: the local cluster's, which "
+         "`wf cluster up` starts.")]
+
+
+NO_ARGO_SERVER = ("give Argo Server's URL with --argo-server or WF_ARGO_SERVER (the platform's: `kubectl -n argo "
+                  "port-forward svc/argo-server 2746` serves it at https://127.0.0.1:2746); a local cluster's "
+                  "`wf cluster up` starts one")
+
+
+def archive_of(kube: Kube, argo_server: str | None) -> Archive | None:
+    """The run history an --argo-server option names (Argo Server's archive, and the steps Argo offloaded to its
+    database), with the caller's token; else the local cluster's whose context this is; None when neither says
+    where."""
+    import os
+
+    from wf.cluster.runtime import state_of_context
+
+    if argo_server:
+        origin = ARGO_SERVER_ENV if os.environ.get(ARGO_SERVER_ENV) == argo_server else "--argo-server"
+        return Archive(argo_server, origin, token=kube.bearer())
+    state = state_of_context(kube.context)
+    if state is None or not state.argo_server_url:
+        return None
+    return Archive(state.argo_server_url, f"the local cluster {state.name}'s: `wf cluster up --name {state.name}` "
+                                          "restarts it")
 
 
 def with_target(*, namespaced: bool = True) -> Callable[[Callable[..., None]], Callable[..., None]]:

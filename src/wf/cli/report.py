@@ -10,12 +10,22 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from wf.cli.options import CatalogOption, FileOption, Invocation, Page, PageOutput, with_target
+from wf.cli.options import (
+    ArgoServerOption,
+    CatalogOption,
+    FileOption,
+    Invocation,
+    Page,
+    PageOutput,
+    archive_of,
+    with_target,
+)
 from wf.cli.output import emit, print_line, print_table
 from wf.controller.client import Target, connect
 from wf.core.errors import InputError, WorkFailed, did_you_mean, listing
 
 if TYPE_CHECKING:
+    from wf.controller.archive import Archive
     from wf.controller.checkpoints import AttemptRecord
     from wf.controller.client import Kube
     from wf.controller.cost import NodeFacts
@@ -43,6 +53,7 @@ def report_command(
     output: PageOutput = Page.table.value,
     file: FileOption = None,
     catalog: CatalogOption = None,
+    argo_server: ArgoServerOption = None,
     *,
     target: Target,
 ) -> None:
@@ -62,7 +73,9 @@ def report_command(
     source = source or _local_prometheus(kube.context)
     # Prometheus before the workflows: one unreachable (exit 3) or not Prometheus (exit 2) fails before the long part.
     reading = read_prometheus(source[0], span, source[1]) if source else None
-    report = build_report(_workflows(kube, namespaces), _facts(kube, resolved, team), resolved, span, team, reading)
+    history = archive_of(kube, argo_server)
+    report = build_report(_workflows(kube, namespaces, history, span.start), _facts(kube, resolved, team), resolved,
+                          span, team, reading)
     if not report.runs:
         where = f"team {team}'s namespaces ({listing(namespaces or [])})" if team else "any namespace"
         raise WorkFailed(f"no workflow started in {where} in the last {since} ({kube.context}); "
@@ -135,15 +148,34 @@ def _namespaces(catalog: Catalog, team: str | None) -> list[str] | None:
     return list(catalog.queues.team(team).namespaces) if catalog.queues else []
 
 
-def _workflows(kube: Kube, namespaces: list[str] | None) -> Iterator[dict[str, Any]]:
+def _workflows(kube: Kube, namespaces: list[str] | None, archive: Archive | None,
+               started_after: datetime) -> Iterator[dict[str, Any]]:
     """Every workflow of the namespaces (None: of every namespace), PAGE at a time: 250 workflows of 32 steps are
-    30 MB of JSON, three times that as objects, and the report keeps only a digest of each."""
+    30 MB of JSON, three times that as objects, and the report keeps only a digest of each. With the run history
+    (Argo Server): the steps of workflows too big for their object put back, then the runs started after
+    `started_after` whose live object is gone (Argo's TTL), whole."""
+    from wf.argo.nodes import offloaded
     from wf.controller.ops import iter_workflows
 
-    if namespaces is None:
-        yield from iter_workflows(kube, all_namespaces=True, page=PAGE)
-    for namespace in namespaces or []:
-        yield from iter_workflows(kube, namespace, page=PAGE)
+    pages = ([iter_workflows(kube, all_namespaces=True, page=PAGE)] if namespaces is None else
+             [iter_workflows(kube, namespace, page=PAGE) for namespace in namespaces])
+    seen: set[str] = set()
+    for page in pages:
+        for workflow in page:
+            metadata = workflow.get("metadata") or {}
+            seen.add(metadata.get("uid") or "")
+            if archive is not None and offloaded(workflow):
+                workflow = archive.hydrated(metadata.get("namespace", ""), metadata.get("name", "")) or workflow
+            yield workflow
+    if archive is None:
+        return
+    for namespace in [None] if namespaces is None else namespaces:
+        for listed in archive.runs(namespace, since=started_after):
+            # A run Argo archived while its object lives on (every finished one) was read above.
+            uid = (listed.get("metadata") or {}).get("uid") or ""
+            if uid not in seen and (whole := archive.whole(listed)):
+                seen.add(uid)
+                yield whole
 
 
 def _facts(kube: Kube, catalog: Catalog, team: str | None) -> Facts:

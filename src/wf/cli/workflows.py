@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from wf.cli.options import (
+    NO_ARGO_SERVER,
     ArgoServerOption,
     CatalogOption,
     CreatedOutput,
@@ -24,6 +25,7 @@ from wf.cli.options import (
     NamedOutput,
     Output,
     PlainOption,
+    archive_of,
     with_target,
 )
 from wf.cli.output import print_document, print_line, print_table
@@ -32,7 +34,6 @@ from wf.core.errors import InputError, WorkFailed
 
 if TYPE_CHECKING:
     from wf.controller.api import Run, Runs
-    from wf.controller.archive import Archive
     from wf.controller.cost import JobCost
     from wf.controller.submit import SubmitInterrupted, Submitted
 
@@ -97,6 +98,7 @@ def submit_command(
         list[str] | None, typer.Option("-p", "--parameter", help="Override a workflow parameter: key=value.")
     ] = None,
     catalog: CatalogOption = None,
+    argo_server: ArgoServerOption = None,
     rate: Annotated[float, typer.Option("--qps", help="Client-side limit on creates per second.")] = 20.0,
     skip_existing: Annotated[
         bool, typer.Option("--skip-existing", help="Create only the jobs an earlier run of the same submit did not "
@@ -115,7 +117,6 @@ def submit_command(
     says which workflows were created, which may have been and which were not sent (exit 130, 3 or 2)."""
     from wf.controller import api
     from wf.controller.submit import SubmitInterrupted, parse_parameters
-    from wf.controller.view import make_display
 
     params = parse_parameters(parameter or [])
     if bool(jobs) == bool(from_template):
@@ -142,7 +143,19 @@ def submit_command(
             print_line("note: scheduled jobs (CronWorkflow) are not watched; each run is a Workflow of its own",
                        err=True)
         if workflows:
-            _report(api.watch(workflows, display=make_display(plain or None), catalog=catalog, kube=kube))
+            _follow(kube, workflows, namespace=target.namespace, plain=plain, catalog=catalog,
+                    argo_server=argo_server)
+
+
+def _follow(kube: Kube, workflows: Any, *, namespace: str | None, plain: bool, catalog: Path | None,
+            argo_server: str | None, selector: str = "") -> None:
+    """Watch workflows to their end on the terminal's display (the steps of one too big for its object read
+    through Argo Server), then their cost and the verdict."""
+    from wf.controller import api
+    from wf.controller.view import make_display
+
+    _report(api.watch(workflows, selector=selector, namespace=namespace, display=make_display(plain or None),
+                      catalog=catalog, kube=kube, archive=archive_of(kube, argo_server)))
 
 
 def _from_template(kube: Kube, ref: str, params: dict[str, str], catalog: Path | None, target: Target,
@@ -187,15 +200,13 @@ def watch_command(
     ] = "",
     plain: PlainOption = False,
     catalog: CatalogOption = None,
+    argo_server: ArgoServerOption = None,
     *,
     target: Target,
 ) -> None:
     """Follow workflows to their end: exit 0 Succeeded, 1 Failed/Error (naming the failed steps)."""
-    from wf.controller import api
-    from wf.controller.view import make_display
-
-    _report(api.watch(names or [], selector=selector, namespace=target.namespace,
-                      display=make_display(plain or None), catalog=catalog, kube=connect(target)))
+    _follow(connect(target), names or [], selector=selector, namespace=target.namespace, plain=plain,
+            catalog=catalog, argo_server=argo_server)
 
 
 def _seconds(flag: str, value: str | None) -> float | None:
@@ -247,35 +258,12 @@ def wait_command(
         raise WorkFailed("\n".join(lines))
 
 
-_NO_ARCHIVE = ("give Argo Server's URL with --argo-server or WF_ARGO_SERVER (the platform's: `kubectl -n argo "
-               "port-forward svc/argo-server 2746` serves it at https://127.0.0.1:2746); a local cluster's `wf cluster "
-               "up` starts one")
-
-
-def _archive(kube: Kube, argo_server: str | None) -> Archive | None:
-    """Argo Server's archive: --argo-server (or WF_ARGO_SERVER) with the caller's token, else the local cluster's
-    whose context this is; None when neither says where."""
-    import os
-
-    from wf.cluster.runtime import state_of_context
-    from wf.controller.archive import ARGO_SERVER_ENV, Archive
-
-    if argo_server:
-        origin = ARGO_SERVER_ENV if os.environ.get(ARGO_SERVER_ENV) == argo_server else "--argo-server"
-        return Archive(argo_server, origin, token=kube.bearer())
-    state = state_of_context(kube.context)
-    if state is None or not state.argo_server_url:
-        return None
-    return Archive(state.argo_server_url, f"the local cluster {state.name}'s: `wf cluster up --name {state.name}` "
-                                          "restarts it")
-
-
 def _archived_run(kube: Kube, gone: InputError, name: str, namespace: str | None, argo_server: str | None
                   ) -> dict[str, Any]:
     """The newest archived run of a workflow whose live object is `gone`; InputError saying where it looked."""
-    archive = _archive(kube, argo_server)
+    archive = archive_of(kube, argo_server)
     if archive is None:
-        raise InputError(f"{gone}; to look in Argo's archive, {_NO_ARCHIVE}") from None
+        raise InputError(f"{gone}; to look in Argo's archive, {NO_ARGO_SERVER}") from None
     archived = archive.run(namespace or kube.namespace, name)
     if archived is None:
         raise InputError(f"{gone}, nor in Argo's archive ({archive.where})") from None
@@ -293,7 +281,7 @@ def _workflow_or_archived(kube: Kube, name: str, namespace: str | None, argo_ser
         workflow = get_workflow(kube, name, namespace)
     except WorkflowNotFound as gone:
         return _archived_run(kube, gone, name, namespace, argo_server), True
-    if offloaded(workflow) and (archive := _archive(kube, argo_server)) is not None:
+    if offloaded(workflow) and (archive := archive_of(kube, argo_server)) is not None:
         # Its steps are in Argo's database: Argo Server puts them back (without one, the view says they are away).
         workflow = archive.hydrated(namespace or kube.namespace, name) or workflow
     return workflow, False
@@ -377,9 +365,9 @@ def list_command(
     after = now - timedelta(seconds=seconds) if seconds is not None else None
     kube = connect(target)
     if archived:
-        archive = _archive(kube, argo_server)
+        archive = archive_of(kube, argo_server)
         if archive is None:
-            raise InputError(f"--archived reads Argo's archive: {_NO_ARCHIVE}")
+            raise InputError(f"--archived reads Argo's archive: {NO_ARGO_SERVER}")
         items = list(archive.runs(None if all_namespaces else target.namespace or kube.namespace, since=after,
                                   selector=selector))
         items.sort(key=lambda w: (w.get("status") or {}).get("startedAt") or "", reverse=True)
@@ -471,20 +459,18 @@ def retry_command(
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Follow it to its end.")] = False,
     plain: PlainOption = False,
     catalog: CatalogOption = None,
+    argo_server: ArgoServerOption = None,
     *,
     target: Target,
 ) -> None:
     """Run a failed workflow's failed steps again, keeping what succeeded."""
-    from wf.controller import api
     from wf.controller.ops import retry_workflow
-    from wf.controller.view import make_display
 
     kube = connect(target)
     retried = retry_workflow(kube, name, target.namespace)
     print_line(f"{retried['metadata']['namespace']}/{name} retrying its failed steps")
     if watch:
-        _report(api.watch([name], namespace=target.namespace, display=make_display(plain or None), catalog=catalog,
-                          kube=kube))
+        _follow(kube, [name], namespace=target.namespace, plain=plain, catalog=catalog, argo_server=argo_server)
 
 
 @app.command("rerun")
@@ -501,16 +487,15 @@ def rerun_command(
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Follow the new workflow to its end.")] = False,
     plain: PlainOption = False,
     catalog: CatalogOption = None,
+    argo_server: ArgoServerOption = None,
     output: NamedOutput = None,
     *,
     target: Target,
 ) -> None:
     """Start a new workflow that reuses the outputs of every step before --from and runs that step and what
     follows (`argo resubmit --memoized`, from a step). Steps that failed in other branches run again too."""
-    from wf.controller import api
     from wf.controller.ops import rerun_workflow
     from wf.controller.submit import parse_parameters
-    from wf.controller.view import make_display
 
     params = parse_parameters(parameter or [])
     kube = connect(target)
@@ -522,8 +507,7 @@ def rerun_command(
         print_line(f"Workflow {namespace}/{new_name} created: {name} again from step {from_step}, reusing the "
                    "steps before it")
     if watch:
-        _report(api.watch([new_name], namespace=namespace, display=make_display(plain or None), catalog=catalog,
-                          kube=kube))
+        _follow(kube, [new_name], namespace=namespace, plain=plain, catalog=catalog, argo_server=argo_server)
 
 
 @app.command("stop")

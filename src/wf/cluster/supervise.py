@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from wf.argo.size import ARGO_MAX_WORKFLOW_SIZE_ENV
 from wf.cluster import build, processes
 from wf.cluster.tuning import CONTROLLER_ARGS, KWOK_OPTIONS, KWOKCTL_OPTIONS, TUNING, requeue_time
 from wf.core.errors import ClusterError
@@ -226,6 +227,9 @@ class Supervisor:
             "DEFAULT_REQUEUE_TIME": requeue_time(nodes_per_group),
             "WF_HEALTH_ADDR": f"{processes.LOOPBACK}:{ports.health}",
             "WF_METRICS_ADDR": f"{processes.LOOPBACK}:{ports.metrics}",
+            # Argo's own knob, passed on when set: a smaller status limit makes a fan-out of hundreds of items
+            # compress and then offload its steps to the database, as 10,000 items do at Argo's 1 MiB default.
+            **{k: v for k, v in os.environ.items() if k == ARGO_MAX_WORKFLOW_SIZE_ENV},
         }
         argv = [
             str(binary),

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wf.controller.archive import Archive
 from wf.controller.client import Kube, Target, connect
 from wf.controller.cost import JobCost
 from wf.controller.submit import BATCH_LABEL, Submitted
@@ -98,9 +99,11 @@ def _targets(workflows: Any, default_namespace: str) -> tuple[list[tuple[str, st
 def watch(workflows: Any = (), *, selector: str = "", namespace: str | None = None, context: str | None = None,
           kubeconfig: str | None = None, eks_cluster: str | None = None, region: str | None = None,
           role_arn: str | None = None, display: Display | None = None, with_cost: bool = True,
-          catalog: str | Path | None = None, timeout: float | None = None, kube: Kube | None = None) -> Runs:
+          catalog: str | Path | None = None, timeout: float | None = None, kube: Kube | None = None,
+          archive: Archive | None = None) -> Runs:
     """Watch workflows (names or submit()'s results, or every one `selector` matches) to their end through one
-    stream per namespace (or for `timeout` seconds: `Runs.outcome.timed_out`)."""
+    stream per namespace (or for `timeout` seconds: `Runs.outcome.timed_out`). `archive`: the Argo Server whose
+    database holds the steps of workflows too big for their object (wf.argo.nodes)."""
     from wf.controller.catalog_source import resolve_catalog
     from wf.controller.watch import watch_workflows
 
@@ -109,7 +112,8 @@ def watch(workflows: Any = (), *, selector: str = "", namespace: str | None = No
     targets, batch = _targets(workflows, namespace or client.namespace)
     outcome = watch_workflows(client, targets, display=display, label_selector=selector or batch,
                               namespace=namespace, with_cost=with_cost, timeout=timeout,
-                              catalog_loader=lambda: resolve_catalog(client, str(catalog) if catalog else None))
+                              catalog_loader=lambda: resolve_catalog(client, str(catalog) if catalog else None),
+                              hydrate=archive.hydrated if archive else None)
     runs = []
     for key in targets or outcome.followed:
         view = outcome.views.get(key)

@@ -80,11 +80,19 @@ class Archive:
         listed = next(self.runs(namespace, name=name), None)
         if listed is None:
             return None
-        uid = (listed.get("metadata") or {}).get("uid")
+        return self.whole(listed)
+
+    def whole(self, listed: dict[str, Any]) -> dict[str, Any] | None:
+        """A run `runs` listed, whole (its listing has no nodes); None when the archive no longer has it."""
+        metadata = listed.get("metadata") or {}
+        uid, namespace = metadata.get("uid"), metadata.get("namespace") or ""
         if not uid:
-            raise InputError(f"{self.where} listed {namespace}/{name} without a uid: is it Argo Server's API?")
-        return self._json(f"/api/v1/archived-workflows/{quote(uid, safe='')}?{urlencode({'namespace': namespace})}",
-                          missing_ok=True)
+            raise InputError(f"{self.where} listed {namespace}/{metadata.get('name')} without a uid: is it Argo "
+                             "Server's API?")
+        found: dict[str, Any] | None = self._json(
+            f"/api/v1/archived-workflows/{quote(uid, safe='')}?{urlencode({'namespace': namespace})}",
+            missing_ok=True)
+        return found
 
     def hydrated(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The live workflow as Argo Server serves it: nodes offloaded to the database put back (hydrated,

@@ -17,13 +17,14 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
+from wf.argo.nodes import offloaded
 from wf.compile.readback import node_capacity, read_placement
 from wf.controller.checkpoints import read_ledger
 from wf.controller.client import Kube, cluster_error, lookup_errors
 from wf.controller.cost import JobCost, NodeFacts, job_cost
 from wf.controller.events import Inbox, Key, Snapshot, WatchState, snapshot
 from wf.controller.queue import QueueReader
-from wf.controller.steps import StepRow, WorkflowView, pod_name, templates_by_name, with_facts
+from wf.controller.steps import TERMINAL_PHASES, StepRow, WorkflowView, pod_name, templates_by_name, with_facts
 from wf.controller.stream import (
     KubeTransport,
     NamespaceStream,
@@ -46,8 +47,12 @@ DRAIN_TAINTS = frozenset({
 EXPLAIN_EVERY_SECONDS = 10.0
 NODE_COUNT_TTL_SECONDS = 30.0
 LOOKUP_RETRY_SECONDS = 30.0  # a side look-up the API server could not answer is asked again after this
+# An offloaded workflow's steps are its whole node map, fetched from Argo Server: at most this often while it runs.
+HYDRATE_EVERY_SECONDS = 10.0
 
 TransportFactory = Callable[[str, str, str], Transport]  # (namespace, label selector, field selector)
+# (namespace, name) -> the workflow with the steps Argo offloaded to its database put back (Archive.hydrated).
+Hydrate = Callable[[str, str], dict[str, Any] | None]
 
 
 @dataclass
@@ -207,9 +212,40 @@ class Insight:
         return text
 
 
+class _Hydrator:
+    """Puts back the steps of a workflow whose node status Argo offloaded to its database (wf.argo.nodes), which
+    the Kubernetes API's object lacks: through Argo Server, at most every HYDRATE_EVERY_SECONDS per workflow while
+    it runs, and always once it ended, so the closing table and cost are whole."""
+
+    def __init__(self, hydrate: Hydrate, inbox: Inbox) -> None:
+        self.hydrate, self.inbox = hydrate, inbox
+        self.fetched: dict[Key, float] = {}
+        self.failing = False
+
+    def __call__(self, key: Key, workflow: dict[str, Any]) -> dict[str, Any] | None:
+        """The workflow as the view should read it; None: not yet time to fetch again (the last view stands)."""
+        if not offloaded(workflow):
+            return workflow
+        ended = (workflow.get("status") or {}).get("phase") in TERMINAL_PHASES
+        if not ended and time.monotonic() - self.fetched.get(key, -HYDRATE_EVERY_SECONDS) < HYDRATE_EVERY_SECONDS:
+            return None
+        self.fetched[key] = time.monotonic()
+        try:
+            whole = self.hydrate(*key)
+        except (ClusterError, InputError) as exc:
+            if not self.failing:  # said once per outage: the view says the steps are away meanwhile
+                self.failing = True
+                self.inbox.notice("trouble", f"{key[0]}/{key[1]}: its steps are in Argo's database and {exc}")
+            return workflow
+        self.failing = False
+        return whole if whole is not None and not offloaded(whole) else workflow
+
+
 def _start_streams(
-    namespaces: set[str], state: WatchState, inbox: Inbox, make_transport: TransportFactory
+    namespaces: set[str], state: WatchState, inbox: Inbox, make_transport: TransportFactory,
+    hydrate: Hydrate | None = None,
 ) -> dict[str, NamespaceStream]:
+    hydrator = _Hydrator(hydrate, inbox) if hydrate else None
     streams: dict[str, NamespaceStream] = {}
     for namespace in sorted(namespaces):
         names = [name for ns, name in state.targets if ns == namespace]
@@ -218,8 +254,12 @@ def _start_streams(
 
         def sink(kind: str, obj: dict[str, Any], ns: str = namespace) -> None:
             key = (ns, obj["metadata"]["name"])
-            if state.wants(key):  # reduced here, in the stream's thread: the whole object is never queued
-                inbox.workflow(key, None if kind == "DELETED" else snapshot(obj))
+            if not state.wants(key):
+                return
+            if kind == "DELETED":
+                inbox.workflow(key, None)
+            elif (whole := hydrator(key, obj) if hydrator else obj) is not None:
+                inbox.workflow(key, snapshot(whole))  # reduced here, in the stream's thread: never queued whole
 
         def trouble(message: str, ns: str = namespace) -> None:
             inbox.notice("trouble", f"{ns}: {message}")
@@ -333,9 +373,11 @@ def watch_workflows(
     with_cost: bool = True,
     transport_factory: TransportFactory | None = None,
     timeout: float | None = None,
+    hydrate: Hydrate | None = None,
 ) -> WatchOutcome:
     """Watch the named workflows (or, without names, every workflow label_selector matches in namespace)
-    until every one has ended (or was deleted, or Ctrl-C, or `timeout` seconds passed)."""
+    until every one has ended (or was deleted, or Ctrl-C, or `timeout` seconds passed). `hydrate` reads the
+    steps of workflows Argo offloaded to its database (without it, the view says they are away)."""
     from wf.controller.catalog_source import resolve_catalog
 
     if not targets and not label_selector:
@@ -346,7 +388,7 @@ def watch_workflows(
     inbox = Inbox()
     insight = Insight(kube, catalog_loader or (lambda: resolve_catalog(kube)))
     make_transport = transport_factory or (lambda ns, ls, fs: KubeTransport.workflows(kube, ns, ls, fs))
-    streams = _start_streams(namespaces, state, inbox, make_transport)
+    streams = _start_streams(namespaces, state, inbox, make_transport, hydrate)
     outcome.stats = {ns: stream.stats for ns, stream in streams.items()}
     shown = display or _Silent()
     consumer = _Consumer(kube, state, insight, shown, with_cost, outcome)
