@@ -382,6 +382,7 @@ def checkpoint_report(workflows: list[dict[str, Any]], ledgers: dict[tuple[str, 
     location held by then (from the start when none had been saved yet), or not."""
     halves: dict[str, defaultdict[str, float]] = {}
     wrong: list[str] = []
+    attempts: list[dict[str, Any]] = []  # every interrupted attempt, for --json: its run time and what it kept
     now = datetime.now().astimezone()
     for wf in workflows:
         meta = wf["metadata"]
@@ -398,6 +399,11 @@ def checkpoint_report(workflows: list[dict[str, Any]], ledgers: dict[tuple[str, 
         totals["redone_seconds"] += view.redone_seconds(now)
         for row in view.steps:
             totals["interrupted_attempts"] += row.interruptions
+            attempts.extend({"half": half, "workflow": meta["name"], "step": row.name, "host": a.host,
+                             "started": a.started.isoformat() if a.started else None,
+                             "seconds": round(a.seconds(now), 1), "kept_seconds": round(a.kept_seconds, 1),
+                             "resumed": str(a.resumed) if a.resumed else None}
+                            for a in row.attempts if a.interrupted)
             before: dict[str, AttemptRecord] = {}
             for earlier, attempt in zip(row.attempts, row.attempts[1:], strict=False):
                 if (record := ledger.get(pod_name(wf, earlier))) is not None:
@@ -413,6 +419,7 @@ def checkpoint_report(workflows: list[dict[str, Any]], ledgers: dict[tuple[str, 
     out: dict[str, Any] = {half: {k: int(v) if k in counts else round(v, 4) for k, v in totals.items()}
                            for half, totals in halves.items()}
     out["resumed_wrongly"] = wrong
+    out["interrupted"] = attempts
     with_, without = out.get("with checkpoints", {}), out.get("without checkpoints", {})
     if without.get("redone_node_hours"):
         out["redone_ratio"] = round(with_.get("redone_node_hours", 0.0) / without["redone_node_hours"], 3)

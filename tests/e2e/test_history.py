@@ -26,9 +26,12 @@ pytestmark = pytest.mark.cluster
 ARCHIVED_WITHIN_SECONDS = 90  # the controller archives a run once it has ended, from a queue of its own
 
 
-def history_cli(handle: ClusterHandle, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """`wf` as a user runs it: the cluster found by its context, as `wf cluster up` recorded it."""
-    return wf_cli(handle, *args, env={"WF_DATA_HOME": str(handle.cluster.workdir.parent.parent), **env})
+def history_cli(handle: ClusterHandle, *args: str, timeout: float = 300, **env: str
+                ) -> subprocess.CompletedProcess[str]:
+    """`wf` as a user runs it: the cluster found by its context, as `wf cluster up` recorded it (where its Argo
+    Server and Prometheus are)."""
+    return wf_cli(handle, *args, timeout=timeout,
+                  env={"WF_DATA_HOME": str(handle.cluster.workdir.parent.parent), **env})
 
 
 def test_the_archive_s_database_and_server_run_on_loopback(local_cluster: ClusterHandle) -> None:

@@ -28,7 +28,8 @@ from wf.argo.size import ARGO_MAX_WORKFLOW_SIZE_ENV
 
 from .conftest import ClusterHandle, become_subreaper, build_with_progress, connected, start_cluster, stop_cluster
 from .test_big_fanout import _total_node_hours
-from .test_controller_e2e import job_file, step, wf_cli
+from .test_controller_e2e import job_file, step
+from .test_history import history_cli
 from .test_retries import _get
 
 pytestmark = pytest.mark.cluster
@@ -75,7 +76,7 @@ def test_a_fan_out_whose_steps_argo_offloads_is_seen_whole(small_limit_cluster: 
                              "resources": {"cpu": "100m", "memory": "64Mi"}}
     job = job_file(tmp_path, "offloaded-fan-out", [shard, step("merge", needs=["shard"])])
     started = time.monotonic()
-    watched = wf_cli(handle, "submit", str(job), "--watch", "--plain", "--context", handle.context,
+    watched = history_cli(handle, "submit", str(job), "--watch", "--plain", "--context", handle.context,
                      timeout=TIMEOUT)
     took = time.monotonic() - started
     assert watched.returncode == 0, f"{watched.stdout[-3000:]}\n{watched.stderr[-3000:]}"
@@ -96,7 +97,7 @@ def test_a_fan_out_whose_steps_argo_offloads_is_seen_whole(small_limit_cluster: 
     assert watched_hours > 0
 
     # `wf get -o wide`: every step and attempt, through Argo Server, and the same cost.
-    got = wf_cli(handle, "get", name, "-o", "wide", "--context", handle.context, timeout=TIMEOUT)
+    got = history_cli(handle, "get", name, "-o", "wide", "--context", handle.context, timeout=TIMEOUT)
     assert got.returncode == 0, got.stderr
     rows = re.findall(rf"^{name} (shard\(\d+:\d+\)): Succeeded \[cpu/\S+\] on \S+", got.stdout, re.M)
     assert len(set(rows)) == ITEMS, got.stdout[:3000]
@@ -104,11 +105,12 @@ def test_a_fan_out_whose_steps_argo_offloads_is_seen_whole(small_limit_cluster: 
     got_hours = _total_node_hours(got.stdout)
     assert got_hours == pytest.approx(watched_hours, abs=0.001)
 
-    listed = wf_cli(handle, "list", "--context", handle.context)
+    listed = history_cli(handle, "list", "--context", handle.context)
     assert re.search(rf"^{name}\s+Succeeded\s+{ITEMS + 1}/{ITEMS + 1}\s", listed.stdout, re.M), listed.stdout
 
     # `wf report`: the offloaded workflow counts whole, at `wf get`'s node-hours.
-    reported = wf_cli(handle, "report", "--since", "2h", "-o", "json", "--context", handle.context, timeout=TIMEOUT)
+    reported = history_cli(handle, "report", "--since", "2h", "-o", "json", "--context", handle.context,
+                           timeout=TIMEOUT)
     assert reported.returncode == 0, reported.stderr[-3000:]
     (run,) = [r for r in json.loads(reported.stdout)["workflows"] if r["name"] == name]
     assert run["phase"] == "Succeeded" and run["nodeHours"] == pytest.approx(got_hours, abs=0.001)
