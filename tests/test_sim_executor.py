@@ -394,6 +394,49 @@ def test_a_pod_gone_before_its_work_was_done_is_recorded_cut_short_whatever_the_
     assert parse_ledger(writes[-1])["w-1-train-1"].saved == Saved(6, 0.6)
 
 
+def test_one_workflow_s_slow_ledger_holds_up_no_other_workflow_and_its_own_events_stay_in_order() -> None:
+    # The full-size storm day: 8,000 programs in one thread waited minutes behind each other's API calls. Each
+    # workflow's pods have a lane of their own; within it, events keep their order.
+    import threading
+    from types import SimpleNamespace
+
+    from wf.cluster.executor import CheckpointPlayer
+
+    slow_read, handled = threading.Event(), threading.Event()
+    calls: list[tuple[str, str]] = []
+
+    class Core:
+        def read_namespaced_config_map(self, name: str, namespace: str) -> Any:
+            if name == "w-1-checkpoints":
+                assert slow_read.wait(10), "w-1's lane was never released"
+            return SimpleNamespace(data={})
+
+        def patch_namespaced_config_map(self, name: str, namespace: str, body: dict[str, Any]) -> None:
+            calls.append((name, *body["data"]))
+            if name == "w-2-checkpoints":
+                handled.set()
+
+    player = CheckpointPlayer(None, clock=lambda: 0.0)  # before the programs started: none ends here
+    player.core = Core()  # type: ignore[assignment]
+    assert player.lane("wf", "w-1") is not player.lane("wf", "w-2")
+    first = checkpointing_pod()
+    second = checkpointing_pod()
+    second["metadata"] = {**second["metadata"], "name": "w-1-train-2", "uid": "u2"}
+    other = checkpointing_pod("s3://b/checkpoints/wf/w-2/train")
+    other["metadata"] = {**other["metadata"], "name": "w-2-train-1", "uid": "u3",
+                         "labels": {"workflows.argoproj.io/workflow": "w-2"}}
+    for pod in (first, second, other):
+        player.observe(pod)
+    assert handled.wait(10), "w-2 waited behind w-1's slow read"
+    assert calls == [("w-2-checkpoints", "w-2-train-1")]
+    slow_read.set()
+    for _ in range(200):
+        if len(calls) == 3:
+            break
+        threading.Event().wait(0.05)
+    assert calls[1:] == [("w-1-checkpoints", "w-1-train-1"), ("w-1-checkpoints", "w-1-train-2")]
+
+
 def test_the_executor_acts_as_the_account_argo_mounts_for_its_containers() -> None:
     # Argo mounts the executor account's token Secret as `exec-sa-token` (workflowpod.go); the Secret names its
     # account. Without one, Argo's containers use the pod's own (automounted) account.

@@ -61,6 +61,7 @@ import queue
 import re
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -97,6 +98,9 @@ CHECK_INTERVAL_ENV = "RESOURCE_STATE_CHECK_INTERVAL"
 DEFAULT_CHECK_INTERVAL = 5.0  # Argo's default (workflow/executor/resource.go)
 MAIN_CONTAINER = "main"
 RETRY_SECONDS = 2.0  # before a checkpointed pod's event is handled again after an API error
+# Threads that play checkpointing programs, each for the workflows that hash to it: a day's 8,000 programs in one
+# thread waited minutes behind each other's API calls (each start and end is one to three), holding the day up.
+CHECKPOINT_LANES = 16
 # The annotation by which Kubernetes ties a service-account token Secret to its account.
 TOKEN_ACCOUNT_ANNOTATION = "kubernetes.io/service-account.name"
 
@@ -454,12 +458,13 @@ def ended_at(pod: dict[str, Any], now: float) -> float:
 
 class CheckpointPlayer:
     """Plays the checkpointing programs of Running pods: resumes each from its location's last checkpoint, ends it
-    when its work is done, records what an interrupted one left. The ledger's reads and writes happen in one thread
-    of their own, off the pod stream, in the order of the pod events: a program's end that its timer finds due is
-    queued behind the events already received, so a pod deleted before its program finished is recorded as cut
-    short before the retry that follows it reads the ledger."""
+    when its work is done, records what an interrupted one left. The ledger's reads and writes happen off the pod
+    stream, in CHECKPOINT_LANES threads; every event of one workflow's pods goes to the same lane, in the order of
+    the pod events, and a program's end that its timer finds due is queued in its workflow's lane behind the events
+    already received, so a pod deleted before its program finished is recorded as cut short before the retry that
+    follows it (same workflow, same location) reads the ledger."""
 
-    def __init__(self, api: Any, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, api: Any, clock: Callable[[], float] = time.time, lanes: int = CHECKPOINT_LANES) -> None:
         from kubernetes.client import CoreV1Api
 
         self.core = CoreV1Api(api)
@@ -467,11 +472,17 @@ class CheckpointPlayer:
         self.runs: dict[str, CheckpointedRun] = {}  # pod uid -> its program, until the pod ends
         self.done: set[str] = set()  # uids this process ended
         self.changed = threading.Condition()
-        # Pod events (the pod, whether it was deleted), and the uids of runs whose work the timer found done.
-        self.events: queue.SimpleQueue[tuple[dict[str, Any], bool] | str] = queue.SimpleQueue()
+        # Per lane: pod events (the pod, whether it was deleted), and the uids of runs whose work the timer found done.
+        self.lanes: list[queue.SimpleQueue[tuple[dict[str, Any], bool] | str]] = [
+            queue.SimpleQueue() for _ in range(lanes)]
         self.due: set[str] = set()  # uids queued as done, not yet played
         threading.Thread(target=self._timer, name="checkpointed programs", daemon=True).start()
-        threading.Thread(target=self._play, name="checkpoint ledger", daemon=True).start()
+        for number, lane in enumerate(self.lanes):
+            threading.Thread(target=self._play, args=(lane,), name=f"checkpoint ledger {number}", daemon=True).start()
+
+    def lane(self, namespace: str, workflow: str) -> queue.SimpleQueue[tuple[dict[str, Any], bool] | str]:
+        """The lane of a workflow's pods (a stable hash: the same in every thread and after a restart)."""
+        return self.lanes[zlib.crc32(f"{namespace}/{workflow}".encode()) % len(self.lanes)]
 
     def observe(self, pod: dict[str, Any], deleted: bool = False) -> None:
         """Queue the pod's event when it may concern a checkpointing program (cheap: the stream's thread)."""
@@ -479,11 +490,15 @@ class CheckpointPlayer:
         with self.changed:
             tracked = meta.get("uid", "") in self.runs
         if tracked or SIM_CHECKPOINTS in (meta.get("annotations") or {}):
-            self.events.put((pod, deleted))
+            self._lane_of(pod).put((pod, deleted))
 
-    def _play(self) -> None:
+    def _lane_of(self, pod: dict[str, Any]) -> queue.SimpleQueue[tuple[dict[str, Any], bool] | str]:
+        meta = pod.get("metadata") or {}
+        return self.lane(meta.get("namespace", ""), (meta.get("labels") or {}).get(ARGO_WORKFLOW_LABEL, ""))
+
+    def _play(self, lane: queue.SimpleQueue[tuple[dict[str, Any], bool] | str]) -> None:
         while True:
-            item = self.events.get()
+            item = lane.get()
             if isinstance(item, str):
                 self.finish(item)
                 continue
@@ -492,7 +507,7 @@ class CheckpointPlayer:
                 self.handle(pod, deleted)
             except Exception:  # the API server's trouble: a pod not played stays Running, so play it again soon
                 log.exception("checkpointed pod %s; trying again", (pod.get("metadata") or {}).get("name"))
-                threading.Timer(RETRY_SECONDS, self.events.put, args=((pod, deleted),)).start()
+                threading.Timer(RETRY_SECONDS, lane.put, args=((pod, deleted),)).start()
 
     def handle(self, pod: dict[str, Any], deleted: bool = False) -> None:
         uid = (pod.get("metadata") or {}).get("uid", "")
@@ -534,8 +549,9 @@ class CheckpointPlayer:
                     self.changed.wait(max(0.05, soonest - self.clock()))
                     continue
                 self.due.update(due)
-            for uid in due:
-                self.events.put(uid)
+                lanes = [self.lane(waiting[uid].namespace, waiting[uid].workflow) for uid in due]
+            for uid, lane in zip(due, lanes, strict=True):
+                lane.put(uid)
 
     def finish(self, uid: str) -> None:
         """End the program of `uid`, whose work is done, unless an earlier event ended it (the ledger's thread)."""
@@ -830,7 +846,8 @@ def serve(kubeconfig: Path) -> None:
     from wf.controller.client import Target, connect
     from wf.controller.stream import KubeTransport, NamespaceStream
 
-    api = connect(Target(kubeconfig=str(kubeconfig))).api_client
+    # The pod stream, the checkpoint lanes and the resource pods' threads call at once.
+    api = connect(Target(kubeconfig=str(kubeconfig)), connections=2 * CHECKPOINT_LANES).api_client
     core = CoreV1Api(api)
     executors = ExecutorClients(api)
     resources = ResourceExecutor(api, executors)
