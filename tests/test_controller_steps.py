@@ -308,3 +308,19 @@ def test_get_shows_where_attempts_resumed_and_the_work_redone() -> None:
     assert "redone node-hours" in text and "redone $" in text
     assert "resumed at 50% from checkpoint 5" in step_note(refined.steps[0], {})
     assert interruption_summary(refined, cost, now).startswith("interruptions: 2 retried, 10m00s of run time redone, ")
+
+
+def test_what_a_program_ran_is_what_an_interruption_cost_not_its_wait_for_a_node_nor_argo_s_noticing() -> None:
+    # Attempt 0 took 20 min from its pod's creation to Argo's noticing its end, but its program ran 12 of them
+    # (passing checkpoint 5 at 9 min); a step without a location says how long its program ran, and resumed nothing.
+    doc = fallback_run()
+    view = workflow_view(doc)
+    pods = [pod_name(doc, a) for a in view.steps[0].attempts]
+    ledger = {pods[0]: AttemptRecord("s3://b/x/shard", Saved(), Saved(5, 0.5), 9 * 60, 12 * 60),
+              pods[1]: AttemptRecord("", Saved(), Saved(), 0.0, 4 * 60)}
+    (shard,) = with_facts(view, doc, ledger, lambda host: None).steps
+    now = datetime.now(UTC)
+    assert [a.redone_seconds(now) for a in shard.attempts] == [3 * 60, 4 * 60, 0.0]
+    assert [a.resumed for a in shard.attempts] == [Saved(), None, None]
+    # Without a record, the whole attempt counts (EKS: nothing writes the ledger; an upper bound).
+    assert [a.redone_seconds(now) for a in view.steps[0].attempts] == [20 * 60, 5 * 60, 0.0]

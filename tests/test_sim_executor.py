@@ -288,10 +288,13 @@ def test_an_interrupted_attempt_leaves_the_last_checkpoint_it_passed() -> None:
 
 def test_without_a_location_nothing_survives_and_other_pods_are_not_played() -> None:
     from wf.cluster.executor import checkpointed_run
+    from wf.controller.checkpoints import AttemptRecord, Saved
     from wf.core.constants import SIM_EXIT_CODE
 
     run = checkpointed_run(checkpointing_pod(location=None))
     assert run is not None and run.location is None and run.ended_at(run.started + 63) is None
+    # Cut short, it says how long it ran (all of it redone), under no location: it resumes nothing.
+    assert run.ended_at(run.started + 63, cut_short=True) == AttemptRecord("", Saved(), Saved(), 0.0, 63.0)
     assert checkpointed_run(checkpointing_pod(**{SIM_EXIT_CODE: "3"})) is None  # fails on its own schedule
     pending = checkpointing_pod()
     pending["status"]["phase"] = "Pending"
@@ -320,6 +323,8 @@ def test_a_pod_stopped_running_when_deleted_or_disrupted_not_when_seen() -> None
     assert ended_at(pod, 99.0) == 1772366460.0
     pod["metadata"]["deletionTimestamp"] = "2026-03-01T12:00:30Z"
     assert ended_at(pod, 99.0) == 1772366430.0
+    # Its node vanished 20 s before the pod GC deleted the pod: the program stopped with the node.
+    assert ended_at(pod, 99.0, node_gone=1772366410.0) == 1772366410.0
 
 
 def test_the_player_resumes_from_the_ledger_and_records_what_an_interruption_left() -> None:
@@ -392,6 +397,44 @@ def test_a_pod_gone_before_its_work_was_done_is_recorded_cut_short_whatever_the_
         player.finish("u1")
     assert not player.runs
     assert parse_ledger(writes[-1])["w-1-train-1"].saved == Saved(6, 0.6)
+
+
+def test_a_program_whose_node_vanished_stops_there_though_its_pod_is_deleted_later_and_its_timer_came_first() -> None:
+    # Wave 1 of the storm: the Node is deleted 30 s into a 100 s program; the pod GC deletes the pod 50 s later,
+    # after the timer found the work due. Checkpoint 3 is what it left, and it ran 30 s, not 80 or 100.
+    from types import SimpleNamespace
+
+    from wf.cluster.executor import CheckpointPlayer, checkpointed_run
+    from wf.controller.checkpoints import Saved, parse_ledger
+
+    writes: list[dict[str, str]] = []
+    ended: list[str] = []
+
+    class Core:
+        def read_namespaced_config_map(self, name: str, namespace: str) -> Any:
+            return SimpleNamespace(data={})
+
+        def patch_namespaced_config_map(self, name: str, namespace: str, body: dict[str, Any]) -> None:
+            writes.append(body["data"])
+
+        def patch_namespaced_pod(self, name: str, namespace: str, body: dict[str, Any]) -> None:
+            ended.append(name)
+
+    player = CheckpointPlayer(None, clock=lambda: 0.0)
+    player.core = Core()  # type: ignore[assignment]
+    pod = checkpointing_pod()
+    pod["spec"]["nodeName"] = "cpu-spot-7"
+    run = checkpointed_run(pod)
+    assert run is not None and run.node == "cpu-spot-7"
+    player.handle(pod)
+    player.node_gone("cpu-spot-7", run.started + 30)
+    player.finish("u1")
+    assert not ended, "a program on a vanished node is not ended as done"
+    gone = {**pod, "metadata": {**pod["metadata"], "deletionTimestamp": "2026-03-01T12:01:25Z"}}
+    player.handle(gone, deleted=True)
+    record = parse_ledger(writes[-1])["w-1-train-1"]
+    assert record.saved == Saved(3, 0.3) and record.ran_seconds == pytest.approx(30)
+    assert not player.runs
 
 
 def test_one_workflow_s_slow_ledger_holds_up_no_other_workflow_and_its_own_events_stay_in_order() -> None:

@@ -404,23 +404,26 @@ class CheckpointedRun:
     checkpoints: int  # saved evenly over the work
     started: float  # epoch seconds the program started
     resumed: Saved = Saved()
+    node: str = ""  # where it runs: the program stops when that node goes
 
     @property
     def ends(self) -> float:
         """When the work left after the resumed checkpoint is done."""
         return self.started + self.work_seconds * (1 - self.resumed.progress)
 
-    def ended_at(self, now: float) -> AttemptRecord | None:
+    def ended_at(self, now: float, cut_short: bool = False) -> AttemptRecord | None:
         """The record of the attempt ending at `now` (interrupted before `ends`, or done): its last checkpoint is the
-        furthest it passed, the run time that holds is kept."""
+        furthest it passed, the run time that holds is kept, and how long it ran. A program without a checkpoint
+        location has a record only when cut short (location "": all it ran is redone); a finished one needs none."""
+        ran = max(0.0, min(now, self.ends) - self.started)
         if self.location is None:
-            return None
-        progress = min(1.0, self.resumed.progress + max(0.0, now - self.started) / self.work_seconds)
+            return AttemptRecord("", Saved(), Saved(), 0.0, ran) if cut_short else None
+        progress = min(1.0, self.resumed.progress + ran / self.work_seconds)
         reached = int(progress * self.checkpoints + 1e-9)
         saved = Saved(reached, reached / self.checkpoints) if reached / self.checkpoints > self.resumed.progress \
             else self.resumed
         return AttemptRecord(self.location, self.resumed, saved,
-                             (saved.progress - self.resumed.progress) * self.work_seconds)
+                             (saved.progress - self.resumed.progress) * self.work_seconds, ran)
 
 
 def checkpointed_run(pod: dict[str, Any]) -> CheckpointedRun | None:
@@ -444,16 +447,21 @@ def checkpointed_run(pod: dict[str, Any]) -> CheckpointedRun | None:
         location=env.get(URI_ENV) or env.get(DIR_ENV) or None,
         work_seconds=max(_seconds(str(annotations.get(SIM_DURATION, ""))) or 1.0, 1e-3),
         checkpoints=int(annotations[SIM_CHECKPOINTS]),
-        started=datetime.fromisoformat(str(started).replace("Z", "+00:00")).timestamp())
+        started=datetime.fromisoformat(str(started).replace("Z", "+00:00")).timestamp(),
+        node=(pod.get("spec") or {}).get("nodeName") or "")
 
 
-def ended_at(pod: dict[str, Any], now: float) -> float:
-    """When a pod stopped running: its deletion, else the pod GC's or a kubelet's disruption, else `now`."""
+def ended_at(pod: dict[str, Any], now: float, node_gone: float | None = None) -> float:
+    """When a pod stopped running: its node's loss (`node_gone`, when this process saw the Node deleted), its
+    deletion, or the pod GC's or a kubelet's disruption, whichever came first; else `now`. A pod whose node vanished
+    is deleted by the pod GC only 40-60 s later (its quarantine): its program did not run, nor checkpoint, then."""
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-    stamp = meta.get("deletionTimestamp") or next(
-        (c.get("lastTransitionTime") for c in status.get("conditions") or [] if c.get("type") == "DisruptionTarget"),
-        None)
-    return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp() if stamp else now
+    stamps = [meta.get("deletionTimestamp"), *(c.get("lastTransitionTime") for c in status.get("conditions") or []
+                                               if c.get("type") == "DisruptionTarget")]
+    moments = [datetime.fromisoformat(str(s).replace("Z", "+00:00")).timestamp() for s in stamps if s]
+    if node_gone is not None:
+        moments.append(node_gone)
+    return min(moments, default=now)
 
 
 class CheckpointPlayer:
@@ -476,9 +484,15 @@ class CheckpointPlayer:
         self.lanes: list[queue.SimpleQueue[tuple[dict[str, Any], bool] | str]] = [
             queue.SimpleQueue() for _ in range(lanes)]
         self.due: set[str] = set()  # uids queued as done, not yet played
+        self.nodes_gone: dict[str, float] = {}  # node name -> when this process saw it deleted
         threading.Thread(target=self._timer, name="checkpointed programs", daemon=True).start()
         for number, lane in enumerate(self.lanes):
             threading.Thread(target=self._play, args=(lane,), name=f"checkpoint ledger {number}", daemon=True).start()
+
+    def node_gone(self, name: str, when: float) -> None:
+        """A Node was deleted (the pod stream's DELETED of its pods comes later, after the pod GC's quarantine)."""
+        with self.changed:
+            self.nodes_gone.setdefault(name, when)
 
     def lane(self, namespace: str, workflow: str) -> queue.SimpleQueue[tuple[dict[str, Any], bool] | str]:
         """The lane of a workflow's pods (a stable hash: the same in every thread and after a restart)."""
@@ -515,11 +529,13 @@ class CheckpointPlayer:
             run = self.runs.get(uid)
         if run is not None:
             if deleted or checkpointed_run(pod) is None:  # ended: done, failed, or going with its node
-                end = ended_at(pod, self.clock())
+                with self.changed:
+                    gone = self.nodes_gone.get(run.node)
+                end = ended_at(pod, self.clock(), gone)
                 # Ended by us when its work was done, unless the pod had gone before that (an event we had not
                 # read yet): then it was cut short like any other.
                 cut_short = uid not in self.done or end < run.ends
-                if cut_short and (record := run.ended_at(end)) is not None:
+                if cut_short and (record := run.ended_at(end, cut_short=True)) is not None:
                     self._record(run, record)  # tracked until recorded: an API error plays the event again
                     log.info("checkpointed pod %s/%s interrupted: %s kept", run.namespace, run.pod, record.saved)
                 with self.changed:
@@ -561,6 +577,9 @@ class CheckpointPlayer:
             if run is None or uid in self.done:
                 return
             self.done.add(uid)
+            gone = self.nodes_gone.get(run.node)
+        if gone is not None and gone < run.ends:
+            return  # its node went before its work was done: the pod's deletion records it cut short
         try:
             if (record := run.ended_at(run.ends)) is not None:
                 self._record(run, record)
@@ -835,8 +854,9 @@ def _status(body: Any) -> dict[str, Any]:
 
 
 def serve(kubeconfig: Path) -> None:
-    """Watch workflow pods in every namespace: report the outputs of those that Succeeded, once each, and play
-    the resource action of Running resource pods. The watch is wf's own (wf.controller.stream: resumes, relists
+    """Watch workflow pods in every namespace: report the outputs of those that Succeeded, once each, play
+    the resource action of Running resource pods and the checkpointing programs; and the Nodes, whose deletion
+    stops the programs on them. The watch is wf's own (wf.controller.stream: resumes, relists
     on 410, backs off while the API server is away) and reads pods as JSON: at a day's scale, 8,000 pods
     changing several times each, the client's model objects cost this process a core and a gigabyte."""
     from kubernetes.client import CoreV1Api, CustomObjectsApi
@@ -902,14 +922,25 @@ def serve(kubeconfig: Path) -> None:
         else:
             report(pod)
 
-    while True:
-        stream = NamespaceStream(KubeTransport(core.list_pod_for_all_namespaces, label_selector=ARGO_WORKFLOW_LABEL),
-                                 sink=handle, on_trouble=lambda message: log.warning("watching pods: %s", message))
-        try:
-            stream.run()
-        except (ApiException, HTTPError, OSError) as exc:  # the stream gave up on the API server: start over
-            log.warning("watching pods: %s; listing again", exc)
-            time.sleep(1)
+    def node_event(kind: str, node: dict[str, Any]) -> None:
+        if kind == "DELETED":
+            programs.node_gone(node["metadata"]["name"], time.time())
+
+    def watch_forever(what: str, transport: Callable[[], KubeTransport],
+                      sink: Callable[[str, dict[str, Any]], None]) -> None:
+        while True:
+            stream = NamespaceStream(transport(), sink=sink,
+                                     on_trouble=lambda message: log.warning("watching %s: %s", what, message))
+            try:
+                stream.run()
+            except (ApiException, HTTPError, OSError) as exc:  # the stream gave up on the API server: start over
+                log.warning("watching %s: %s; listing again", what, exc)
+                time.sleep(1)
+
+    threading.Thread(target=watch_forever, args=("nodes", lambda: KubeTransport(core.list_node), node_event),
+                     name="nodes", daemon=True).start()
+    watch_forever("pods", lambda: KubeTransport(core.list_pod_for_all_namespaces,
+                                                label_selector=ARGO_WORKFLOW_LABEL), handle)
 
 
 def main() -> None:

@@ -4,9 +4,11 @@ run time its last checkpoint kept (the rest is work done twice).
 
 One ConfigMap per workflow, `<workflow>-checkpoints` in its namespace and owned by it (removed with the workflow),
 a key per attempt's pod holding a JSON record. The local cluster's simulated executor writes it (wf.cluster.executor)
-as it plays checkpointing programs. On EKS nothing writes it: the checkpoints are the program's files in S3 or on
-a volume, which wf does not read, so an interrupted attempt's whole run time counts as redone there (an upper
-bound; README, "Checkpoints").
+as it plays checkpointing programs, and for an interrupted program without a checkpoint location how long it ran
+(location ""): the work redone is then the program's run time its checkpoint did not keep, in both cases. On EKS
+nothing writes it: the checkpoints are the program's files in S3 or on a volume, which wf does not read, so an
+interrupted attempt's whole time, from its pod's creation to Argo's noticing its end, counts as redone there (an
+upper bound; README, "Checkpoints").
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ class AttemptRecord:
     resumed: Saved  # what the attempt started from
     saved: Saved | None = None  # the last checkpoint in the location when the attempt ended; None: not ended
     kept_seconds: float = 0.0  # the share of the attempt's run time that `saved` holds beyond `resumed`
+    # How long the program ran, from its container's start to its end (its node's loss): the work an interruption
+    # can cost, without the attempt's wait for a node before and Argo's noticing after. None: not recorded.
+    ran_seconds: float | None = None
 
     def encode(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -49,8 +54,9 @@ class AttemptRecord:
         try:
             data = json.loads(text)
             saved = data.get("saved")
+            ran = data.get("ran_seconds")
             return cls(str(data["location"]), Saved(**data["resumed"]), Saved(**saved) if saved else None,
-                       float(data.get("kept_seconds", 0.0)))
+                       float(data.get("kept_seconds", 0.0)), float(ran) if ran is not None else None)
         except (ValueError, TypeError, KeyError, AttributeError):
             return None  # a record wf did not write: no resumption to show
 

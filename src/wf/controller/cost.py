@@ -142,7 +142,7 @@ def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, Node
             for h, od, est, spot, name in pieces:
                 hours, on_demand, estimate = hours + h, on_demand + od, estimate + est
                 if redone:
-                    share = redone / attempt.seconds(now)
+                    share = min(1.0, redone / attempt.seconds(now))
                     lost_hours, lost_usd = lost_hours + h * share, lost_usd + est * share
                 on_spot = on_spot or spot
                 if name not in types:

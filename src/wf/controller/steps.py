@@ -48,6 +48,7 @@ class Attempt:
     capacity: str | None = None  # the capacity the attempt's pod asked for (after any Spot fallback)
     resumed: Saved | None = None  # the checkpoint it started from (None: unknown, the ledger has no record)
     kept_seconds: float = 0.0  # of its run time, what the checkpoint it left holds (not run again)
+    ran_seconds: float | None = None  # how long its program ran (the ledger's); None: unknown, its whole time counts
 
     def seconds(self, now: datetime) -> float:
         if self.started is None:
@@ -55,8 +56,12 @@ class Attempt:
         return max(0.0, ((self.finished or now) - self.started).total_seconds())
 
     def redone_seconds(self, now: datetime) -> float:
-        """Run time the step must run again: an interrupted attempt's, less what its last checkpoint kept."""
-        return max(0.0, self.seconds(now) - self.kept_seconds) if self.interrupted else 0.0
+        """Run time the step must run again: an interrupted attempt's program's (else its whole time), less what
+        its last checkpoint kept."""
+        if not self.interrupted:
+            return 0.0
+        ran = self.ran_seconds if self.ran_seconds is not None else self.seconds(now)
+        return max(0.0, min(ran, self.seconds(now)) - self.kept_seconds)
 
     @property
     def outcome(self) -> str:
@@ -306,8 +311,10 @@ def with_facts(view: WorkflowView, workflow: dict[str, Any], ledger: Mapping[str
         record = ledger.get(pod_name(workflow, attempt))
         interrupted = attempt.interrupted and is_interruption(
             attempt.message, node_stayed(attempt.host) if attempt.host else None)
-        return replace(attempt, interrupted=interrupted, resumed=record.resumed if record else None,
-                       kept_seconds=record.kept_seconds if record and record.saved else 0.0)
+        # A record without a location only says how long a program without checkpoints ran: it resumed nothing.
+        return replace(attempt, interrupted=interrupted, resumed=record.resumed if record and record.location else None,
+                       kept_seconds=record.kept_seconds if record and record.saved else 0.0,
+                       ran_seconds=record.ran_seconds if record else None)
 
     return replace(view, steps=tuple(replace(row, attempts=tuple(refined(a) for a in row.attempts))
                                      for row in view.steps))
