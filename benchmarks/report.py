@@ -203,7 +203,8 @@ def handler(workflows: list[dict[str, Any]], workloads: list[dict[str, Any]]) ->
                                                                          if more else {})},
                                  "items": workflows[start:start + limit]})
             elif url.path == "/api/v1/nodes":
-                self._json(200, {"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": listed_nodes})
+                self._json(200, {"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": "1"},
+                                 "items": listed_nodes})
             elif url.path.startswith(f"/apis/{WORKLOAD.api_version}/namespaces/") and parts[-1] == WORKLOAD.plural:
                 self._json(200, {"apiVersion": WORKLOAD.api_version, "kind": "WorkloadList", "metadata": {},
                                  "items": [w for w in workloads if w["metadata"]["namespace"] == parts[-2]]})

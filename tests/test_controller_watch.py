@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 from typing import Any
 
@@ -113,8 +114,8 @@ def test_a_node_without_wfs_capacity_label_is_priced_at_its_eks_capacity_type() 
     labels = {"a": {INSTANCE_TYPE_LABEL: "r5.4xlarge", EKS_CAPACITY_LABEL: "SPOT"},
               "b": {INSTANCE_TYPE_LABEL: "r5.4xlarge", EKS_CAPACITY_LABEL: "ON_DEMAND"},
               "c": {INSTANCE_TYPE_LABEL: "r5.4xlarge", CAPACITY_LABEL: "spot", EKS_CAPACITY_LABEL: "ON_DEMAND"}}
-    core = SimpleNamespace(read_node=lambda name: SimpleNamespace(metadata=SimpleNamespace(labels=labels[name]),
-                                                                  spec=None))
+    core = SimpleNamespace(read_node=lambda name, **_: SimpleNamespace(
+        data=json.dumps({"metadata": {"labels": labels[name]}})))
     insight = Insight(SimpleNamespace(core=core), lambda: None)
     assert insight.node("a") == NodeFacts("r5.4xlarge", "spot")
     assert insight.node("b") == NodeFacts("r5.4xlarge", "on-demand")
@@ -124,15 +125,15 @@ def test_a_node_without_wfs_capacity_label_is_priced_at_its_eks_capacity_type() 
 def test_a_node_stayed_unless_it_is_gone_cordoned_or_tainted_by_a_drain() -> None:
     from kubernetes.client.exceptions import ApiException
 
-    specs = {"up": SimpleNamespace(unschedulable=None, taints=None),
-             "cordoned": SimpleNamespace(unschedulable=True, taints=None),
-             "reclaimed": SimpleNamespace(unschedulable=None,
-                                          taints=[SimpleNamespace(key="aws-node-termination-handler/spot-itn")])}
+    specs: dict[str, dict[str, Any]] = {
+        "up": {}, "cordoned": {"unschedulable": True},
+        "reclaimed": {"taints": [{"key": "aws-node-termination-handler/spot-itn", "effect": "NoSchedule"}]}}
 
-    def read_node(name: str) -> SimpleNamespace:
+    def read_node(name: str, **_: Any) -> SimpleNamespace:
         if name not in specs:
             raise ApiException(status=404)
-        return SimpleNamespace(metadata=SimpleNamespace(labels={INSTANCE_TYPE_LABEL: "r5.4xlarge"}), spec=specs[name])
+        return SimpleNamespace(data=json.dumps({"metadata": {"labels": {INSTANCE_TYPE_LABEL: "r5.4xlarge"}},
+                                                "spec": specs[name]}))
 
     insight = Insight(SimpleNamespace(core=SimpleNamespace(read_node=read_node)), lambda: None)
     assert [insight.node_stayed(n) for n in ("up", "cordoned", "reclaimed", "gone")] == [True, False, False, False]
