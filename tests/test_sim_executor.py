@@ -255,6 +255,26 @@ def checkpointing_pod(location: str | None = "s3://b/checkpoints/wf/w-1/train", 
     }
 
 
+class LedgerCore:
+    """The API calls the checkpoint player makes: an empty ledger to read, the ledger writes and the pods it ended
+    kept in order."""
+
+    def __init__(self) -> None:
+        self.writes: list[dict[str, str]] = []
+        self.ended: list[str] = []
+
+    def read_namespaced_config_map(self, name: str, namespace: str) -> Any:
+        from types import SimpleNamespace
+
+        return SimpleNamespace(data={})
+
+    def patch_namespaced_config_map(self, name: str, namespace: str, body: dict[str, Any]) -> None:
+        self.writes.append(body["data"])
+
+    def patch_namespaced_pod(self, name: str, namespace: str, body: dict[str, Any]) -> None:
+        self.ended.append(name)
+
+
 def test_a_checkpointing_program_runs_the_work_left_after_its_checkpoint() -> None:
     from dataclasses import replace
 
@@ -366,25 +386,14 @@ def test_a_pod_gone_before_its_work_was_done_is_recorded_cut_short_whatever_the_
     # The storm day: a node vanishes 60 s into a 100 s program, but its deletion is still queued when the timer
     # finds the work due. Whichever the ledger's thread plays first, the attempt left checkpoint 6, not 10: the
     # retry that follows reads that (issue 20's rehearsal found 15 retries that started over).
-    from types import SimpleNamespace
 
     from wf.cluster.executor import CheckpointPlayer
     from wf.controller.checkpoints import Saved, parse_ledger
 
-    writes: list[dict[str, str]] = []
-
-    class Core:
-        def read_namespaced_config_map(self, name: str, namespace: str) -> Any:
-            return SimpleNamespace(data={})
-
-        def patch_namespaced_config_map(self, name: str, namespace: str, body: dict[str, Any]) -> None:
-            writes.append(body["data"])
-
-        def patch_namespaced_pod(self, name: str, namespace: str, body: dict[str, Any]) -> None:
-            pass
-
+    core = LedgerCore()
+    writes = core.writes
     player = CheckpointPlayer(None)
-    player.core = Core()  # type: ignore[assignment]
+    player.core = core  # type: ignore[assignment]
     pod = checkpointing_pod()
     player.handle(pod)
     gone = {**pod, "metadata": {**pod["metadata"], "deletionTimestamp": "2026-03-01T12:01:05Z"}}
@@ -402,26 +411,14 @@ def test_a_pod_gone_before_its_work_was_done_is_recorded_cut_short_whatever_the_
 def test_a_program_whose_node_vanished_stops_there_though_its_pod_is_deleted_later_and_its_timer_came_first() -> None:
     # Wave 1 of the storm: the Node is deleted 30 s into a 100 s program; the pod GC deletes the pod 50 s later,
     # after the timer found the work due. Checkpoint 3 is what it left, and it ran 30 s, not 80 or 100.
-    from types import SimpleNamespace
 
     from wf.cluster.executor import CheckpointPlayer, checkpointed_run
     from wf.controller.checkpoints import Saved, parse_ledger
 
-    writes: list[dict[str, str]] = []
-    ended: list[str] = []
-
-    class Core:
-        def read_namespaced_config_map(self, name: str, namespace: str) -> Any:
-            return SimpleNamespace(data={})
-
-        def patch_namespaced_config_map(self, name: str, namespace: str, body: dict[str, Any]) -> None:
-            writes.append(body["data"])
-
-        def patch_namespaced_pod(self, name: str, namespace: str, body: dict[str, Any]) -> None:
-            ended.append(name)
-
+    core = LedgerCore()
+    writes, ended = core.writes, core.ended
     player = CheckpointPlayer(None, clock=lambda: 0.0)
-    player.core = Core()  # type: ignore[assignment]
+    player.core = core  # type: ignore[assignment]
     pod = checkpointing_pod()
     pod["spec"]["nodeName"] = "cpu-spot-7"
     run = checkpointed_run(pod)
@@ -435,6 +432,25 @@ def test_a_program_whose_node_vanished_stops_there_though_its_pod_is_deleted_lat
     record = parse_ledger(writes[-1])["w-1-train-1"]
     assert record.saved == Saved(3, 0.3) and record.ran_seconds == pytest.approx(30)
     assert not player.runs
+
+
+def test_a_node_recreated_under_the_name_of_one_that_vanished_ends_its_new_programs_as_done() -> None:
+    # `--replace recreate` brings a reclaimed node back under its name: the old deletion is not the new program's.
+    from wf.cluster.executor import CheckpointPlayer, checkpointed_run
+    from wf.controller.checkpoints import Saved, parse_ledger
+
+    core = LedgerCore()
+    player = CheckpointPlayer(None, clock=lambda: 0.0)
+    player.core = core  # type: ignore[assignment]
+    pod = checkpointing_pod()
+    pod["spec"]["nodeName"] = "cpu-spot-7"
+    run = checkpointed_run(pod)
+    assert run is not None
+    player.node_gone("cpu-spot-7", run.started - 60)
+    player.handle(pod)
+    player.finish("u1")
+    assert core.ended == ["w-1-train-1"]
+    assert parse_ledger(core.writes[-1])["w-1-train-1"].saved == Saved(10, 1.0)
 
 
 def test_one_workflow_s_slow_ledger_holds_up_no_other_workflow_and_its_own_events_stay_in_order() -> None:

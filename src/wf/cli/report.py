@@ -194,7 +194,7 @@ def _facts(kube: Kube, catalog: Catalog, team: str | None) -> Facts:
     listed = True
     with api_errors(kube, "listing nodes"):
         try:
-            # A page at a time, as JSON: the client's models of a platform's 3,000 nodes are hundreds of MB.
+            # A page at a time, as JSON, like the workflows: a platform's 3,000 nodes need not be held as models.
             nodes = {n["metadata"]["name"]: node_facts(n) for page, _ in KubeTransport(kube.core.list_node).pages()
                      for n in page}
         except ApiException as exc:

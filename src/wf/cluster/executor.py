@@ -492,7 +492,13 @@ class CheckpointPlayer:
     def node_gone(self, name: str, when: float) -> None:
         """A Node was deleted (the pod stream's DELETED of its pods comes later, after the pod GC's quarantine)."""
         with self.changed:
-            self.nodes_gone.setdefault(name, when)
+            self.nodes_gone[name] = when
+
+    def _lost_at(self, run: CheckpointedRun) -> float | None:
+        """When the run's node was deleted under it (the caller holds `changed`): a deletion before the program
+        started was of an earlier node of that name (`--replace recreate` brings the same names back)."""
+        gone = self.nodes_gone.get(run.node)
+        return gone if gone is not None and gone >= run.started else None
 
     def lane(self, namespace: str, workflow: str) -> queue.SimpleQueue[tuple[dict[str, Any], bool] | str]:
         """The lane of a workflow's pods (a stable hash: the same in every thread and after a restart)."""
@@ -530,8 +536,8 @@ class CheckpointPlayer:
         if run is not None:
             if deleted or checkpointed_run(pod) is None:  # ended: done, failed, or going with its node
                 with self.changed:
-                    gone = self.nodes_gone.get(run.node)
-                end = ended_at(pod, self.clock(), gone)
+                    lost = self._lost_at(run)
+                end = ended_at(pod, self.clock(), lost)
                 # Ended by us when its work was done, unless the pod had gone before that (an event we had not
                 # read yet): then it was cut short like any other.
                 cut_short = uid not in self.done or end < run.ends
@@ -577,8 +583,8 @@ class CheckpointPlayer:
             if run is None or uid in self.done:
                 return
             self.done.add(uid)
-            gone = self.nodes_gone.get(run.node)
-        if gone is not None and gone < run.ends:
+            lost = self._lost_at(run)
+        if lost is not None and lost < run.ends:
             return  # its node went before its work was done: the pod's deletion records it cut short
         try:
             if (record := run.ended_at(run.ends)) is not None:

@@ -76,8 +76,8 @@ class WatchOutcome:
 
 
 def node_facts(node: dict[str, Any]) -> NodeFacts | None:
-    """What cost and interruption judgement need of a Node (as JSON: the client's models of 3,000 nodes held
-    `wf report` at 500 MB); None without an instance type."""
+    """What cost and interruption judgement need of a Node, as the API server sends it (JSON, the form wf's
+    streams and pages read); None without an instance type."""
     labels = (node.get("metadata") or {}).get("labels") or {}
     spec = node.get("spec") or {}
     draining = bool(spec.get("unschedulable") or any(t.get("key") in DRAIN_TAINTS for t in spec.get("taints") or []))
