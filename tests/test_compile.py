@@ -22,7 +22,7 @@ import wf.compile.kinds.pod
 from wf import argo
 from wf.compile.interruptions import SPOT_FALLBACK_ANNOTATION, capacity_expression
 from wf.compile.workflow import ATTEMPTS_SUFFIX, ENTRYPOINT, POD_GC, TTL, compile_job
-from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, JOB_LABEL, STEP_LABEL
+from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, EKS_SKIP_CONTAINERS_ANNOTATION, JOB_LABEL, STEP_LABEL
 from wf.core.errors import InputError
 from wf.jobspec.job import TrainingJob, load_job
 from wf.model.catalog import Catalog, load_catalog
@@ -183,11 +183,12 @@ def test_labels_and_annotations_on_pods(catalog: Catalog, make_job: Any) -> None
     assert pod(manifest, "a")["metadata"] == {
         "labels": {"team": "ml", "phase": "one", JOB_LABEL: "demo", STEP_LABEL: "a", CLASS_LABEL: "cpu",
                    CAPACITY_LABEL: capacity_expression("spot", "on-demand", 2)},  # cpu: spotFallbackAfter 2
-        "annotations": {"sidecar.istio.io/inject": "false", SPOT_FALLBACK_ANNOTATION: "2"},
+        "annotations": {"sidecar.istio.io/inject": "false", EKS_SKIP_CONTAINERS_ANNOTATION: "main",
+                        SPOT_FALLBACK_ANNOTATION: "2"},
     }
     labels = pod(manifest, "b")["metadata"]["labels"]
     assert labels[CLASS_LABEL] == "gaudi" and labels[STEP_LABEL] == "b"
-    assert "annotations" not in pod(manifest, "b")["metadata"]
+    assert pod(manifest, "b")["metadata"]["annotations"] == {EKS_SKIP_CONTAINERS_ANNOTATION: "main"}
 
 
 def test_timeouts(catalog: Catalog, make_job: Any) -> None:

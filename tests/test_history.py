@@ -19,7 +19,10 @@ from upstream import require
 from wf.cli.app import main
 from wf.cluster import build, postgres, processes
 from wf.cluster.install import pinned_versions
+from wf.compile.artifacts import REPOSITORY_REF
+from wf.compile.workflow import compile_job
 from wf.controller.archive import Archive
+from wf.core.constants import ARGO_MAIN_CONTAINER, EKS_SKIP_CONTAINERS_ANNOTATION
 from wf.core.errors import ClusterError, InputError
 from wf.model.catalog import Catalog
 from wf.render import platform
@@ -76,6 +79,29 @@ def test_the_bundle_points_argo_at_rds_and_archives_logs_to_the_catalogs_bucket(
                                 for r in repositories)
     # Without --argo-database, no persistence (Argo's default: no archive).
     assert "persistence" not in bundle(catalog)["argo-configmap.yaml"][0]["data"]
+
+
+def test_every_job_archives_its_logs_and_only_argos_containers_get_the_bucket_s_role(
+        catalog: Catalog, make_job: Any) -> None:
+    # No artifact anywhere: in a namespace whose artifact account the catalog names, the workflow still uses the
+    # repository (its `archiveLogs` keeps each pod's log) and runs as that account.
+    job = make_job([{"name": "prep", "command": ["x"]},
+                    {"name": "train", "command": ["y"], "needs": ["prep"], "checkpoint": {}}])
+    spec = compile_job(job, catalog, namespace="ml-training")["spec"]
+    assert spec["artifactRepositoryRef"] == REPOSITORY_REF and spec["serviceAccountName"] == "wf-workflow"
+    pods = {t["name"]: t for t in spec["templates"] if "container" in t}
+    # EKS's webhook gives the role to Argo's init and wait containers only, unless the program writes the bucket.
+    assert pods["prep"]["metadata"]["annotations"][EKS_SKIP_CONTAINERS_ANNOTATION] == ARGO_MAIN_CONTAINER
+    assert EKS_SKIP_CONTAINERS_ANNOTATION not in pods["train"]["metadata"].get("annotations", {})
+    # A namespace the store names no account for: nothing to archive with, so no repository.
+    assert "artifactRepositoryRef" not in compile_job(job, catalog, namespace="elsewhere")["spec"]
+    # A job that names its steps' account gives that account's identity to its program: no skip.
+    allowing = catalog.model_copy(update={"step_service_accounts": {"ml-training": ["trainer"]}})
+    own = make_job([{"name": "prep", "command": ["x"]}], serviceAccount="trainer")
+    named = compile_job(own, allowing, namespace="ml-training")["spec"]
+    assert named["serviceAccountName"] == "trainer"
+    assert all(EKS_SKIP_CONTAINERS_ANNOTATION not in t["metadata"].get("annotations", {})
+               for t in named["templates"] if "container" in t)
 
 
 def test_the_platforms_argo_server_is_pinned_in_client_auth_and_reads_only(catalog: Catalog) -> None:

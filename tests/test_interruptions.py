@@ -133,7 +133,7 @@ def test_the_fallback_patches_the_pod_and_keeps_other_patches(catalog: Catalog, 
     assert json.loads(pod["podSpecPatch"]) == {"hostIPC": True, "nodeSelector": {CAPACITY_LABEL: expression}}
     assert pod["nodeSelector"][CAPACITY_LABEL] == "spot"  # what lint and the Pending explanations read
     assert pod["metadata"]["labels"][CAPACITY_LABEL] == expression
-    assert pod["metadata"]["annotations"] == {SPOT_FALLBACK_ANNOTATION: "3"}
+    assert pod["metadata"]["annotations"][SPOT_FALLBACK_ANNOTATION] == "3"
     # An On-Demand step has nothing to fall back from.
     assert "podSpecPatch" not in templates["od"]
     assert templates["od"]["metadata"]["labels"][CAPACITY_LABEL] == "on-demand"

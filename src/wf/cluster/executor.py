@@ -76,6 +76,7 @@ from wf.controller.archived_logs import log_artifact, twin_object
 from wf.controller.checkpoints import AttemptRecord, Saved, last_checkpoint, ledger_name, parse_ledger
 from wf.core.constants import (
     ARGO_EXECUTOR_TOKEN_VOLUME,
+    ARGO_MAIN_CONTAINER,
     ARGO_NODE_ID_ANNOTATION,
     ARGO_REPORT_OUTPUTS_COMPLETED_LABEL,
     ARGO_WORKFLOW_LABEL,
@@ -96,7 +97,6 @@ TEMPLATE_ENV = "ARGO_TEMPLATE"
 RESOURCE_ANNOTATION = f"sim.{DOMAIN}/resource"
 CHECK_INTERVAL_ENV = "RESOURCE_STATE_CHECK_INTERVAL"
 DEFAULT_CHECK_INTERVAL = 5.0  # Argo's default (workflow/executor/resource.go)
-MAIN_CONTAINER = "main"
 RETRY_SECONDS = 2.0  # before a checkpointed pod's event is handled again after an API error
 # Threads that play checkpointing programs, each for the workflows that hash to it: a day's 8,000 programs in one
 # thread waited minutes behind each other's API calls (each start and end is one to three), holding the day up.
@@ -380,7 +380,7 @@ def _seconds(text: str) -> float | None:
 
 def _main_env(pod: dict[str, Any]) -> dict[str, str]:
     for container in (pod.get("spec") or {}).get("containers") or []:
-        if container.get("name") == MAIN_CONTAINER:
+        if container.get("name") == ARGO_MAIN_CONTAINER:
             return {str(e.get("name")): str(e.get("value") or "") for e in container.get("env") or []}
     return {}
 
@@ -437,7 +437,7 @@ def checkpointed_run(pod: dict[str, Any]) -> CheckpointedRun | None:
         return None
     env = _main_env(pod)
     started = next((c.get("state", {}).get("running", {}).get("startedAt") for c in status.get("containerStatuses")
-                    or [] if c.get("name") == MAIN_CONTAINER), None) or status.get("startTime")
+                    or [] if c.get("name") == ARGO_MAIN_CONTAINER), None) or status.get("startTime")
     if not started:
         return None
     return CheckpointedRun(
@@ -887,7 +887,7 @@ def serve(kubeconfig: Path) -> None:
             return None
         meta = pod["metadata"]
         try:
-            text = core.read_namespaced_pod_log(meta["name"], meta["namespace"], container=MAIN_CONTAINER)
+            text = core.read_namespaced_pod_log(meta["name"], meta["namespace"], container=ARGO_MAIN_CONTAINER)
             core.create_namespaced_config_map(meta["namespace"], twin_object(meta["namespace"], artifact["s3"]["key"],
                                                                              text))
         except ApiException as exc:

@@ -90,12 +90,6 @@ def volume(catalog: Catalog, checkpoint: Checkpoint) -> tuple[str, CheckpointVol
     return VOLUME_PREFIX + checkpoint.store, catalog.artifacts.checkpoints.volumes[checkpoint.store]
 
 
-def uses_artifact_store(job: TrainingJob) -> bool:
-    """Whether a step of the job keeps checkpoints in the artifact store (its pods then need the bucket's role)."""
-    return any((c := checkpoint_of(job, step)) is not None and c.store == ARTIFACT_STORE
-               for _, step in job.spec.step_entries())
-
-
 def volumes(job: TrainingJob, catalog: Catalog) -> dict[str, CheckpointVolume]:
     """Every catalog volume the job's steps keep checkpoints on, by pod volume name."""
     out: dict[str, CheckpointVolume] = {}

@@ -25,8 +25,10 @@ from wf.compile.placement import Placement
 from wf.compile.queueing import QueueAssignment, assign_queue
 from wf.core.constants import (
     ARGO_KINDS,
+    ARGO_MAIN_CONTAINER,
     CAPACITY_LABEL,
     CLASS_LABEL,
+    EKS_SKIP_CONTAINERS_ANNOTATION,
     EXECUTOR_ACCOUNT,
     JOB_LABEL,
     STEP_LABEL,
@@ -36,7 +38,7 @@ from wf.core.units import parse_duration
 from wf.jobspec import references
 from wf.jobspec.job import TrainingJob
 from wf.jobspec.references import Reference
-from wf.jobspec.steps import Count, SecretRef, Step, Volume
+from wf.jobspec.steps import ARTIFACT_STORE, Count, SecretRef, Step, Volume
 from wf.model.catalog import Catalog
 
 Kind = Literal["Workflow", "WorkflowTemplate", "CronWorkflow"]
@@ -148,12 +150,14 @@ def _workflow_spec(job: TrainingJob, placements: dict[str, Placement], catalog: 
     if job.spec.timeout is not None:
         spec["activeDeadlineSeconds"] = parse_duration(job.spec.timeout)
     service_account = job.spec.service_account
-    if catalog.artifacts and any(s.outputs and s.outputs.artifacts for _, s in job.spec.step_entries()):
+    store_account = catalog.artifacts.service_accounts.get(namespace or "") if catalog.artifacts else None
+    hands_on = any(s.outputs and s.outputs.artifacts for _, s in job.spec.step_entries())
+    if catalog.artifacts and (hands_on or store_account):
+        # Argo's init and wait containers move artifacts through the repository and the wait container archives
+        # every pod's log there (`archiveLogs`), with the namespace's role; the program gets that role only when
+        # it writes checkpoints to the bucket itself (`_program_credentials`).
         spec["artifactRepositoryRef"] = dict(artifacts.REPOSITORY_REF)
-        service_account = service_account or catalog.artifacts.service_accounts.get(namespace or "")
-    if catalog.artifacts and checkpoints.uses_artifact_store(job):
-        # The program writes its checkpoints to the bucket itself, with the namespace's role.
-        service_account = service_account or catalog.artifacts.service_accounts.get(namespace or "")
+    service_account = service_account or store_account
     if service_account:
         spec["serviceAccountName"] = service_account
     # Argo's containers get the executor's token; the step's own container gets none unless the job named an
@@ -348,7 +352,7 @@ def _pod_template(job: TrainingJob, catalog: Catalog, step: Step, placement: Pla
     pod_patch: dict[str, Any] = {}
     if placement.host_ipc:
         pod_patch["hostIPC"] = True
-    annotations = dict(step.annotations)
+    annotations = dict(step.annotations) | _program_credentials(job, step, catalog)
     if placement.on_demand_after is not None:
         # Spot fallback: Argo evaluates `retries` in the template before it creates each attempt's pod, and
         # podSpecPatch overrides the nodeSelector's capacity; the pod's label follows so it tells where it ran.
@@ -414,6 +418,18 @@ def _pod_template(job: TrainingJob, catalog: Catalog, step: Step, placement: Pla
     if pod_patch:
         template["podSpecPatch"] = json.dumps(pod_patch)
     return _with_literal_braces(template, job, step)
+
+
+def _program_credentials(job: TrainingJob, step: Step, catalog: Catalog) -> dict[str, str]:
+    """The annotation keeping the pod's AWS identity (the namespace's artifact role, for Argo's containers) from
+    the step's program, unless the program writes its checkpoints to the bucket or runs as an account the job
+    named for it."""
+    if catalog.artifacts is None or job.spec.service_account is not None:
+        return {}
+    checkpoint = checkpoints.checkpoint_of(job, step)
+    if checkpoint is not None and checkpoint.store == ARTIFACT_STORE:
+        return {}
+    return {EKS_SKIP_CONTAINERS_ANNOTATION: ARGO_MAIN_CONTAINER}
 
 
 # Argo reads each `{{` as a tag in every pass it makes over a template (its workflow's variables, then its inputs,

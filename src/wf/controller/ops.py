@@ -27,6 +27,7 @@ from wf.controller.steps import (
 )
 from wf.core.constants import (
     ARGO_COMPLETED_LABEL,
+    ARGO_MAIN_CONTAINER,
     ARGO_NODE_NAME_ANNOTATION,
     ARGO_PHASE_LABEL,
     ARGO_RESUBMITTED_FROM_LABEL,
@@ -40,7 +41,6 @@ from wf.core.constants import (
 )
 from wf.core.errors import InputError
 
-MAIN_CONTAINER = "main"
 POD_GONE_WAIT_SECONDS = 60
 FOLLOW_DRAIN_SECONDS = 3.0
 
@@ -398,7 +398,7 @@ def _attempt_log(kube: Kube, ns: str, pod: str, tail: int | None, node: dict[str
 
     with api_errors(kube, f"reading the log of pod {pod}", ns):
         try:
-            text = kube.core.read_namespaced_pod_log(pod, ns, container=MAIN_CONTAINER, tail_lines=tail)
+            text = kube.core.read_namespaced_pod_log(pod, ns, container=ARGO_MAIN_CONTAINER, tail_lines=tail)
         except ApiException as exc:
             if exc.status not in (400, 404):
                 raise
@@ -433,7 +433,7 @@ def _follow_attempt(kube: Kube, name: str, ns: str, shown: ShownAttempt, tail: i
     def read() -> None:
         try:
             response = kube.core.read_namespaced_pod_log(
-                shown.pod, ns, container=MAIN_CONTAINER, follow=True, tail_lines=tail, _preload_content=False,
+                shown.pod, ns, container=ARGO_MAIN_CONTAINER, follow=True, tail_lines=tail, _preload_content=False,
                 _request_timeout=(10, None))
             from kubernetes.watch.watch import iter_resp_lines
 
@@ -487,7 +487,7 @@ def log_lines(kube: Kube, name: str, namespace: str | None = None, *, step: str 
     def read(step_name: str, pod: Any) -> None:
         try:
             response = kube.core.read_namespaced_pod_log(
-                pod.metadata.name, ns, container=MAIN_CONTAINER, follow=True, tail_lines=tail,
+                pod.metadata.name, ns, container=ARGO_MAIN_CONTAINER, follow=True, tail_lines=tail,
                 _preload_content=False, _request_timeout=(10, None))
             from kubernetes.watch.watch import iter_resp_lines
 
@@ -518,7 +518,7 @@ def log_lines(kube: Kube, name: str, namespace: str | None = None, *, step: str 
 
                 listed.add(pod.metadata.name)
                 try:
-                    text = kube.core.read_namespaced_pod_log(pod.metadata.name, ns, container=MAIN_CONTAINER,
+                    text = kube.core.read_namespaced_pod_log(pod.metadata.name, ns, container=ARGO_MAIN_CONTAINER,
                                                              tail_lines=tail)
                 except ApiException as exc:
                     if exc.status in (400, 404):  # not started yet, or deleted meanwhile

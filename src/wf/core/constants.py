@@ -53,6 +53,9 @@ ZONE_LABEL: Final = "topology.kubernetes.io/zone"
 REGION_LABEL: Final = "topology.kubernetes.io/region"
 EKS_CAPACITY_LABEL: Final = "eks.amazonaws.com/capacityType"
 EKS_NODEGROUP_LABEL: Final = "eks.amazonaws.com/nodegroup"
+# On a pod: the containers EKS's pod identity webhook gives no AWS credentials (IRSA's and EKS Pod Identity's alike,
+# amazon-eks-pod-identity-webhook pkg/handler), comma-separated.
+EKS_SKIP_CONTAINERS_ANNOTATION: Final = "eks.amazonaws.com/skip-containers"
 
 CAPACITIES: Final = ("spot", "on-demand")
 EKS_CAPACITY_VALUES: Final = {"spot": "SPOT", "on-demand": "ON_DEMAND"}
@@ -102,6 +105,9 @@ ARGO_COMPLETED_LABEL: Final = f"{ARGO_DOMAIN}/completed"
 ARGO_PHASE_LABEL: Final = f"{ARGO_DOMAIN}/phase"
 # On a workflow `wf rerun` started (Argo's own for `argo resubmit`): the finished workflow whose steps it reuses.
 ARGO_RESUBMITTED_FROM_LABEL: Final = f"{ARGO_DOMAIN}/resubmitted-from-workflow"
+# The container of an Argo pod that runs the step's program (workflow/common/common.go MainContainerName); Argo's
+# own are `init` and `wait`.
+ARGO_MAIN_CONTAINER: Final = "main"
 # On a pod: the name of the workflow node it runs, whose last part names the step when wf's label is missing.
 ARGO_NODE_NAME_ANNOTATION: Final = f"{ARGO_DOMAIN}/node-name"
 # On a pod: the id of the workflow node it runs, the name of the WorkflowTaskResult that reports its outputs.
