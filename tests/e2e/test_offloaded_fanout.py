@@ -97,7 +97,9 @@ def test_a_fan_out_whose_steps_argo_offloads_is_seen_whole(small_limit_cluster: 
     assert watched_hours > 0
 
     # `wf get -o wide`: every step and attempt, through Argo Server, and the same cost.
+    read_at = time.monotonic()
     got = history_cli(handle, "get", name, "-o", "wide", "--context", handle.context, timeout=TIMEOUT)
+    got_seconds = time.monotonic() - read_at
     assert got.returncode == 0, got.stderr
     rows = re.findall(rf"^{name} (shard\(\d+:\d+\)): Succeeded \[cpu/\S+\] on \S+", got.stdout, re.M)
     assert len(set(rows)) == ITEMS, got.stdout[:3000]
@@ -109,8 +111,11 @@ def test_a_fan_out_whose_steps_argo_offloads_is_seen_whole(small_limit_cluster: 
     assert re.search(rf"^{name}\s+Succeeded\s+{ITEMS + 1}/{ITEMS + 1}\s", listed.stdout, re.M), listed.stdout
 
     # `wf report`: the offloaded workflow counts whole, at `wf get`'s node-hours.
+    read_at = time.monotonic()
     reported = history_cli(handle, "report", "--since", "2h", "-o", "json", "--context", handle.context,
                            timeout=TIMEOUT)
+    print(f"wf get -o wide {got_seconds:.1f}s, wf report {time.monotonic() - read_at:.1f}s, "
+          f"{got_hours:.3f} node-hours")
     assert reported.returncode == 0, reported.stderr[-3000:]
     (run,) = [r for r in json.loads(reported.stdout)["workflows"] if r["name"] == name]
     assert run["phase"] == "Succeeded" and run["nodeHours"] == pytest.approx(got_hours, abs=0.001)
