@@ -154,11 +154,11 @@ def test_a_fan_out_too_large_for_argo_without_its_database_is_a_warning(write: A
                   forEach: {{count: {count}}}
         """)
 
-    assert not lint_paths([job(8_000)], CATALOG).problems
-    result = lint_paths([job(8_001)], CATALOG)
+    assert not lint_paths([job(7_000)], CATALOG).problems
+    result = lint_paths([job(7_001)], CATALOG)
     assert not result.errors
     [warning] = result.problems
-    assert warning.severity == "warning" and "'shard' fans out to 8,001 items" in warning.message
+    assert warning.severity == "warning" and "'shard' fans out to 7,001 items" in warning.message
     assert "persistence.nodeStatusOffLoad" in warning.message
 
 
