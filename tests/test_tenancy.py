@@ -85,6 +85,23 @@ def test_the_multi_node_step_alone_may_create_mpijobs(catalog: Catalog) -> None:
         spec = replica["template"]["spec"]
         assert spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}, role
         assert spec["containers"][0]["securityContext"]["capabilities"]["drop"] == ["ALL"], role
+        # The workflow's account, as Argo's pods (not the namespace's `default`), and no API token.
+        assert spec["serviceAccountName"] == "{{workflow.serviceAccountName}}", role
+        assert spec["automountServiceAccountToken"] is False, role
+
+
+def test_a_multi_node_step_of_a_job_naming_its_account_runs_its_replicas_with_that_account_s_token(
+        catalog: Catalog) -> None:
+    data = yaml.safe_load((ROOT / "examples/bert-large-multinode.yaml").read_text())
+    data["spec"]["serviceAccount"] = "trainer"
+    allowing = catalog.model_copy(update={"step_service_accounts": {data["metadata"]["namespace"]: ["trainer"]}})
+    manifest = compile_job(TrainingJob.model_validate(data), allowing)
+    assert manifest["spec"]["serviceAccountName"] == "trainer"
+    (resource,) = [t for t in manifest["spec"]["templates"] if "resource" in t]
+    for replica in yaml.safe_load(resource["resource"]["manifest"])["spec"]["mpiReplicaSpecs"].values():
+        spec = replica["template"]["spec"]
+        assert spec["serviceAccountName"] == "{{workflow.serviceAccountName}}"  # Argo resolves it to "trainer"
+        assert "automountServiceAccountToken" not in spec
 
 
 def test_workflow_accounts_hold_only_what_argos_executor_needs() -> None:

@@ -109,6 +109,8 @@ JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 # The operator takes each replica's first container; "main" is also the container `wf logs` reads.
 CONTAINER = "main"
+# Argo's variable for the workflow's service account, its default included (workflow/common/common.go).
+WORKFLOW_SERVICE_ACCOUNT = "{{workflow.serviceAccountName}}"
 
 LAUNCHER_SUCCEEDED = "status.replicaStatuses.Launcher.succeeded > 0"
 WORKER_FAILED = f"status.{MPI_WORKER_FAILED} > 0"
@@ -341,7 +343,11 @@ def _template(job: TrainingJob, step: Step, catalog: Catalog, worker: Placement,
         if annotations := {k: v for k, v in (pod["metadata"].get("annotations") or {}).items()
                            if k != SIM_CHECKPOINTS}:
             meta["annotations"] = annotations
-        spec: dict[str, Any] = {"nodeSelector": {**pod["nodeSelector"], CAPACITY_LABEL: capacity},
+        # The operator leaves a replica's account to its template: the workflow's, as Argo's pods run, and like
+        # theirs without its API token unless the job named the account for its program.
+        spec: dict[str, Any] = {"serviceAccountName": WORKFLOW_SERVICE_ACCOUNT,
+                                **({} if job.spec.service_account else {"automountServiceAccountToken": False}),
+                                "nodeSelector": {**pod["nodeSelector"], CAPACITY_LABEL: capacity},
                                 "securityContext": pod_security(), "containers": [main]}
         if "tolerations" in pod:
             spec["tolerations"] = pod["tolerations"]
