@@ -323,6 +323,7 @@ class Storm:
 
 _GONE = (404, 429)  # gone already; an eviction a disruption budget refused
 _LIST_TIMEOUT = 300  # seconds: every pod of the day in one answer from a loaded API server
+_SERVER_TIMEOUTS = (503, 504)  # the API server too busy to answer: tried again like a dropped connection
 
 
 def _sleep_until(moment: float) -> None:
@@ -332,8 +333,10 @@ def _sleep_until(moment: float) -> None:
 def _patient_call(call: Any, *args: Any, tolerate: tuple[int, ...] = (), **kwargs: Any) -> Any:
     """One request of the storm, or of the reading after the day. A status in `tolerate` means there is nothing to
     do (404: gone already; 429: an eviction a budget refused; 409: recreated already). A dropped connection or a
-    timeout is tried again: at 3,198 nodes the loaded API server closes some, and a storm that dies on one stops
-    draining mid-wave, a reading that dies on one loses the whole day's figures."""
+    timeout, the client's or the server's own (504: a list the loaded API server gave up on after its 60 s), is
+    tried again: at 3,198 nodes the loaded API server closes some, and a storm that dies on one stops draining
+    mid-wave (a day with every pod's log archived lost its drain wave to one 504), a reading that dies on one loses
+    the whole day's figures."""
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
@@ -343,11 +346,12 @@ def _patient_call(call: Any, *args: Any, tolerate: tuple[int, ...] = (), **kwarg
         except ApiException as exc:
             if exc.status in tolerate:
                 return None
-            raise
+            if exc.status not in _SERVER_TIMEOUTS or attempt == 4:
+                raise
         except HTTPError:
             if attempt == 4:
                 raise
-            time.sleep(2**attempt)
+        time.sleep(2**attempt)
     return None
 
 

@@ -1,0 +1,56 @@
+"""The scale benchmark's patience with a loaded API server (benchmarks/scale.py): a storm or a reading that died on
+one server timeout lost a drain wave or a day's figures."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def scale() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("scale_benchmark", ROOT / "benchmarks" / "scale.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+class Answers:
+    """A call that fails with these statuses first, then answers."""
+
+    def __init__(self, *statuses: int) -> None:
+        self.statuses = list(statuses)
+        self.calls = 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> str:
+        self.calls += 1
+        if self.statuses:
+            raise ApiException(status=self.statuses.pop(0))
+        return "answer"
+
+
+def test_a_server_timeout_is_tried_again_and_a_refusal_is_not(scale: ModuleType,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scale.time, "sleep", lambda _: None)
+    busy = Answers(504, 503, 504)
+    assert scale._patient_call(busy) == "answer" and busy.calls == 4
+    gone = Answers(404)
+    assert scale._patient_call(gone, tolerate=(404,)) is None and gone.calls == 1
+    forbidden = Answers(403)
+    with pytest.raises(ApiException):
+        scale._patient_call(forbidden)
+    assert forbidden.calls == 1
+    always = Answers(*[504] * 5)
+    with pytest.raises(ApiException):
+        scale._patient_call(always)
+    assert always.calls == 5
