@@ -892,7 +892,7 @@ def serve(kubeconfig: Path) -> None:
     from wf.controller.client import Target, connect
     from wf.controller.stream import KubeTransport, NamespaceStream
 
-    # The pod stream, the checkpoint and report lanes and the resource pods' threads call at once.
+    # The pod stream, the checkpoint lanes and the resource pods' threads call at once.
     api = connect(Target(kubeconfig=str(kubeconfig)), connections=2 * CHECKPOINT_LANES + REPORT_LANES).api_client
     core = CoreV1Api(api)
     executors = ExecutorClients(api)
