@@ -19,7 +19,6 @@ from wf.compile.interruptions import SPOT_FALLBACK_ANNOTATION
 from wf.compile.kinds import kind_of, kind_of_template
 from wf.compile.kinds.base import Cleanup
 from wf.compile.kinds.mpijob import (
-    CONTAINER,
     FAILURE_CONDITION,
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
@@ -33,6 +32,7 @@ from wf.compile.kinds.pod import POD
 from wf.compile.readback import CompiledPlacement
 from wf.compile.workflow import compile_job
 from wf.core.constants import (
+    ARGO_MAIN_CONTAINER,
     CAPACITY_LABEL,
     CLASS_LABEL,
     MPIJOB,
@@ -113,7 +113,7 @@ def test_workers_hold_whole_nodes_one_per_node_in_one_zone(catalog: Catalog) -> 
     assert worker["replicas"] == 2 and worker["restartPolicy"] == "Never"
     pod = worker["template"]["spec"]
     main = pod["containers"][0]
-    assert main["name"] == CONTAINER and "command" not in main  # the operator's sshd, which mpirun reaches
+    assert main["name"] == ARGO_MAIN_CONTAINER and "command" not in main  # the operator's sshd, which mpirun reaches
     limits = main["resources"]["limits"]
     assert limits["habana.ai/gaudi"] == "8" and limits["vpc.amazonaws.com/efa"] == "4"
     assert limits["hugepages-2Mi"] == "42000Mi" and limits["memory"] == "640Gi"  # the placement of 8 cards

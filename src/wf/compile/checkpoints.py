@@ -90,6 +90,12 @@ def volume(catalog: Catalog, checkpoint: Checkpoint) -> tuple[str, CheckpointVol
     return VOLUME_PREFIX + checkpoint.store, catalog.artifacts.checkpoints.volumes[checkpoint.store]
 
 
+def writes_artifact_store(job: TrainingJob, step: Step) -> bool:
+    """Whether the step's program writes its checkpoints to the bucket itself (so it needs the bucket's role)."""
+    checkpoint = checkpoint_of(job, step)
+    return checkpoint is not None and checkpoint.store == ARTIFACT_STORE
+
+
 def volumes(job: TrainingJob, catalog: Catalog) -> dict[str, CheckpointVolume]:
     """Every catalog volume the job's steps keep checkpoints on, by pod volume name."""
     out: dict[str, CheckpointVolume] = {}

@@ -38,7 +38,7 @@ from wf.core.units import parse_duration
 from wf.jobspec import references
 from wf.jobspec.job import TrainingJob
 from wf.jobspec.references import Reference
-from wf.jobspec.steps import ARTIFACT_STORE, Count, SecretRef, Step, Volume
+from wf.jobspec.steps import Count, SecretRef, Step, Volume
 from wf.model.catalog import Catalog
 
 Kind = Literal["Workflow", "WorkflowTemplate", "CronWorkflow"]
@@ -424,10 +424,8 @@ def _program_credentials(job: TrainingJob, step: Step, catalog: Catalog) -> dict
     """The annotation keeping the pod's AWS identity (the namespace's artifact role, for Argo's containers) from
     the step's program, unless the program writes its checkpoints to the bucket or runs as an account the job
     named for it."""
-    if catalog.artifacts is None or job.spec.service_account is not None:
-        return {}
-    checkpoint = checkpoints.checkpoint_of(job, step)
-    if checkpoint is not None and checkpoint.store == ARTIFACT_STORE:
+    if catalog.artifacts is None or job.spec.service_account is not None or \
+            checkpoints.writes_artifact_store(job, step):
         return {}
     return {EKS_SKIP_CONTAINERS_ANNOTATION: ARGO_MAIN_CONTAINER}
 

@@ -83,6 +83,7 @@ from wf.compile.schedulability import pod_requests
 from wf.core.constants import (
     ARGO_EXECUTOR_TOKEN_PATH,
     ARGO_EXECUTOR_TOKEN_SECRET,
+    ARGO_MAIN_CONTAINER,
     CAPACITY_LABEL,
     CLASS_LABEL,
     JOB_LABEL,
@@ -107,8 +108,6 @@ from wf.model.nodegroups import node_groups_of
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
-# The operator takes each replica's first container; "main" is also the container `wf logs` reads.
-CONTAINER = "main"
 # Argo's variable for the workflow's service account, its default included (workflow/common/common.go).
 WORKFLOW_SERVICE_ACCOUNT = "{{workflow.serviceAccountName}}"
 
@@ -329,7 +328,7 @@ def _template(job: TrainingJob, step: Step, catalog: Catalog, worker: Placement,
     def replica(placement: Placement, replicas: int, argv: list[str] | None) -> dict[str, Any]:
         pod = render_pod(placement)
         main = {k: v for k, v in pod["container"].items() if k != "command"}
-        main["name"] = CONTAINER
+        main["name"] = ARGO_MAIN_CONTAINER  # the operator takes the first; `wf logs` reads Argo's main container
         if argv:
             main["command"] = argv  # workers run the operator's default, sshd, which mpirun reaches
         # The capacity label holds the Spot fallback's expression when the placement has one. No podSpecPatch
