@@ -477,7 +477,7 @@ def test_one_workflow_s_slow_ledger_holds_up_no_other_workflow_and_its_own_event
 
     player = CheckpointPlayer(None, clock=lambda: 0.0)  # before the programs started: none ends here
     player.core = Core()  # type: ignore[assignment]
-    assert player.lane("wf", "w-1") is not player.lane("wf", "w-2")
+    assert player.lanes.of("wf", "w-1") is not player.lanes.of("wf", "w-2")
     first = checkpointing_pod()
     second = checkpointing_pod()
     second["metadata"] = {**second["metadata"], "name": "w-1-train-2", "uid": "u2"}

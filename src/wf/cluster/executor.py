@@ -66,7 +66,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import yaml
 
@@ -101,6 +101,11 @@ RETRY_SECONDS = 2.0  # before a checkpointed pod's event is handled again after 
 # Threads that play checkpointing programs, each for the workflows that hash to it: a day's 8,000 programs in one
 # thread waited minutes behind each other's API calls (each start and end is one to three), holding the day up.
 CHECKPOINT_LANES = 16
+# Threads that report ended pods' outputs and archived logs, as every pod's wait container does its own: with every
+# log archived, a full-size day's 8,000 reports (a log read, the log's object, the task result) in the pod stream's
+# thread went at 20-60 a minute, and Argo waits for each report before it ends the step.
+REPORT_LANES = 8
+Item = TypeVar("Item")
 # The annotation by which Kubernetes ties a service-account token Secret to its account.
 TOKEN_ACCOUNT_ANNOTATION = "kubernetes.io/service-account.name"
 
@@ -464,6 +469,34 @@ def ended_at(pod: dict[str, Any], now: float, node_gone: float | None = None) ->
     return min(moments, default=now)
 
 
+class Lanes(Generic[Item]):
+    """Work done off the pod stream in a few threads: every item of one workflow's pods goes to the same thread (a
+    stable hash), in the order it was put, so a workflow's events keep their order while other workflows' do not
+    wait behind them. `work` handles its own errors: a lane that raised would stop."""
+
+    def __init__(self, count: int, work: Callable[[Item], None], name: str) -> None:
+        self.queues: list[queue.SimpleQueue[Item]] = [queue.SimpleQueue() for _ in range(count)]
+        for number, lane in enumerate(self.queues):
+            threading.Thread(target=self._serve, args=(lane, work), name=f"{name} {number}", daemon=True).start()
+
+    @staticmethod
+    def _serve(lane: queue.SimpleQueue[Item], work: Callable[[Item], None]) -> None:
+        while True:
+            work(lane.get())
+
+    def of(self, namespace: str, workflow: str) -> queue.SimpleQueue[Item]:
+        """The lane of a workflow's pods (the same in every thread and after a restart)."""
+        return self.queues[zlib.crc32(f"{namespace}/{workflow}".encode()) % len(self.queues)]
+
+    def of_pod(self, pod: dict[str, Any]) -> queue.SimpleQueue[Item]:
+        meta = pod.get("metadata") or {}
+        return self.of(meta.get("namespace", ""), (meta.get("labels") or {}).get(ARGO_WORKFLOW_LABEL, ""))
+
+
+# A pod event as the lanes carry it: the pod, and whether it was deleted.
+PodEvent = tuple[dict[str, Any], bool]
+
+
 class CheckpointPlayer:
     """Plays the checkpointing programs of Running pods: resumes each from its location's last checkpoint, ends it
     when its work is done, records what an interrupted one left. The ledger's reads and writes happen off the pod
@@ -480,14 +513,11 @@ class CheckpointPlayer:
         self.runs: dict[str, CheckpointedRun] = {}  # pod uid -> its program, until the pod ends
         self.done: set[str] = set()  # uids this process ended
         self.changed = threading.Condition()
-        # Per lane: pod events (the pod, whether it was deleted), and the uids of runs whose work the timer found done.
-        self.lanes: list[queue.SimpleQueue[tuple[dict[str, Any], bool] | str]] = [
-            queue.SimpleQueue() for _ in range(lanes)]
+        # Per lane: pod events, and the uids of runs whose work the timer found done.
+        self.lanes: Lanes[PodEvent | str] = Lanes(lanes, self._play, "checkpoint ledger")
         self.due: set[str] = set()  # uids queued as done, not yet played
         self.nodes_gone: dict[str, float] = {}  # node name -> when this process saw it deleted
         threading.Thread(target=self._timer, name="checkpointed programs", daemon=True).start()
-        for number, lane in enumerate(self.lanes):
-            threading.Thread(target=self._play, args=(lane,), name=f"checkpoint ledger {number}", daemon=True).start()
 
     def node_gone(self, name: str, when: float) -> None:
         """A Node was deleted (the pod stream's DELETED of its pods comes later, after the pod GC's quarantine)."""
@@ -500,34 +530,24 @@ class CheckpointPlayer:
         gone = self.nodes_gone.get(run.node)
         return gone if gone is not None and gone >= run.started else None
 
-    def lane(self, namespace: str, workflow: str) -> queue.SimpleQueue[tuple[dict[str, Any], bool] | str]:
-        """The lane of a workflow's pods (a stable hash: the same in every thread and after a restart)."""
-        return self.lanes[zlib.crc32(f"{namespace}/{workflow}".encode()) % len(self.lanes)]
-
     def observe(self, pod: dict[str, Any], deleted: bool = False) -> None:
         """Queue the pod's event when it may concern a checkpointing program (cheap: the stream's thread)."""
         meta = pod.get("metadata") or {}
         with self.changed:
             tracked = meta.get("uid", "") in self.runs
         if tracked or SIM_CHECKPOINTS in (meta.get("annotations") or {}):
-            self._lane_of(pod).put((pod, deleted))
+            self.lanes.of_pod(pod).put((pod, deleted))
 
-    def _lane_of(self, pod: dict[str, Any]) -> queue.SimpleQueue[tuple[dict[str, Any], bool] | str]:
-        meta = pod.get("metadata") or {}
-        return self.lane(meta.get("namespace", ""), (meta.get("labels") or {}).get(ARGO_WORKFLOW_LABEL, ""))
-
-    def _play(self, lane: queue.SimpleQueue[tuple[dict[str, Any], bool] | str]) -> None:
-        while True:
-            item = lane.get()
-            if isinstance(item, str):
-                self.finish(item)
-                continue
-            pod, deleted = item
-            try:
-                self.handle(pod, deleted)
-            except Exception:  # the API server's trouble: a pod not played stays Running, so play it again soon
-                log.exception("checkpointed pod %s; trying again", (pod.get("metadata") or {}).get("name"))
-                threading.Timer(RETRY_SECONDS, lane.put, args=((pod, deleted),)).start()
+    def _play(self, item: PodEvent | str) -> None:
+        if isinstance(item, str):
+            self.finish(item)
+            return
+        pod, deleted = item
+        try:
+            self.handle(pod, deleted)
+        except Exception:  # the API server's trouble: a pod not played stays Running, so play it again soon
+            log.exception("checkpointed pod %s; trying again", (pod.get("metadata") or {}).get("name"))
+            threading.Timer(RETRY_SECONDS, self.lanes.of_pod(pod).put, args=((pod, deleted),)).start()
 
     def handle(self, pod: dict[str, Any], deleted: bool = False) -> None:
         uid = (pod.get("metadata") or {}).get("uid", "")
@@ -571,7 +591,7 @@ class CheckpointPlayer:
                     self.changed.wait(max(0.05, soonest - self.clock()))
                     continue
                 self.due.update(due)
-                lanes = [self.lane(waiting[uid].namespace, waiting[uid].workflow) for uid in due]
+                lanes = [self.lanes.of(waiting[uid].namespace, waiting[uid].workflow) for uid in due]
             for uid, lane in zip(due, lanes, strict=True):
                 lane.put(uid)
 
@@ -872,8 +892,8 @@ def serve(kubeconfig: Path) -> None:
     from wf.controller.client import Target, connect
     from wf.controller.stream import KubeTransport, NamespaceStream
 
-    # The pod stream, the checkpoint lanes and the resource pods' threads call at once.
-    api = connect(Target(kubeconfig=str(kubeconfig)), connections=2 * CHECKPOINT_LANES).api_client
+    # The pod stream, the checkpoint and report lanes and the resource pods' threads call at once.
+    api = connect(Target(kubeconfig=str(kubeconfig)), connections=2 * CHECKPOINT_LANES + REPORT_LANES).api_client
     core = CoreV1Api(api)
     executors = ExecutorClients(api)
     resources = ResourceExecutor(api, executors)
@@ -919,14 +939,24 @@ def serve(kubeconfig: Path) -> None:
         reported.add(uid)
         log.info("reported outputs of %s/%s (node %s)", meta["namespace"], pod["metadata"]["name"], meta["name"])
 
+    def report_event(event: PodEvent) -> None:
+        pod, deleted = event
+        if deleted:
+            reported.discard(pod["metadata"].get("uid", ""))
+            return
+        try:
+            report(pod)
+        except Exception:  # the API server's trouble: Argo waits for the report, so make it again soon
+            log.exception("reporting the outputs of %s; trying again", pod["metadata"].get("name"))
+            threading.Timer(RETRY_SECONDS, reports.of_pod(pod).put, args=(event,)).start()
+
+    reports: Lanes[PodEvent] = Lanes(REPORT_LANES, report_event, "outputs reporter")
+
     def handle(kind: str, pod: dict[str, Any]) -> None:
         deleted = kind == "DELETED"
         resources.observe(pod, deleted)
         programs.observe(pod, deleted)
-        if deleted:
-            reported.discard(pod["metadata"].get("uid", ""))
-        else:
-            report(pod)
+        reports.of_pod(pod).put((pod, deleted))
 
     def node_event(kind: str, node: dict[str, Any]) -> None:
         if kind == "DELETED":
