@@ -66,7 +66,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import yaml
 
@@ -90,6 +90,9 @@ from wf.core.constants import (
     WORKFLOW,
     WORKFLOW_TASK_RESULT,
 )
+
+if TYPE_CHECKING:
+    from wf.controller.client import Kube
 
 OUTPUTS_ANNOTATION = SIM_OUTPUTS
 TEMPLATE_ENV = "ARGO_TEMPLATE"
@@ -131,22 +134,19 @@ class ExecutorClients:
     would on EKS. Impersonation by the cluster's admin credentials; what the twin does as the kubelet (the
     annotations kwok's stages read) keeps the admin's own rights."""
 
-    def __init__(self, api: Any) -> None:
-        self.api = api
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.api = kube.api_client
         self.clients: dict[str, Any] = {}
         self.accounts: dict[tuple[str, str], str] = {}
         self.lock = threading.Lock()
 
     def for_pod(self, pod: dict[str, Any]) -> Any:
-        from kubernetes.client import ApiClient
-
         namespace = (pod.get("metadata") or {}).get("namespace", "")
         user = f"system:serviceaccount:{namespace}:{executor_account(pod, self._token_account)}"
         with self.lock:
-            if user not in self.clients:
-                client = ApiClient(configuration=self.api.configuration)
-                client.set_default_header("Impersonate-User", user)
-                self.clients[user] = client
+            if user not in self.clients:  # timed out like every call: a report hung on a dead peer hangs its lane
+                self.clients[user] = self.kube.impersonating(user)
             return self.clients[user]
 
     def _token_account(self, namespace: str, secret: str) -> str:
@@ -893,9 +893,10 @@ def serve(kubeconfig: Path) -> None:
     from wf.controller.stream import KubeTransport, NamespaceStream
 
     # The pod stream, the checkpoint and report lanes and the resource pods' threads call at once.
-    api = connect(Target(kubeconfig=str(kubeconfig)), connections=2 * CHECKPOINT_LANES + REPORT_LANES).api_client
+    kube = connect(Target(kubeconfig=str(kubeconfig)), connections=2 * CHECKPOINT_LANES + REPORT_LANES)
+    api = kube.api_client
     core = CoreV1Api(api)
-    executors = ExecutorClients(api)
+    executors = ExecutorClients(kube)
     resources = ResourceExecutor(api, executors)
     programs = CheckpointPlayer(api)
     reported: set[str] = set()
