@@ -30,8 +30,9 @@ lint: install
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m mypy
 
+# The slowest tests' times end the run, so every CI log shows where its minutes went.
 test: lint
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=30 tests
 
 unit: install
 	$(PY) -m pytest -q tests --ignore=tests/e2e

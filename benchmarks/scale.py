@@ -227,7 +227,8 @@ class GaudiShare:
 @dataclass
 class Sampler:
     """Peak memory (VmHWM) and CPU seconds of each process, read from /proc every few seconds; the last
-    reading of a process that exits is kept."""
+    reading of a process that exits is kept. A process's CPU includes its descendants' (PostgreSQL serves each
+    connection in a child): the live ones', and the reaped ones' the kernel adds to their parent."""
 
     pids: dict[str, int]
     peak_kib: dict[str, int] = field(default_factory=dict)
@@ -236,14 +237,26 @@ class Sampler:
     stop: threading.Event = field(default_factory=threading.Event)
 
     def read(self) -> None:
+        stats = _proc_stats()
+        children: defaultdict[int, list[int]] = defaultdict(list)
+        for pid, stat in stats.items():
+            children[int(stat[1])].append(pid)  # ppid, field 4 of /proc/pid/stat
         for name, pid in self.pids.items():
+            if pid not in stats:
+                continue
             try:
                 status = Path(f"/proc/{pid}/status").read_text()
-                stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
             hwm = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0)
-            cpu = (int(stat[11]) + int(stat[12])) / CLK_TCK  # utime, stime (fields 14, 15 of /proc/pid/stat)
+            tree, cpu = [pid], 0.0
+            while tree:
+                stat = stats.get(member := tree.pop())
+                if stat is None:
+                    continue
+                # utime, stime, cutime, cstime: fields 14-17 of /proc/pid/stat
+                cpu += sum(int(stat[i]) for i in (11, 12, 13, 14)) / CLK_TCK
+                tree += [child for child in children[member] if child not in self.pids.values()]
             self.peak_kib[name] = max(self.peak_kib.get(name, 0), hwm)
             self.cpu_start.setdefault(name, cpu)
             self.cpu_last[name] = cpu
@@ -251,6 +264,18 @@ class Sampler:
     def run(self) -> None:
         while not self.stop.wait(5.0):
             self.read()
+
+
+def _proc_stats() -> dict[int, list[str]]:
+    """Every process's /proc/pid/stat fields after the command name (field 3 onwards), by pid."""
+    stats = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stats[int(entry.name)] = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # it exited meanwhile
+    return stats
 
 
 class Storm:
