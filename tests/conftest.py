@@ -1,5 +1,5 @@
 """Shared fixtures of the unit tests: the repository's catalog and examples, YAML files in a temp dir, and
-validators built from upstream's Argo schemas and CRDs (read in place from ../shared/schemas, never copied)."""
+validators built from upstream's Argo schemas and CRDs (read in place from the Go module cache: tests/upstream.py)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,15 @@ from typing import Any
 import pytest
 import yaml
 
-from upstream import ARGO_SCHEMAS, require, strictify, with_int_or_string
+from upstream import ARGO, ARGO_V3, strictify, with_int_or_string
 from wf.jobspec.job import TrainingJob
 from wf.model.catalog import Catalog, load_catalog
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 CATALOG_FILE = ROOT / "eksctl" / "catalog.yaml"
-SCHEMAS = ARGO_SCHEMAS
+# The Argo majors generated manifests are checked against: the one the local cluster runs, and v3.7.
+ARGO_MAJORS = {"v4": ARGO, "v3": ARGO_V3}
 CRD_FILES = {
     "Workflow": "argoproj.io_workflows.yaml",
     "WorkflowTemplate": "argoproj.io_workflowtemplates.yaml",
@@ -81,20 +82,21 @@ def make_job() -> Callable[..., TrainingJob]:
 
 
 class ArgoSchemas:
-    """Strict validators per (Argo version, kind): upstream's JSON Schema with the int-or-string overlay, and
-    the v4.0.5 full CRDs' openAPIV3Schema (what the API server enforces), each loaded once per session."""
+    """Strict validators per (Argo major, kind): upstream's JSON Schema with the int-or-string overlay, and the
+    v4 full CRDs' openAPIV3Schema (what the API server enforces), each loaded once per session."""
 
     def __init__(self) -> None:
         self._json: dict[str, dict[str, Any]] = {}
         self._crd: dict[str, Any] = {}
 
-    def json_errors(self, version: str, manifest: dict[str, Any]) -> list[str]:
+    def json_errors(self, major: str, manifest: dict[str, Any]) -> list[str]:
         from jsonschema import Draft202012Validator
 
-        if version not in self._json:
-            doc = json.loads((SCHEMAS / version / "api/jsonschema/schema.json").read_text(encoding="utf-8"))
-            self._json[version] = strictify(with_int_or_string(doc))
-        root = copy.copy(self._json[version])
+        if major not in self._json:
+            module = ARGO_MAJORS[major]
+            doc = json.loads(module.file("api/jsonschema/schema.json").read_text(encoding="utf-8"))
+            self._json[major] = strictify(with_int_or_string(doc))
+        root = copy.copy(self._json[major])
         root.pop("oneOf", None)
         root["$ref"] = f"#/definitions/io.argoproj.workflow.v1alpha1.{manifest['kind']}"
         validator = Draft202012Validator(root)
@@ -105,7 +107,7 @@ class ArgoSchemas:
 
         kind = manifest["kind"]
         if kind not in self._crd:
-            path = SCHEMAS / "v4.0.5/manifests/base/crds/full" / CRD_FILES[kind]
+            path = ARGO.file(f"manifests/base/crds/full/{CRD_FILES[kind]}")
             with path.open("rb") as stream:
                 crd = yaml.load(stream, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
             schema = next(v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1")["schema"]["openAPIV3Schema"]
@@ -115,5 +117,4 @@ class ArgoSchemas:
 
 @pytest.fixture(scope="session")
 def argo_schemas() -> ArgoSchemas:
-    require(SCHEMAS)
     return ArgoSchemas()

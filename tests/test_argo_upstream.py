@@ -1,4 +1,5 @@
-"""wf.argo against upstream's Argo v4.0.5 JSON Schema (int-or-string overlay, strictified), read in place.
+"""wf.argo against upstream's Argo JSON Schema and examples (the release the local cluster runs; int-or-string
+overlay, strictified), read in place from the Go module cache.
 
 * every corpus document upstream accepts, we accept; no document (Argo or not) crashes us;
 * mutations (an unknown key injected at a random object, a scalar replaced by an object) are rejected by
@@ -18,13 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
-from upstream import ARGO_SCHEMAS, INT_OR_STRING, QUANTITY, require, strictify, with_int_or_string
-from upstream import CORPUS as CORPUS_ROOT
+from upstream import ARGO, INT_OR_STRING, QUANTITY, strictify, with_int_or_string
 from wf.argo import validate as validate_manifest
 from wf.argo.schema import TABLE_PATH
 
-SCHEMA = ARGO_SCHEMAS / "v4.0.5/api/jsonschema/schema.json"
-CORPUS = CORPUS_ROOT / "v4.0.5/examples"
 KINDS = ("Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate", "CronWorkflow")
 
 
@@ -36,8 +34,7 @@ def validate(manifest: Any) -> list[tuple[tuple[Any, ...], str]]:
 
 @pytest.fixture(scope="module")
 def upstream_schema() -> dict[str, Any]:
-    require(CORPUS)
-    return with_int_or_string(json.loads(require(SCHEMA).read_text(encoding="utf-8")))
+    return with_int_or_string(json.loads(ARGO.file("api/jsonschema/schema.json").read_text(encoding="utf-8")))
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +53,11 @@ def upstream(upstream_schema: dict[str, Any]) -> dict[str, Any]:
 
 def corpus_documents() -> Iterator[tuple[str, int, Any]]:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    for path in sorted(CORPUS.rglob("*.yaml")):
+    corpus = ARGO.file("examples")
+    for path in sorted(corpus.rglob("*.yaml")):
         with path.open(encoding="utf-8") as stream:
             for index, document in enumerate(yaml.load_all(stream, Loader=loader)):
-                yield str(path.relative_to(CORPUS)), index, document
+                yield str(path.relative_to(corpus)), index, document
 
 
 def is_argo(document: Any) -> bool:
@@ -83,8 +81,8 @@ def test_corpus_agreement(upstream: dict[str, Any]) -> None:
             disagreements.append((name, index, ours))
     print(f"corpus: {dict(counts)}")
     assert disagreements == []
-    # The corpus is 207 files: 213 Argo documents (upstream accepts them all) and 5 others.
-    assert counts == {"argo": 213, "other": 5, "upstream rejects": 0, "we reject": 0}
+    # The v4.0.7 corpus is 210 files: 216 Argo documents (upstream accepts them all) and 5 others.
+    assert counts == {"argo": 216, "other": 5, "upstream rejects": 0, "we reject": 0}
 
 
 def _objects(node: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:

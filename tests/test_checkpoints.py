@@ -187,8 +187,8 @@ def test_checkpointed_steps_are_valid_argo(catalog: Catalog, make_job: Any, argo
                    retries=1, checkpoint={})
     manifest = compile_job(job, with_volume(catalog))
     assert argo.validate(manifest) == []
-    assert argo_schemas.json_errors("v4.0.5", manifest) == []
-    assert argo_schemas.json_errors("v3.7.18", manifest) == []
+    assert argo_schemas.json_errors("v4", manifest) == []
+    assert argo_schemas.json_errors("v3", manifest) == []
     assert argo_schemas.crd_errors(manifest) == []
 
 

@@ -6,12 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from upstream import SHARED, require
+from upstream import MPI_OPERATOR
 from wf.cluster import build, mpi
 from wf.core.constants import MPIJOB
 from wf.core.errors import ClusterError
-
-SHARED_CRD = SHARED / "schemas" / "mpi-operator" / "v0.6.0" / "manifests" / "base" / "kubeflow.org_mpijobs.yaml"
 
 
 def test_the_operator_is_built_from_its_module_with_its_crd_and_a_loopback_health_patch() -> None:
@@ -30,7 +28,7 @@ def test_crd_comes_from_the_build_cache(tmp_path: Path, monkeypatch: pytest.Monk
         mpi.crd_manifests()
     comp = next(c for c in build.components() if c.name == mpi.OPERATOR)
     comp.asset(tmp_path, comp.assets[0]).parent.mkdir(parents=True)
-    comp.asset(tmp_path, comp.assets[0]).write_text(require(SHARED_CRD).read_text())
+    comp.asset(tmp_path, comp.assets[0]).write_text(MPI_OPERATOR.file(comp.assets[0]).read_text())
     (crd,) = mpi.crd_manifests()
     assert crd["kind"] == "CustomResourceDefinition" and crd["spec"]["group"] == MPIJOB.group
     assert [v["name"] for v in crd["spec"]["versions"]] == ["v2beta1"]

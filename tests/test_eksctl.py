@@ -12,7 +12,7 @@ import pytest
 import yaml
 from jsonschema import Draft7Validator
 
-from upstream import EKSCTL_SCHEMA, require
+from upstream import EKSCTL
 from wf.core.errors import InputError
 from wf.lint import drift
 from wf.model.catalog import Catalog, load_catalog
@@ -53,7 +53,7 @@ computeClasses:
 
 @pytest.fixture(scope="session")
 def validator() -> Draft7Validator:
-    return Draft7Validator(json.loads(require(EKSCTL_SCHEMA).read_text()))
+    return Draft7Validator(json.loads(EKSCTL.file("pkg/apis/eksctl.io/v1alpha5/assets/schema.json").read_text()))
 
 
 @pytest.fixture(scope="module")

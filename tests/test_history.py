@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from test_platform import CONTROLLER_KEYS, bundle
-from upstream import require
+from upstream import ARGO
 from wf.cli.app import main
 from wf.cluster import build, postgres, processes
 from wf.cluster.install import pinned_versions
@@ -38,8 +38,8 @@ def run_main(*args: str) -> int:
 
 
 def _documented_persistence() -> dict[str, Any]:
-    """The `persistence` example of Argo's documented controller ConfigMap (v4.0.5's docs)."""
-    documented = yaml.safe_load(require(CONTROLLER_KEYS).read_text())["data"]["persistence"]
+    """The `persistence` example of Argo's documented controller ConfigMap (of the release the cluster runs)."""
+    documented = yaml.safe_load(ARGO.file(CONTROLLER_KEYS).read_text())["data"]["persistence"]
     return dict(yaml.safe_load(documented))
 
 

@@ -1,5 +1,5 @@
 """Teams in the catalog and the Kueue objects rendered from them, validated against Kueue v0.17.0's CRDs
-(read in place from ../shared/schemas/kueue)."""
+(read in place from the Go module cache: tests/upstream.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from test_catalog import BASE, catalog_problems, only
-from upstream import KUEUE_CRDS, require, strictify
+from upstream import KUEUE, KUEUE_CRDS, strictify
 from wf.cli.app import main
 from wf.core.constants import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, LOCAL_QUEUE
 from wf.model.catalog import Catalog, load_catalog
@@ -43,10 +43,10 @@ def team_catalog(write: Callable[..., Path], **queues: Any) -> Catalog:
 def crd_validators() -> dict[str, Any]:
     from jsonschema import Draft4Validator
 
-    require(KUEUE_CRDS)
+    crds = KUEUE.file(KUEUE_CRDS)
     out = {}
     for kind, name in CRD_FILES.items():
-        crd = yaml.safe_load((KUEUE_CRDS / name).read_text())
+        crd = yaml.safe_load((crds / name).read_text())
         version = next(v for v in crd["spec"]["versions"] if v["name"] == kueue.KINDS[kind].version)
         assert version["served"] and version["storage"]
         out[kind] = Draft4Validator(strictify(version["schema"]["openAPIV3Schema"]))

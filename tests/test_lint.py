@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from upstream import CORPUS, require
+from upstream import ARGO
 from wf.lint.documents import lint_paths
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,8 +19,7 @@ CATALOG = ROOT / "eksctl" / "catalog.yaml"
 
 
 def test_the_argo_corpus_has_exactly_the_known_findings() -> None:
-    require(CORPUS)
-    result = lint_paths([CORPUS], CATALOG)
+    result = lint_paths([ARGO.file("examples")], CATALOG)
     assert result.files > 200 and result.documents >= result.files
     errors = {(Path(p.file).name, p.message.split(" cannot schedule")[0].split(":")[0]) for p in result.errors}
     # Upstream's windows examples, the deliberately unschedulable pod of timeouts-workflow.yaml, and the Docker

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 import wf.compile.kinds.mpijob
-from upstream import SHARED, require
+from upstream import MPI_OPERATOR
 from wf.compile.interruptions import SPOT_FALLBACK_ANNOTATION
 from wf.compile.kinds import kind_of, kind_of_template
 from wf.compile.kinds.base import Cleanup
@@ -49,7 +49,7 @@ from wf.jobspec.job import TrainingJob
 from wf.model.catalog import Catalog
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_CRD = SHARED / "schemas" / "mpi-operator" / "v0.6.0" / "manifests" / "base" / "kubeflow.org_mpijobs.yaml"
+CRD = "manifests/base/kubeflow.org_mpijobs.yaml"  # in the operator's module
 
 
 def _job(steps: list[dict[str, Any]], **spec: Any) -> TrainingJob:
@@ -173,7 +173,7 @@ def test_each_fan_out_item_runs_an_mpijob_of_its_own_named_within_a_dns_label(ca
 def test_the_mpijob_is_valid_under_the_operators_crd(catalog: Catalog) -> None:
     from jsonschema import Draft4Validator
 
-    crd = yaml.safe_load(require(SHARED_CRD).read_text())
+    crd = yaml.safe_load(MPI_OPERATOR.file(CRD).read_text())
     schema = next(v for v in crd["spec"]["versions"] if v["name"] == "v2beta1")["schema"]["openAPIV3Schema"]
     job = _job([_step()], volumes=[{"name": "shm", "mountPath": "/dev/shm", "emptyDir": {"medium": "Memory"}}])
     mpijob = yaml.safe_load(_template(job, catalog)["resource"]["manifest"])

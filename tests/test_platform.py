@@ -1,5 +1,6 @@
 """`wf platform render` (the bundle a real cluster needs, from the catalog) and the pure comparison behind
-`wf platform check`, with hand-built live objects. Upstream schemas are read in place from ../shared/schemas."""
+`wf platform check`, with hand-built live objects. Upstream schemas are read in place from the Go module cache
+(tests/upstream.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from upstream import ARGO_SCHEMAS, KUEUE_CRDS, SHARED, require, strictify
+from upstream import ARGO, KARPENTER_AWS, KUEUE, KUEUE_CRDS, strictify
 from wf.cli.app import main
 from wf.cluster.install import pinned_versions
 from wf.cluster.nodes import node_manifests
@@ -22,8 +23,8 @@ from wf.model.catalog import Catalog
 from wf.render import autoscaler, device_plugins, kueue, platform
 
 ACCOUNT = "123456789012"
-KARPENTER_CRDS = SHARED / "schemas" / "karpenter" / "v1.15.2" / "pkg" / "apis" / "crds"
-CONTROLLER_KEYS = ARGO_SCHEMAS / "v4.0.5" / "docs" / "workflow-controller-configmap.yaml"
+KARPENTER_CRDS = "pkg/apis/crds"
+CONTROLLER_KEYS = "docs/workflow-controller-configmap.yaml"  # in Argo's module
 
 
 def catalog_file(write: Callable[..., Path], catalog: Catalog, change: Callable[[dict[str, Any]], None]) -> Path:
@@ -39,13 +40,13 @@ def bundle(catalog: Catalog) -> dict[str, list[dict[str, Any]]]:
 def crd_validator(path: Path, version: str) -> Any:
     from jsonschema import Draft4Validator
 
-    crd = yaml.safe_load(require(path).read_text())
+    crd = yaml.safe_load(path.read_text())
     schema = next(v for v in crd["spec"]["versions"] if v["name"] == version)["schema"]["openAPIV3Schema"]
     return Draft4Validator(strictify(schema))
 
 
 def test_kueue_objects_of_the_bundle_are_valid_kueue(catalog: Catalog) -> None:
-    validators = {kind: crd_validator(KUEUE_CRDS / f"{api.group}_{api.plural}.yaml", api.version)
+    validators = {kind: crd_validator(KUEUE.file(f"{KUEUE_CRDS}/{api.group}_{api.plural}.yaml"), api.version)
                   for kind, api in kueue.KINDS.items()}
     objects = bundle(catalog)["kueue.yaml"]
     assert objects and all(not list(validators[o["kind"]].iter_errors(o)) for o in objects)
@@ -54,15 +55,16 @@ def test_kueue_objects_of_the_bundle_are_valid_kueue(catalog: Catalog) -> None:
 def test_karpenter_catalog_gets_valid_nodepools_and_no_cluster_autoscaler(catalog: Catalog) -> None:
     karpenter = catalog.model_copy(update={"cluster": catalog.cluster.model_copy(update={"autoscaler": "karpenter"})})
     objects = platform.bundle(karpenter, pinned_versions(), None)["autoscaler.yaml"]
-    validators = {"NodePool": crd_validator(KARPENTER_CRDS / "karpenter.sh_nodepools.yaml", "v1"),
-                  "EC2NodeClass": crd_validator(KARPENTER_CRDS / "karpenter.k8s.aws_ec2nodeclasses.yaml", "v1")}
+    crds = KARPENTER_AWS.file(KARPENTER_CRDS)
+    validators = {"NodePool": crd_validator(crds / "karpenter.sh_nodepools.yaml", "v1"),
+                  "EC2NodeClass": crd_validator(crds / "karpenter.k8s.aws_ec2nodeclasses.yaml", "v1")}
     assert {o["kind"] for o in objects} == {"NodePool", "EC2NodeClass"}
     errors = [e.message for o in objects for e in validators[o["kind"]].iter_errors(o)]
     assert not errors
 
 
 def test_argo_configuration_uses_only_keys_argo_documents(catalog: Catalog) -> None:
-    documented = set(yaml.safe_load(require(CONTROLLER_KEYS).read_text())["data"])
+    documented = set(yaml.safe_load(ARGO.file(CONTROLLER_KEYS).read_text())["data"])
     configmap = bundle(catalog)["argo-configmap.yaml"][0]
     assert set(configmap["data"]) <= documented
     assert yaml.safe_load(configmap["data"]["resourceRateLimit"]) == {"limit": 100, "burst": 200}

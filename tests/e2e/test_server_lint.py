@@ -1,5 +1,6 @@
-"""`wf lint --server` against Argo's FULL CRDs (v4.0.5, read in place from ../shared/schemas): what the API server
-itself accepts, with every field of every compiled example checked by the CRDs' OpenAPI schemas.
+"""`wf lint --server` against Argo's FULL CRDs (of the release the cluster runs, read in place from the Go module
+cache: tests/upstream.py): what the API server itself accepts, with every field of every compiled example checked
+by the CRDs' OpenAPI schemas.
 
 The local cluster installs Argo's minimal CRDs (an object, nothing more), as Argo's own install does. The module
 fixture swaps in the full ones for these tests and puts the minimal ones back: with the full CRDs the API server
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from upstream import ARGO
 from wf.controller.client import Kube
 from wf.core.constants import CLASS_LABEL, CRON_WORKFLOW, WORKFLOW, WORKFLOW_TEMPLATE
 
@@ -29,7 +31,7 @@ pytestmark = pytest.mark.cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-FULL_CRDS = ROOT.parent / "shared" / "schemas" / "argo-workflows" / "v4.0.5" / "manifests" / "base" / "crds" / "full"
+FULL_CRDS = "manifests/base/crds/full"  # in Argo's module
 CRD_FILES = ("argoproj.io_workflows.yaml", "argoproj.io_workflowtemplates.yaml", "argoproj.io_cronworkflows.yaml")
 KINDS = {k.plural: k for k in (WORKFLOW, WORKFLOW_TEMPLATE, CRON_WORKFLOW)}
 SCHEDULE = "30 3 * * *"
@@ -40,14 +42,10 @@ def full_crds(kube: Kube) -> Iterator[list[str]]:
     """Argo's full CRDs server-side applied in place of the minimal ones for this module, then restored."""
     from wf.render.platform import load_manifest
 
-    if not FULL_CRDS.is_dir():
-        message = f"Argo's full CRDs are missing: {FULL_CRDS} (the shared schemas next to the repository)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+    crds = ARGO.file(FULL_CRDS)
     started = time.monotonic()
     # 2.4-2.6 MB of YAML each: the C loader reads them in a fraction of the pure-Python loader's time.
-    full = [yaml.load((FULL_CRDS / name).read_text(), Loader=yaml.CSafeLoader) for name in CRD_FILES]
+    full = [yaml.load((crds / name).read_text(), Loader=yaml.CSafeLoader) for name in CRD_FILES]
     names = [crd["metadata"]["name"] for crd in full]
     minimal = [m for m in load_manifest("argo-crds.yaml")
                if m["kind"] == "CustomResourceDefinition" and m["metadata"]["name"] in names]
