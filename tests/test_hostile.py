@@ -70,7 +70,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str, 
 
 def test_the_corpus_covers_every_case() -> None:
     names = {path.stem.split("-")[0] for path in CORPUS}
-    assert {"number", "name", "ref", "typo", "kind", "empty"} <= names
+    assert {"number", "name", "ref", "typo", "kind", "empty", "path", "mount", "load"} <= names
     assert all(expectations(path)[0] or expectations(path)[1] for path in CORPUS), "a file expects nothing"
 
 

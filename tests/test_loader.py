@@ -169,6 +169,29 @@ def test_syntax_errors_name_the_line(text: str, line: int) -> None:
     assert message.startswith("invalid YAML: ")
 
 
+@pytest.mark.parametrize(("text", "line", "code"), [
+    ("a: 1\nb: x\x00y\n", 2, "U+0000"),
+    ("a: 1\n# caf\u00e9 \u2615\nb: [\x07]\n", 3, "U+0007"),  # wide characters before it: still its line
+    ("a: 1\n---\nb: 2\nc: \x1b\n", 4, "U+001B"),  # in a later document
+    ("a: \x85\nb: \x9f\n", 2, "U+009F"),
+])
+def test_characters_yaml_does_not_read_name_their_line(text: str, line: int, code: str) -> None:
+    with pytest.raises(InputError) as exc:
+        parse_documents(text, "bad.yaml")
+    file, got, message = problem_of(exc)
+    assert (file, got) == ("bad.yaml", line)
+    assert message.startswith(f"control character {code} is not allowed in YAML text")
+
+
+@pytest.mark.parametrize(("text", "line"), [("a: 1\n---\nb: 2\n", 3), ("---\na: 1\n---\n\n# x\nb: 2\n---\nc: 3\n", 6)])
+def test_a_second_document_where_one_belongs_names_its_line(write: Any, text: str, line: int) -> None:
+    path = write("x.yaml", text)
+    with pytest.raises(InputError) as exc:
+        load_mapping(path)
+    assert problem_of(exc)[:2] == (str(path), line)
+    assert "a second YAML document" in problem_of(exc)[2]
+
+
 def test_unsupported_tags_are_errors_not_objects() -> None:
     with pytest.raises(InputError, match="unsupported YAML tag"):
         parse_documents("a: !!python/name:os.system ''\n", "t.yaml")

@@ -125,6 +125,14 @@ ARGO_DEFAULT_ARTIFACT_REPOSITORY_ANNOTATION: Final = f"{ARGO_DOMAIN}/default-art
 # workflow or template names `executor.serviceAccountName`.
 ARGO_EXECUTOR_TOKEN_VOLUME: Final = "exec-sa-token"
 ARGO_EXECUTOR_TOKEN_PATH: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
+# Argo's own places in a step's pod (workflow/common/common.go): VarRunArgoPath, the executor binary and its shared
+# volume in every container; ExecutorArtifactBaseDir, ExecutorStagingEmptyDir, SecretVolMountPath and
+# EnvConfigMountPath, all under /argo.
+ARGO_VAR_RUN_PATH: Final = "/var/run/argo"
+ARGO_EXECUTOR_ROOT: Final = "/argo"
+# Where Kubernetes (kubernetes.io/serviceaccount) and EKS (IRSA's eks.amazonaws.com, Pod Identity's
+# pods.eks.amazonaws.com) mount a pod's service account tokens.
+SERVICE_ACCOUNT_TOKENS_ROOT: Final = "/var/run/secrets"
 # The Secret that volume is, for an executor account (util/secrets/secret_name.go TokenName; manifests/rbac.yaml).
 ARGO_EXECUTOR_TOKEN_SECRET: Final = "{account}.service-account-token"
 

@@ -7,6 +7,7 @@ and answer "which line is spec.steps[3].resources.cpu on?" for error messages.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -30,7 +31,9 @@ ALIAS_EXPANSION_ALLOWANCE = 10_000
 # Deeper than any manifest, and than the builder's own recursion allows.
 MAX_NESTING = 1000
 _NESTING_SCAN_ABOVE = 2000
-
+# What YAML 1.1 reads (its printable set): a character outside it anywhere in the text is an error of the whole
+# stream, which PyYAML reports with an offset, not a line.
+_NOT_YAML = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 class Stream:
@@ -233,6 +236,8 @@ def parse_documents(text: str, file: str, strict: bool = True) -> list[Document]
             builder = _Builder(file, strict)
             data = builder.build(node)
             docs.append(Document(file, index, data, stream, builder.duplicates))
+    except yaml.reader.ReaderError:
+        raise InputError([_unreadable(text, file)]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -245,6 +250,16 @@ def parse_documents(text: str, file: str, strict: bool = True) -> list[Document]
     return docs
 
 
+def _unreadable(text: str, file: str) -> Problem:
+    """The first character YAML does not read (a NUL, a control byte), at its line."""
+    found = _NOT_YAML.search(text)
+    if found is None:  # PyYAML found one, so this does not happen; the stream's error is still this file's
+        return Problem(file, None, None, "invalid YAML: a character YAML does not read")
+    line, code = text.count("\n", 0, found.start()) + 1, ord(found[0])
+    hint = f"; in a value, write it as an escape in double quotes (\"\\x{code:02x}\")" if 0 < code < 0x100 else ""
+    return Problem(file, line, None, f"control character U+{code:04X} is not allowed in YAML text{hint}")
+
+
 def load_documents(path: str | Path, strict: bool = True) -> list[Document]:
     file = str(path)
     try:
@@ -254,11 +269,22 @@ def load_documents(path: str | Path, strict: bool = True) -> list[Document]:
     return parse_documents(decode(raw, file), file, strict)
 
 
+def extra_documents(docs: Sequence[Document]) -> Problem | None:
+    """The finding for a file that must hold one document (a job spec, a catalog) and holds more: at the line
+    where the second begins."""
+    if len(docs) < 2:
+        return None
+    return docs[1].problem((), f"a second YAML document (of {len(docs)}): this file holds one; put each in "
+                               "a file of its own")
+
+
 def load_mapping(path: str | Path) -> Document:
     """Exactly one document, which must be a mapping (job specs and catalogs)."""
     docs = load_documents(path)
-    if len(docs) != 1:
-        raise InputError([Problem(str(path), None, None, f"expected one YAML document, found {len(docs)}")])
+    if not docs:
+        raise InputError([Problem(str(path), None, None, "expected one YAML document, found 0")])
+    if problem := extra_documents(docs):
+        raise InputError([problem])
     doc = docs[0]
     if not isinstance(doc.data, dict):
         raise InputError([doc.problem((), f"expected a mapping, found {type(doc.data).__name__}")])

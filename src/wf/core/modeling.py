@@ -16,7 +16,7 @@ import types
 from collections.abc import Sequence
 from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo
 from pydantic_core import PydanticCustomError
 
 from wf.core.constants import (
@@ -52,7 +52,16 @@ def _as_text(value: Any, info: ValidationInfo) -> Any:
     return value if value is None else str(value)
 
 
-Text = Annotated[str, BeforeValidator(_as_text)]
+def _no_nul(value: str) -> str:
+    """A NUL ends a C string: runc starts a step's program with exec, which takes its arguments and environment
+    as C strings, so a program given one never starts (Go's syscall.Exec refuses it with EINVAL)."""
+    if "\0" in value:
+        raise ValueError(f"holds a NUL character (at {value.index(chr(0))}), which no program's argument or "
+                         "environment can")
+    return value
+
+
+Text = Annotated[str, BeforeValidator(_as_text), AfterValidator(_no_nul)]
 
 
 class StrictModel(BaseModel):

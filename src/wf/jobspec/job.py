@@ -29,6 +29,10 @@ from wf.jobspec import references
 from wf.jobspec.steps import JobSpec, Metadata, Step, Volume
 
 M = TypeVar("M", bound=StrictModel)
+# Argo's rule for a DAG task with `dependencies`, which a step's `needs` become (validateDAG,
+# workflow/validate/validate.go: "name cannot begin with a digit when using either 'depends' or 'dependencies'").
+# Its other name rules (alphanumerics and '-', at most 128) hold for every DNS-1123 label.
+DIGIT_START = "a step that needs others cannot start with a digit: Argo refuses it as a DAG task name"
 
 
 class TrainingJob(StrictModel):
@@ -137,6 +141,8 @@ class _Parts:
                 at: tuple[PathKey, ...] = ("spec", section, i)
                 if problem := dns_label_problem(step.name, "step name"):
                     out.append(Problem.at((*at, "name"), problem))
+                elif step.needs and step.name[:1].isdigit():
+                    out.append(Problem.at((*at, "name"), DIGIT_START))
                 if step.name in first:
                     out.append(Problem.at((*at, "name"),
                                 f"duplicate step name {step.name!r} (first at {format_path(first[step.name][1:])})"))

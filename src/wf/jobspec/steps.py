@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
@@ -13,6 +14,8 @@ from wf.core.constants import DNS1123_SUBDOMAIN, DNS1123_SUBDOMAIN_MAX, INPUTS_R
 from wf.core.errors import PathKey, listing
 from wf.core.modeling import StrictModel, Text
 from wf.core.units import parse_duration, parse_quantity
+from wf.jobspec.images import reference_problem
+from wf.jobspec.paths import MountPath, OutputPath, WorkingDir
 
 # Counts Kubernetes and Argo hold in 32 bits: a larger one is a typo, refused here rather than by the API server.
 COUNT_MAX = 2**31 - 1
@@ -46,10 +49,36 @@ def _positive_quantity(value: int | float | str) -> int | float | str:
 
 Quantity = Annotated[int | float | str, AfterValidator(_positive_quantity)]
 
+# The least memory runc starts a container in: CRI-O refuses a smaller limit, a floor "arrived at for runc on x86_64
+# hardware" (minMemoryLimit, internal/config/cgmgr/cgmgr_linux.go: "set memory limit N too low; should be at least
+# 12582912"); containerd passes any limit on to runc, whose init is then OOM-killed ("container init was OOM-killed
+# (memory limit too low?)", libcontainer/process_linux.go). A step's memory is its container's limit.
+MEMORY_MIN = 12 * 2**20
+# Kubernetes counts cpu in thousandths of a core: less is no cpu to ask for.
+CPU_MIN = Decimal("0.001")
+
+
+def _at_least(least: Decimal, words: str) -> Callable[[int | float | str], int | float | str]:
+    def check(value: int | float | str) -> int | float | str:
+        if parse_quantity(value) < least:
+            raise ValueError(f"must be at least {words}")
+        return value
+    return check
+
+
+Memory = Annotated[Quantity, AfterValidator(_at_least(
+    Decimal(MEMORY_MIN), "12Mi: container runtimes do not start a container in less (runc's floor, which CRI-O "
+    "enforces)"))]
+Cpu = Annotated[Quantity, AfterValidator(_at_least(CPU_MIN, "1m, a thousandth of a core: Kubernetes' "
+                                                            "smallest cpu amount"))]
+
 
 def _image(value: str) -> str:
     if not value.strip():
         raise ValueError("must name a container image, e.g. ghcr.io/team/train:1.0")
+    # One with a reference is read when the job runs (wf.jobspec.references checks the reference).
+    if "{{" not in value and (problem := reference_problem(value)):
+        raise ValueError(f"{value!r}: {problem}")
     return value
 
 
@@ -78,8 +107,8 @@ class SecretRef(StrictModel):
 
 
 class Resources(StrictModel):
-    cpu: Quantity | None = Field(default=None, description="vCPUs, e.g. 8 or 500m")
-    memory: Quantity | None = Field(default=None, description="e.g. 32Gi")
+    cpu: Cpu | None = Field(default=None, description="vCPUs, e.g. 8 or 500m")
+    memory: Memory | None = Field(default=None, description="e.g. 32Gi; at least 12Mi")
     ephemeral_storage: Quantity | None = Field(default=None, alias="ephemeral-storage")
 
 
@@ -117,9 +146,6 @@ CronSchedule = Annotated[str, AfterValidator(_cron)]
 
 OutputName = Annotated[str, AfterValidator(_checked(
     r"^[A-Za-z][A-Za-z0-9-]*$", "an output name (letters, digits and '-', starting with a letter)"))]
-# Absolute, or under a directory a job parameter names.
-OutputPath = Annotated[str, AfterValidator(_checked(
-    r"^(/|\{\{workflow\.parameters\.)", "an absolute path (or one under {{workflow.parameters.NAME}})"))]
 # A literal forEach item: a value, or an object whose fields the step reads as {{item.FIELD}}.
 Item = Annotated[Text | dict[str, Text], Field(union_mode="left_to_right")]
 
@@ -207,7 +233,7 @@ class Step(StrictModel):
                                      "except in a team's queue: there it counts from the pod's start")
     retries: int | None = Field(default=None, ge=0, le=50, description="Application retries; default: the job's")
     env: dict[EnvName, Text | SecretRef] = Field(default_factory=dict)
-    working_dir: str | None = Field(default=None, alias="workingDir")
+    working_dir: WorkingDir | None = Field(default=None, alias="workingDir")
     labels: dict[str, Text] = Field(default_factory=dict)
     annotations: dict[str, Text] = Field(default_factory=dict)
     for_each: list[Item] | Count | str | None = Field(
@@ -246,7 +272,7 @@ class Volume(StrictModel):
     """Storage mounted into every step: a PersistentVolumeClaim (shared datasets, checkpoints) or scratch space."""
 
     name: str
-    mount_path: Annotated[str, AfterValidator(_checked("^/", "an absolute path"))] = Field(alias="mountPath")
+    mount_path: MountPath = Field(alias="mountPath")
     claim: str | None = Field(default=None, description="PersistentVolumeClaim in the job's namespace")
     empty_dir: EmptyDir | None = Field(default=None, alias="emptyDir")
     read_only: bool = Field(default=False, alias="readOnly")

@@ -23,7 +23,7 @@ from wf.compile.schedulability import explain, pod_constraints
 from wf.compile.workflow import Kind, compile_job
 from wf.core.constants import ARGO_KINDS, CRON_WORKFLOW, ApiKind
 from wf.core.errors import InputError, PathKey, Problem, did_you_mean, listing
-from wf.core.loader import Document, load_documents, load_mapping
+from wf.core.loader import Document, extra_documents, load_documents, load_mapping
 from wf.jobspec.job import job_from_document
 from wf.lint.pod_security import privileges
 from wf.lint.queues import inadmissible
@@ -115,6 +115,8 @@ def lint_paths(paths: Iterable[str | Path], catalog: str | Path | None = None) -
             continue
         if not docs:
             result.problems.append(Problem(str(path), 1, None, "no YAML document in this file: nothing to check"))
+        elif any(_checker_for(doc) is _lint_job for doc in docs) and (extra := extra_documents(docs)):
+            result.problems.append(extra)  # as `wf compile` and `wf submit` refuse the file
         for doc in docs:
             result.documents += 1
             checker = _checker_for(doc)
