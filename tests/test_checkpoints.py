@@ -4,11 +4,13 @@ told, the grace period inside Spot's notice, the catalog's stores and retention,
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from wf.compile.artifacts import lifecycle_configuration
 from wf.compile.checkpoints import (
@@ -197,4 +199,14 @@ def test_a_checkpoint_volume_names_classes_the_catalog_has(catalog: Catalog) -> 
     data["artifacts"]["checkpoints"] = {"volumes": {"fsx": {"claim": "fsx", "computeClasses": ["gaudi", "tpu"]}}}
     with pytest.raises(InputError, match=r"artifacts.checkpoints.volumes.fsx.computeClasses\[1\]: unknown compute "
                                          "class 'tpu'"):
+        Catalog.model_validate(data)
+
+
+@pytest.mark.parametrize(("mount", "words"), [("/var/run/argo/ckpt", "inside /var/run/argo"),
+                                              ("/wf/../argo", "'..' segment"), ("ckpt", "not an absolute path")])
+def test_a_checkpoint_volume_is_mounted_where_any_volume_may_be(catalog: Catalog, mount: str, words: str) -> None:
+    """The catalog's volumes are mounted in steps' containers too: one rule set (wf.core.paths) for both."""
+    data = catalog.model_dump(by_alias=True, exclude_none=True)
+    data["artifacts"]["checkpoints"] = {"volumes": {"fsx": {"claim": "fsx", "mountPath": mount}}}
+    with pytest.raises(ValidationError, match=re.escape(words)):
         Catalog.model_validate(data)

@@ -13,9 +13,9 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 from wf.core.constants import DNS1123_SUBDOMAIN, DNS1123_SUBDOMAIN_MAX, INPUTS_ROOT
 from wf.core.errors import PathKey, listing
 from wf.core.modeling import StrictModel, Text
+from wf.core.paths import MountPath, OutputPath, WorkingDir
 from wf.core.units import parse_duration, parse_quantity
 from wf.jobspec.images import reference_problem
-from wf.jobspec.paths import MountPath, OutputPath, WorkingDir
 
 # Counts Kubernetes and Argo hold in 32 bits: a larger one is a typo, refused here rather than by the API server.
 COUNT_MAX = 2**31 - 1

@@ -15,6 +15,7 @@ from wf.core.constants import CAPACITIES, CATALOG_CONFIGMAP, CATALOG_NAMESPACE, 
 from wf.core.errors import InputError, PathKey, Problem, did_you_mean
 from wf.core.loader import Document, load_mapping, parse_documents
 from wf.core.modeling import DEFER_CHECKS, StrictModel, dns_label_problem, labels_problems, parse_model, raise_problems
+from wf.core.paths import MountPath
 from wf.core.units import parse_duration
 from wf.model.accelerators import profile
 from wf.model.instances import InstanceType, instance_type
@@ -215,7 +216,7 @@ class CheckpointVolume(StrictModel):
     name in every namespace where workflows run."""
 
     claim: str = Field(description="PersistentVolumeClaim name")
-    mount_path: str = Field(default="/wf/checkpoints", alias="mountPath", pattern="^/")
+    mount_path: MountPath = Field(default="/wf/checkpoints", alias="mountPath")
     compute_classes: list[str] | None = Field(
         default=None, alias="computeClasses",
         description="Classes whose nodes reach the volume (e.g. an FSx file system in their zone); unset: all")

@@ -1,6 +1,7 @@
-"""Where a path a step declares may lead: one rule set for its output files, its volumes' mount points and its
-working directory, so that a job Argo or the container runtime would refuse, or one whose artifact would carry
-a service account token to the bucket, is refused with its line when it is compiled or linted.
+"""Where a path in a step's container may lead: one rule set for its output files, its volumes' mount points (the
+job's and the catalog's checkpoint volumes) and its working directory, so that a job Argo or the container runtime
+would refuse, or one whose artifact would carry a service account token to the bucket, is refused with its line
+when it is compiled or linted.
 
 The rules, in words:
 - no `..` segment: a path names its place directly (Argo refuses artifact paths that climb, Artifact.CleanPath
