@@ -218,8 +218,16 @@ def test_an_integer_python_refuses_to_convert_is_an_input_error() -> None:
 def test_deep_nesting_is_an_input_error_not_a_crash(text: str) -> None:
     # libyaml's composer recurses in C: 60 KB of "- - - ..." used to kill the process with SIGSEGV.
     # Ours, or PyYAML's own limit (6.0.4 added one): either way an input error, never a crash.
-    with pytest.raises(InputError, match="nested too deeply|maximum nesting depth"):
+    with pytest.raises(InputError, match="nested too deeply|maximum nesting depth") as exc:
         parse_documents(text, "deep.yaml")
+    assert problem_of(exc)[1] is not None  # at a line, whichever limit was hit
+
+
+def test_nesting_past_pythons_recursion_limit_names_the_line_of_the_deepest() -> None:
+    text = "a: 1\nb:\n" + "".join("  " * i + "- \n" for i in range(1, 980))
+    with pytest.raises(InputError, match="nested too deeply") as exc:
+        parse_documents(text, "deep.yaml")
+    assert problem_of(exc)[1] == 981
 
 
 def test_moderate_nesting_still_loads() -> None:

@@ -213,15 +213,24 @@ def _check_nesting(text: str, file: str) -> None:
     that could nest that deep pay for a walk of the (non-recursive) event stream."""
     if text.count("[") + text.count("{") + 2 * max(map(len, text.splitlines()), default=0) <= _NESTING_SCAN_ABOVE:
         return
-    depth = 0
+    if (found := _deepest(text, MAX_NESTING)) is not None:
+        raise InputError([Problem(file, found[1], None, "YAML nested too deeply")])
+
+
+def _deepest(text: str, limit: int | None = None) -> tuple[int, int | None] | None:
+    """(depth, line) of the first collection nested deeper than `limit` (None: of the deepest one), from the
+    event stream, which nests in no call stack; None if none is."""
+    depth, deepest = 0, None
     for event in yaml.parse(text, Loader=_Loader):
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
-            if depth > MAX_NESTING:
-                line = event.start_mark.line + 1 if event.start_mark else None
-                raise InputError([Problem(file, line, None, "YAML nested too deeply")])
+            if depth > (limit if limit is not None else deepest[0] if deepest else 0):
+                deepest = (depth, event.start_mark.line + 1 if event.start_mark else None)
+                if limit is not None:
+                    return deepest
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
+    return deepest if limit is None else None
 
 
 def parse_documents(text: str, file: str, strict: bool = True) -> list[Document]:
@@ -245,8 +254,9 @@ def parse_documents(text: str, file: str, strict: bool = True) -> list[Document]
         raise InputError([Problem(file, line, None, f"invalid YAML: {message}")]) from None
     except yaml.YAMLError as exc:
         raise InputError([Problem(file, None, None, f"invalid YAML: {exc}")]) from None
-    except RecursionError:
-        raise InputError([Problem(file, None, None, "YAML nested too deeply")]) from None
+    except RecursionError:  # Python's own limit, below MAX_NESTING once the caller's frames count
+        found = _deepest(text)
+        raise InputError([Problem(file, found[1] if found else None, None, "YAML nested too deeply")]) from None
     return docs
 
 
