@@ -169,3 +169,22 @@ def test_a_digit_start_without_needs_is_taken(job_data: Any) -> None:
     """Argo refuses the name only on a task with `dependencies` (what `needs` compiles to)."""
     TrainingJob.model_validate(job_data([{"name": "1prep", "command": ["x"]},
                                          {"name": "train", "command": ["x"], "needs": ["1prep"]}]))
+
+
+def test_a_path_or_image_a_parameter_completes_is_checked_with_its_default(job_data: Any) -> None:
+    step = {"name": "a", "command": ["x"], "workingDir": "{{workflow.parameters.dir}}/w",
+            "image": "ghcr.io/team/{{ workflow.parameters.repo }}:1",
+            "outputs": {"artifacts": {"m": "{{workflow.parameters.dir}}/m"}}}
+    with pytest.raises(InputError) as exc:
+        TrainingJob.model_validate(job_data([step], parameters={"dir": "/argo/x/..", "repo": "Train"}))
+    found = {p.field: p.message for p in exc.value.problems}
+    assert found.keys() == {"spec.steps[0].workingDir", "spec.steps[0].image", "spec.steps[0].outputs.artifacts.m"}
+    assert found["spec.steps[0].workingDir"].startswith("with the default dir='/argo/x/..': ")
+    assert "must be lowercase" in found["spec.steps[0].image"]
+
+
+def test_defaults_that_lead_somewhere_a_step_may_go_are_taken(job_data: Any) -> None:
+    step = {"name": "a", "command": ["x"], "workingDir": "{{workflow.parameters.dir}}",
+            "outputs": {"artifacts": {"m": "{{workflow.parameters.dir}}/{{workflow.name}}",
+                                      "n": "{{workflow.parameters.dir}}"}}}
+    TrainingJob.model_validate(job_data([step], parameters={"dir": "/out"}))

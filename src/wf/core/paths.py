@@ -53,7 +53,7 @@ def _inside(path: str, place: str) -> bool:
     return path == place or path.startswith(place.rstrip("/") + "/")
 
 
-def _output_path(value: str) -> str:
+def output_path(value: str) -> str:
     path = _plain(value)
     for place, why in RESERVED.items():
         if path and (_inside(path, place) or _inside(place, path)):
@@ -61,7 +61,7 @@ def _output_path(value: str) -> str:
     return value
 
 
-def _mount_path(value: str) -> str:
+def mount_path(value: str) -> str:
     path = _plain(value, start=None)
     if path == "/":
         raise ValueError("a volume at / would hide the image's whole filesystem")
@@ -71,14 +71,14 @@ def _mount_path(value: str) -> str:
     return value
 
 
-def _working_dir(value: str) -> str:
+def working_dir(value: str) -> str:
     _plain(value, start="{{")  # wf.jobspec.references checks the reference
     return value
 
 
 # A file or folder a step writes and hands on (an output parameter's or artifact's path).
-OutputPath = Annotated[str, AfterValidator(_output_path)]
+OutputPath = Annotated[str, AfterValidator(output_path)]
 # Where a volume is mounted in every step's container.
-MountPath = Annotated[str, AfterValidator(_mount_path)]
+MountPath = Annotated[str, AfterValidator(mount_path)]
 # The directory a step's program starts in.
-WorkingDir = Annotated[str, AfterValidator(_working_dir)]
+WorkingDir = Annotated[str, AfterValidator(working_dir)]

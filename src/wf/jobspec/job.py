@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -25,8 +26,9 @@ from wf.core.modeling import (
     parse_model,
     raise_problems,
 )
+from wf.core.paths import mount_path, output_path, working_dir
 from wf.jobspec import references
-from wf.jobspec.steps import JobSpec, Metadata, Step, Volume
+from wf.jobspec.steps import JobSpec, Metadata, Step, Volume, check_image
 
 M = TypeVar("M", bound=StrictModel)
 # Argo's rule for a DAG task with `dependencies`, which a step's `needs` become (validateDAG,
@@ -167,7 +169,31 @@ class _Parts:
                 first_at = next(i for i, s in steps if s.name == cycle[0])
                 out.append(Problem.at(("spec", section, first_at, "needs"),
                                       f"steps form a cycle: {' -> '.join(cycle)}"))
-        return out or references.problems(self.spec)
+        return out or references.problems(self.spec) or _default_problems(self.spec)
+
+
+def _default_problems(spec: JobSpec) -> list[Problem]:
+    """The images and paths that a job parameter completes, checked with its default as a literal one is: a
+    default into Argo's places, or that makes no image reference, would not run either."""
+    checks: list[tuple[tuple[PathKey, ...], str, Callable[[str], str]]] = [(("spec", "image"), spec.image,
+                                                                          check_image)]
+    checks += [(("spec", "volumes", i, "mountPath"), v.mount_path, mount_path) for i, v in enumerate(spec.volumes)]
+    for at, step in spec.step_entries():
+        checks += [((*at, field), text, check) for field, text, check in (
+            ("image", step.image, check_image), ("workingDir", step.working_dir, working_dir)) if text]
+        for kind, paths in (("parameters", step.declared.parameters), ("artifacts", step.declared.artifacts)):
+            checks += [((*at, "outputs", kind, name), path, output_path) for name, path in paths.items()]
+    out: list[Problem] = []
+    for at, text, check in checks:
+        resolved, used = references.with_defaults(text, spec.parameters) if "{{" in text else (text, [])
+        if not used or "{{" in resolved:  # the rest is decided when the job runs
+            continue
+        try:
+            check(resolved)
+        except ValueError as exc:
+            defaults = ", ".join(f"{name}={spec.parameters[name]!r}" for name in dict.fromkeys(used))
+            out.append(Problem.at(at, f"with the default {defaults}: {exc}"))
+    return out
 
 
 def _metadata_problems(metadata: Metadata) -> list[Problem]:

@@ -119,6 +119,19 @@ def references_in(text: str) -> Iterator[tuple[str, Reference | None]]:
         yield m.group(0), parse(m.group(0))
 
 
+def with_defaults(text: str, parameters: dict[str, str]) -> tuple[str, list[str]]:
+    """`text` with its job parameter references replaced by their defaults, and the parameters so replaced."""
+    used: list[str] = []
+
+    def default(m: re.Match[str]) -> str:
+        ref = parse(m.group(0))
+        if ref is None or ref.kind != "parameter" or ref.name not in parameters:
+            return m.group(0)
+        used.append(ref.name)
+        return parameters[ref.name]
+    return PATTERN.sub(default, text), used
+
+
 def step_inputs(step: Step) -> list[Reference]:
     """The references the step's container reads (item fields and other steps' outputs), once each, in order:
     what its pod template takes as inputs."""

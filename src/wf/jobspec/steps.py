@@ -73,7 +73,7 @@ Cpu = Annotated[Quantity, AfterValidator(_at_least(CPU_MIN, "1m, a thousandth of
                                                             "smallest cpu amount"))]
 
 
-def _image(value: str) -> str:
+def check_image(value: str) -> str:
     if not value.strip():
         raise ValueError("must name a container image, e.g. ghcr.io/team/train:1.0")
     # One with a reference is read when the job runs (wf.jobspec.references checks the reference).
@@ -82,7 +82,7 @@ def _image(value: str) -> str:
     return value
 
 
-Image = Annotated[str, AfterValidator(_image)]
+Image = Annotated[str, AfterValidator(check_image)]
 # Kubernetes' rule for environment variable names (a C identifier, with '-' and '.' allowed).
 EnvName = Annotated[str, AfterValidator(_checked(
     r"^[-._a-zA-Z][-._a-zA-Z0-9]*$",
