@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from wf.cluster.executor import (
     CHECK_INTERVAL_ENV,
     OUTPUTS_ANNOTATION,
     RESOURCE_ANNOTATION,
+    LostPods,
     collection_path,
     executor_account,
     release_action,
@@ -20,6 +22,7 @@ from wf.cluster.executor import (
     verdict_annotations,
 )
 from wf.cluster.resource_conditions import ConditionError, Conditions, Verdict
+from wf.compile.interruptions import INTERRUPTION_EXPRESSION, is_interruption
 from wf.core.constants import (
     ARGO_REPORT_OUTPUTS_COMPLETED_LABEL,
     ARGO_WORKFLOW_LABEL,
@@ -507,3 +510,31 @@ def test_the_executor_acts_as_the_account_argo_mounts_for_its_containers() -> No
     plain = {"metadata": {"namespace": "wf"}, "spec": {"serviceAccountName": "wf-workflow"}}
     assert executor_account(plain, lambda ns, name: pytest.fail("no token volume: nothing to read")) == "wf-workflow"
     assert executor_account({"metadata": {}, "spec": {}}, lambda ns, name: "") == "default"
+
+
+def _running(uid: str, node: str, phase: str = "Running") -> dict[str, Any]:
+    return {"metadata": {"uid": uid, "namespace": "wf", "name": f"pod-{uid}"}, "spec": {"nodeName": node},
+            "status": {"phase": phase}}
+
+
+def test_pods_running_on_a_deleted_node_are_named_when_a_node_of_that_name_comes_back() -> None:
+    lost = LostPods()
+    for pod in (_running("a", "n1"), _running("b", "n1"), _running("c", "n1"), _running("d", "n2")):
+        lost.observe(pod)
+    lost.observe(_running("b", "n1", phase="Succeeded"))  # ended before its node went: nothing to end
+    assert lost.node_back("n1") == []  # a node seen again that was never deleted
+    lost.node_gone("n1")
+    lost.observe(_running("c", "n1"), deleted=True)  # the pod GC deleted it: nothing to end
+    lost.observe(_running("a", "n1"))  # an orphan's own later event keeps it an orphan
+    assert lost.node_back("n1") == [("wf", "pod-a")]
+    assert lost.node_back("n1") == []  # once
+    lost.observe(_running("e", "n1"))  # a pod of the new machine is its own
+    lost.node_gone("n2")
+    assert lost.node_back("n2") == [("wf", "pod-d")]
+
+
+def test_a_container_the_kubelet_lost_is_an_interruption_whatever_the_node_looks_like_now() -> None:
+    message = "main: ContainerStatusUnknown (exit code 137): The container could not be located when the pod was " \
+              "terminated"
+    assert is_interruption(message, node_stayed=True)
+    assert re.search(INTERRUPTION_EXPRESSION.split('"')[1], message)

@@ -49,6 +49,11 @@ after it is done, as it ends resource pods. A pod that ends before (its node los
 one it passed on its way, recorded for the next attempt; a step without a location keeps nothing and starts over.
 Signals are not simulated, so no checkpoint is saved on SIGTERM.
 
+Lost pods. A pod Running when its node was deleted is deleted by the pod GC once its node has stayed away for
+its quarantine (40-60 s). When a node of the same name is created before that (a new machine under the old name),
+nothing deletes it and kwok would play its program on: this process marks such a pod `sim.wf.dev/lost` and the kwok
+stages fail it as the new machine's kubelet does, every container ContainerStatusUnknown with exit code 137.
+
 Run by `wf cluster up` with the cluster's admin kubeconfig: python -m wf.cluster.executor --kubeconfig PATH
 """
 
@@ -85,6 +90,7 @@ from wf.core.constants import (
     SIM_DURATION,
     SIM_EXIT_CODE,
     SIM_INIT,
+    SIM_LOST,
     SIM_MESSAGE,
     SIM_OUTPUTS,
     WORKFLOW,
@@ -657,6 +663,42 @@ class CheckpointPlayer:
             self.core.patch_namespaced_config_map(name, run.namespace, {"data": data})
 
 
+class LostPods:
+    """The pods that were Running on a node when it was deleted, so that a node created again under that name (a
+    new machine under the old name, as `benchmarks/scale.py --replace recreate` does) does not carry on their
+    programs: the pod GC deletes only pods whose node stays away, and kwok, playing the new node's kubelet, would
+    play them on. A real kubelet finds the containers it never ran gone and fails them (ContainerStatusUnknown);
+    `node_back` names the pods to mark for the kwok stage that does so (SIM_LOST)."""
+
+    def __init__(self) -> None:
+        self.running: dict[str, dict[str, tuple[str, str]]] = {}  # node -> pod uid -> (namespace, name)
+        self.orphans: dict[str, dict[str, tuple[str, str]]] = {}  # the same, for nodes deleted since
+        self.lock = threading.Lock()
+
+    def observe(self, pod: dict[str, Any], deleted: bool = False) -> None:
+        meta = pod.get("metadata") or {}
+        node, uid = (pod.get("spec") or {}).get("nodeName"), meta.get("uid", "")
+        if not node:
+            return
+        with self.lock:
+            if not deleted and (pod.get("status") or {}).get("phase") == "Running":
+                if uid not in self.orphans.get(node, {}):
+                    self.running.setdefault(node, {})[uid] = (meta.get("namespace", ""), meta.get("name", ""))
+                return
+            for pods in (self.running.get(node), self.orphans.get(node)):
+                if pods is not None:
+                    pods.pop(uid, None)
+
+    def node_gone(self, name: str) -> None:
+        with self.lock:
+            self.orphans.setdefault(name, {}).update(self.running.pop(name, {}))
+
+    def node_back(self, name: str) -> list[tuple[str, str]]:
+        """The pods (namespace, name) that ran on the deleted node `name`, now that a node of that name exists."""
+        with self.lock:
+            return list(self.orphans.pop(name, {}).values())
+
+
 class _Refused(Exception):
     """The API server refused the call for good; the text is the step's message."""
 
@@ -899,6 +941,7 @@ def serve(kubeconfig: Path) -> None:
     executors = ExecutorClients(kube)
     resources = ResourceExecutor(api, executors)
     programs = CheckpointPlayer(api)
+    lost = LostPods()
     reported: set[str] = set()
 
     def archive_log(pod: dict[str, Any]) -> dict[str, Any] | None:
@@ -957,11 +1000,22 @@ def serve(kubeconfig: Path) -> None:
         deleted = kind == "DELETED"
         resources.observe(pod, deleted)
         programs.observe(pod, deleted)
+        lost.observe(pod, deleted)
         reports.of_pod(pod).put((pod, deleted))
 
     def node_event(kind: str, node: dict[str, Any]) -> None:
+        name = node["metadata"]["name"]
         if kind == "DELETED":
-            programs.node_gone(node["metadata"]["name"], time.time())
+            programs.node_gone(name, time.time())
+            lost.node_gone(name)
+            return
+        for namespace, pod in lost.node_back(name):
+            try:
+                core.patch_namespaced_pod(pod, namespace, {"metadata": {"annotations": {SIM_LOST: "true"}}})
+                log.info("pod %s/%s: its node %s is a new machine now, which never ran it", namespace, pod, name)
+            except ApiException as exc:
+                if exc.status != 404:  # 404: gone meanwhile, nothing left to end
+                    log.warning("marking pod %s/%s lost: %s %s", namespace, pod, exc.status, exc.reason)
 
     def watch_forever(what: str, transport: Callable[[], KubeTransport],
                       sink: Callable[[str, dict[str, Any]], None]) -> None:

@@ -58,6 +58,8 @@ INTERRUPTION_SIGNS: Final = (
     Sign("before main container starts due to ContainerCreating",
          "Argo: the pod failed while its containers were being created: the pod GC failing the pods of a vanished "
          "node (a program that never started cannot have failed)"),
+    Sign("ContainerStatusUnknown", "kubelet: a container it last saw Running is gone from the runtime: the node's "
+                                   "machine was replaced under the same node name, or rebooted"),
     Sign("imminent node shutdown", "kubelet graceful node shutdown (pod reason NodeShutdown), Spot reclaim on a node "
                                    "with shutdownGracePeriod"),
     Sign("node was low on resource", "kubelet node-pressure eviction (pod reason Evicted)"),

@@ -33,6 +33,9 @@ SIM_DURATION: Final = f"sim.{DOMAIN}/duration"
 SIM_EXIT_CODE: Final = f"sim.{DOMAIN}/exit-code"
 # With an exit code: the termination message of the pod's containers (what a failing program printed to it).
 SIM_MESSAGE: Final = f"sim.{DOMAIN}/message"
+# Set by the simulated executor on a pod that was Running when its node was deleted and whose node name came back
+# (a new machine under the old name): the simulated kubelet then finds its containers gone, as a real one does.
+SIM_LOST: Final = f"sim.{DOMAIN}/lost"
 # Read by the local cluster's simulated executor (wf.cluster.executor): the step's output parameters, as JSON.
 SIM_OUTPUTS: Final = f"sim.{DOMAIN}/outputs"
 # With a duration: the simulated program saves this many checkpoints, evenly over its work, when its step has a
