@@ -16,7 +16,7 @@ from upstream import ARGO, KARPENTER_AWS, KUEUE, KUEUE_CRDS, strictify
 from wf.cli.app import main
 from wf.cluster.install import pinned_versions
 from wf.cluster.nodes import node_manifests
-from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
+from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, KARPENTER_NODEPOOL_LABEL
 from wf.core.errors import InputError
 from wf.lint.platform import APPLY_BUNDLE, LOCAL_FIX, Finding, Live, compare, key
 from wf.model.catalog import Catalog
@@ -274,3 +274,35 @@ def test_device_plugins_must_be_ready_where_they_run(catalog: Catalog) -> None:
     findings = compare(catalog, expected, Live(live.nodes, objects, frozenset(), None))
     assert [f.problem for f in findings] == ["1 of 2 pods ready"]
     assert device_plugins.NAMESPACE in findings[0].fix
+
+
+@pytest.mark.parametrize(("options", "exposure"), [
+    ({"httpPutResponseHopLimit": 2}, "httpPutResponseHopLimit 2: IMDSv2 tokens reach pods"),
+    ({"httpTokens": "optional"}, "httpTokens optional: IMDSv1 answers every pod"),
+])
+def test_a_karpenter_node_that_lets_pods_reach_the_metadata_service_is_reported(
+        catalog: Catalog, options: dict[str, Any], exposure: str) -> None:
+    karpenter_catalog = catalog.model_copy(update={"cluster": catalog.cluster.model_copy(
+        update={"autoscaler": "karpenter"})})
+    expected, live = healthy(karpenter_catalog, local=False)
+    pools = {o["metadata"]["name"]: o for o in expected.autoscaler if o["kind"] == "NodePool"}
+    nodes = copy.deepcopy(live.nodes)
+    for node in nodes:  # as Karpenter labels the nodes it launches
+        labels = node["metadata"]["labels"]
+        labels[KARPENTER_NODEPOOL_LABEL] = f"{labels[CLASS_LABEL]}-{labels[CAPACITY_LABEL]}"
+    assert compare(karpenter_catalog, expected, Live(nodes, live.objects, frozenset(), None)) == []
+    objects = dict(live.objects)
+    node_class = copy.deepcopy(objects[("karpenter.k8s.aws/v1", "EC2NodeClass", None, "wf-default")])
+    assert node_class is not None
+    node_class["spec"]["metadataOptions"] |= options
+    objects[key(node_class)] = node_class
+    findings = compare(karpenter_catalog, expected, Live(nodes, objects, frozenset(), None))
+    exposed = {f.subject: f for f in findings if f.subject.startswith("node ")}
+    on_default = {n["metadata"]["name"] for n in nodes
+                  if pools[n["metadata"]["labels"][KARPENTER_NODEPOOL_LABEL]]["spec"]["template"]["spec"]
+                  ["nodeClassRef"]["name"] == "wf-default"}
+    assert on_default and set(exposed) == {f"node {name} (EC2NodeClass wf-default)" for name in on_default}
+    assert all(exposure in f.problem and "node's IAM role" in f.problem and f.fix.startswith(APPLY_BUNDLE)
+               for f in exposed.values())
+    # The node class itself differs from the rendering too.
+    assert [f.subject for f in findings if not f.subject.startswith("node ")] == ["EC2NodeClass wf-default"]

@@ -9,7 +9,8 @@ carries upstream's settings too, so only wf's keys are compared.
 
 Nodes are compared with their node group: labels, taints, instance type, zone and architecture; an accelerator
 class's nodes must advertise the class's devices (and EFA interfaces), which only a running device plugin
-makes them do. Node counts are checked against minSize and maxSize where nodes come from node groups (not
+makes them do; a node whose launch template the API shows (Karpenter's EC2NodeClass) must keep its pods from the
+instance metadata service. Node counts are checked against minSize and maxSize where nodes come from node groups (not
 on the local cluster, whose simulated nodes are a fixed number per group).
 """
 
@@ -28,13 +29,14 @@ from wf.core.constants import (
     CATALOG_NAMESPACE,
     CLASS_LABEL,
     INSTANCE_TYPE_LABEL,
+    KARPENTER_NODEPOOL_LABEL,
     ZONE_LABEL,
 )
 from wf.core.units import parse_quantity
 from wf.model.accelerators import HUGEPAGES_2MI
 from wf.model.catalog import Catalog, Taint
 from wf.model.nodegroups import NodeGroup, node_groups
-from wf.render import platform
+from wf.render import karpenter, platform
 from wf.render.platform import Component, Expected
 
 Key = tuple[str, str, str | None, str]  # apiVersion, kind, namespace, name
@@ -253,6 +255,7 @@ def _nodes(catalog: Catalog, live: Live) -> list[Finding]:
             continue
         by_group[(group.compute_class, group.capacity, group.zone)].append(node)
         out += _node(group, node, local)
+        out += _metadata_access(node, live)
     if not local:
         for k, group in groups.items():
             count = len(by_group[k])
@@ -296,6 +299,26 @@ def _node(group: NodeGroup, node: dict[str, Any], local: bool) -> list[Finding]:
             found(f"advertises {have} {resource}, the class needs {count}: its device plugin is not running there",
                   f"{APPLY_BUNDLE}; then kubectl -n kube-system get pods -o wide --field-selector spec.nodeName={name}")
     return out
+
+
+def _metadata_access(node: dict[str, Any], live: Live) -> list[Finding]:
+    """A node whose launch template lets its pods reach the instance metadata service, and with it the node's IAM
+    role, where the Kubernetes API shows the template: a Karpenter node's (its NodePool's EC2NodeClass). An eksctl
+    group's launch template is not an object of the API; `wf lint eksctl/` holds the committed config to
+    disablePodIMDS (wf.render.eksctl.NODE_METADATA)."""
+    name = node["metadata"]["name"]
+    pool = live.objects.get((karpenter.NODEPOOL_API, "NodePool", None,
+                             (node["metadata"].get("labels") or {}).get(KARPENTER_NODEPOOL_LABEL, "")))
+    ref = (((pool or {}).get("spec") or {}).get("template", {}).get("spec", {}).get("nodeClassRef") or {}).get("name")
+    node_class = live.objects.get((karpenter.NODECLASS_API, "EC2NodeClass", None, ref or ""))
+    if node_class is None:
+        return []  # not a node of wf's NodePools; a missing pool or class is a finding of its own
+    exposure = karpenter.metadata_exposure((node_class.get("spec") or {}).get("metadataOptions") or {})
+    if exposure is None:
+        return []
+    return [Finding(f"node {name} (EC2NodeClass {ref})",
+                    f"lets its pods reach the instance metadata service and the node's IAM role ({exposure})",
+                    f"{APPLY_BUNDLE} (Karpenter replaces the drifted nodes)")]
 
 
 def _amount(value: Any) -> Decimal:
