@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -306,3 +307,161 @@ def test_a_karpenter_node_that_lets_pods_reach_the_metadata_service_is_reported(
                for f in exposed.values())
     # The node class itself differs from the rendering too.
     assert [f.subject for f in findings if not f.subject.startswith("node ")] == ["EC2NodeClass wf-default"]
+
+
+# ---- metrics: what the cluster's Prometheus scrapes ------------------------------------------------------------
+
+def _with_prometheus(catalog: Catalog, **prometheus: Any) -> Catalog:
+    cluster = catalog.cluster.model_copy(update={"prometheus": catalog.cluster.prometheus.model_copy(
+        update=prometheus)})
+    return catalog.model_copy(update={"cluster": cluster})
+
+
+def test_the_bundle_scrapes_argo_and_kueue_through_the_kubernetes_api(catalog: Catalog) -> None:
+    objects = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o
+               for o in bundle(catalog)["metrics.yaml"]}
+    # Upstream's install has no Service for the controller's metrics port: the bundle's, headless, on Argo's 9090.
+    service = objects[("Service", "argo", "workflow-controller-metrics")]["spec"]
+    assert service["clusterIP"] == "None" and service["selector"] == {"app": "workflow-controller"}
+    assert service["ports"] == [{"name": "metrics", "port": 9090, "targetPort": 9090, "protocol": "TCP"}]
+    config = yaml.safe_load(objects[("ConfigMap", "monitoring", "wf-scrape-configs")]["data"]["wf.yml"])
+    jobs = {j["job_name"]: j for j in config["scrape_configs"]}
+    assert set(jobs) == {"argo-workflow-controller", "kueue"}
+    for job, namespace, service_name, port in (
+            ("argo-workflow-controller", "argo", "workflow-controller-metrics", "metrics"),
+            ("kueue", "kueue-system", "kueue-controller-manager-metrics-service", "https")):
+        assert jobs[job]["kubernetes_sd_configs"] == [{"role": "endpointslice",
+                                                       "namespaces": {"names": [namespace]}}]
+        [keep] = jobs[job]["relabel_configs"]
+        assert keep["action"] == "keep" and keep["regex"] == f"{service_name};{port}"
+        # Both sign their own serving certificates (Argo's metricsConfig is `secure` off the local cluster).
+        assert jobs[job]["scheme"] == "https" and jobs[job]["tls_config"] == {"insecure_skip_verify": True}
+        # Prometheus finds the endpoints in that namespace, as the catalog's account.
+        binding = objects[("RoleBinding", namespace, "wf-prometheus")]
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}]
+        rules = objects[("Role", namespace, "wf-prometheus")]["rules"]
+        assert {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+                "verbs": ["get", "list", "watch"]} in rules
+    # Kueue asks the API server whether the caller may GET /metrics: a token, and that right alone.
+    assert "authorization" not in jobs["argo-workflow-controller"]
+    assert jobs["kueue"]["authorization"] == {
+        "type": "Bearer", "credentials_file": "/var/run/secrets/kubernetes.io/serviceaccount/token"}
+    assert objects[("ClusterRole", None, "wf-prometheus")]["rules"] == [
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    assert objects[("ClusterRoleBinding", None, "wf-prometheus")]["subjects"][0]["name"] == "prometheus"
+    assert not [o for o in objects.values() if o["kind"] == "ServiceMonitor"]
+    # Without teams, no Kueue: Argo's job alone.
+    lone = yaml.safe_load(next(o for o in bundle(catalog.model_copy(update={"queues": None}))["metrics.yaml"]
+                               if o["kind"] == "ConfigMap")["data"]["wf.yml"])
+    assert [j["job_name"] for j in lone["scrape_configs"]] == ["argo-workflow-controller"]
+
+
+def test_with_the_prometheus_operator_the_bundle_has_service_monitors_of_the_same_jobs(catalog: Catalog) -> None:
+    operated = _with_prometheus(catalog, operator=True, namespace="observability", service_account="prom")
+    objects = bundle(operated)["metrics.yaml"]
+    assert not [o for o in objects if o["kind"] == "ConfigMap"]
+    monitors = {o["metadata"]["namespace"]: o for o in objects if o["kind"] == "ServiceMonitor"}
+    assert set(monitors) == {"argo", "kueue-system"}
+    argo, kueue = monitors["argo"]["spec"], monitors["kueue-system"]["spec"]
+    assert argo["selector"] == {"matchLabels": {"app": "workflow-controller"}}
+    assert kueue["selector"] == {"matchLabels": {"app.kubernetes.io/name": "kueue",
+                                                 "app.kubernetes.io/component": "metrics-service"}}
+    for spec, job in ((argo, "argo-workflow-controller"), (kueue, "kueue")):
+        [endpoint] = spec["endpoints"]
+        # The job label is wf's (the operator's would be the Service's name): `wf report` asks by it everywhere.
+        assert endpoint["relabelings"] == [{"action": "replace", "targetLabel": "job", "replacement": job}]
+        assert endpoint["scheme"] == "https" and endpoint["tlsConfig"] == {"insecureSkipVerify": True}
+    assert "bearerTokenFile" in kueue["endpoints"][0] and "bearerTokenFile" not in argo["endpoints"][0]
+    bindings = [o for o in objects if o["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+    assert bindings and all(o["subjects"] == [{"kind": "ServiceAccount", "name": "prom", "namespace": "observability"}]
+                            for o in bindings)
+
+
+def test_the_local_prometheus_scrapes_the_same_jobs_with_the_same_credentials(catalog: Catalog,
+                                                                               tmp_path: Path) -> None:
+    from wf.cluster import prometheus
+
+    local = prometheus.configuration(tmp_path, prometheus.Targets(9100, "127.0.0.1:6443", 9200, tmp_path / "ca"))
+    local_jobs = {j["job_name"]: j for j in local["scrape_configs"]}
+    config = next(o for o in bundle(catalog)["metrics.yaml"] if o["kind"] == "ConfigMap")
+    for job in yaml.safe_load(config["data"]["wf.yml"])["scrape_configs"]:
+        mine = local_jobs[job["job_name"]]
+        assert ("authorization" in mine) == ("authorization" in job)
+    # The local scrape account is the platform's reader of /metrics.
+    local_rules = {o["kind"]: o for o in prometheus.account_objects()}["ClusterRole"]
+    assert local_rules == next(o for o in bundle(catalog)["metrics.yaml"] if o["kind"] == "ClusterRole")
+
+
+def test_the_catalog_names_its_prometheus_with_checked_names(write: Callable[..., Path], catalog: Catalog) -> None:
+    from wf.model.catalog import load_catalog
+
+    path = catalog_file(write, catalog, lambda d: d["cluster"].update(
+        prometheus={"operator": True, "namespace": "Monitoring"}))
+    with pytest.raises(InputError) as refused:
+        load_catalog(path)
+    [problem] = refused.value.problems
+    assert problem.field == "cluster.prometheus.namespace" and problem.line is not None
+    assert "DNS-1123" in problem.message
+
+
+def _up(expected: platform.Expected, **values: list[float]) -> Any:
+    from wf.lint.platform import Scrapes
+
+    return Scrapes("http://127.0.0.1:9090", {s.job: values.get(s.job.replace("-", "_"), [1.0])
+                                             for s in expected.metrics})
+
+
+def test_check_says_whether_prometheus_scrapes_argo_and_kueue(catalog: Catalog) -> None:
+    expected, live = healthy(catalog, local=False)
+    assert compare(catalog, expected, live, _up(expected)) == []
+    [missing] = compare(catalog, expected, live, _up(expected, argo_workflow_controller=[]))
+    assert missing.subject == "Prometheus (http://127.0.0.1:9090)"
+    assert "does not scrape argo's metrics (job argo-workflow-controller" in missing.problem
+    assert "monitoring/wf-scrape-configs" in missing.fix and "scrape_config_files" in missing.fix
+    [failing] = compare(catalog, expected, live, _up(expected, kueue=[0.0, 0.0]))
+    assert "fails to scrape kueue's metrics" in failing.problem and "wf-prometheus" in failing.problem
+    assert failing.fix == "http://127.0.0.1:9090/api/v1/targets?state=active says why (lastError)"
+    assert compare(catalog, expected, live, _up(expected, kueue=[0.0, 1.0])) == []  # one replica up is the leader
+    operated = _with_prometheus(catalog, operator=True)
+    expected, live = healthy(operated, local=False)
+    [missing] = compare(operated, expected, live, _up(expected, kueue=[]))
+    assert "serviceMonitorSelector" in missing.fix and "kueue-system/wf-kueue" in missing.fix
+
+
+def test_on_the_local_cluster_prometheus_is_asked_for_what_runs_there(catalog: Catalog) -> None:
+    expected, live = healthy(catalog, local=True)
+    assert compare(catalog, expected, live, _up(expected)) == []
+    without_kueue = Live(live.nodes, live.objects, live.unserved,
+                         {k: v for k, v in (live.local or {}).items() if k != "kueue"})
+    findings = compare(catalog, expected, without_kueue, _up(expected, kueue=[]))
+    assert [f.subject for f in findings] == ["kueue"]  # not running: one finding, not a second about its metrics
+    [missing] = compare(catalog, expected, live, _up(expected, argo_workflow_controller=[]))
+    assert missing.fix == LOCAL_FIX
+
+
+def test_prometheus_is_asked_once_for_every_job(catalog: Catalog) -> None:
+    from urllib.parse import parse_qs, urlsplit
+
+    from wf.controller.platform_check import read_scrapes
+
+    asked: list[str] = []
+
+    def fetch(url: str) -> bytes:
+        asked.append(url)
+        result = [{"metric": {"job": "kueue", "instance": "a"}, "value": [0, "1"]},
+                  {"metric": {"job": "kueue", "instance": "b"}, "value": [0, "0"]}]
+        return json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
+
+    sources = platform.metrics_sources(catalog)
+    scrapes = read_scrapes("http://127.0.0.1:9090/", "--prometheus", sources, fetch)
+    assert scrapes.url == "http://127.0.0.1:9090"
+    assert scrapes.up == {"argo-workflow-controller": [], "kueue": [1.0, 0.0]}
+    [url] = asked
+    assert parse_qs(urlsplit(url).query)["query"] == ['up{job=~"argo-workflow-controller|kueue"}']
+
+
+def test_check_refuses_a_prometheus_address_before_asking_the_cluster(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as ended:
+        main(["platform", "check", "--prometheus", "prometheus:9090", "--context", "nowhere"])
+    assert ended.value.code == 2
+    assert "--prometheus" in capsys.readouterr().err

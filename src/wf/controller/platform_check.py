@@ -1,15 +1,18 @@
 """Read what `wf platform check` compares: the nodes, each object the rendering expects (absent or not), the kinds
-the API server does not serve, and the local cluster's record of its process components. The comparison itself
-is pure (`wf.lint.platform.compare`)."""
+the API server does not serve, the local cluster's record of its process components, and what a Prometheus
+scrapes. The comparison itself is pure (`wf.lint.platform.compare`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from wf.controller.client import Kube, api_errors
+from wf.controller.report import prometheus_url, query_prometheus
 from wf.core.constants import CATALOG_NAMESPACE
-from wf.lint.platform import Key, Live, wanted
+from wf.lint.platform import Key, Live, Scrapes, wanted
 from wf.render.platform import LOCAL_MARKER, Expected
+from wf.render.scrape import Source
 
 
 def read_live(kube: Kube, expected: Expected) -> Live:
@@ -37,6 +40,17 @@ def read_live(kube: Kube, expected: Expected) -> Live:
                 objects[(api_version, kind, namespace, name)] = None
     marker = objects.get(("v1", "ConfigMap", CATALOG_NAMESPACE, LOCAL_MARKER))
     return Live(nodes, objects, frozenset(unserved), (marker.get("data") or {}) if marker else None)
+
+
+def read_scrapes(url: str, origin: str, sources: Sequence[Source],
+                 fetch: Callable[[str], bytes] | None = None) -> Scrapes:
+    """What the Prometheus at `url` says of the sources' jobs: their targets' `up` (one query). ClusterError (exit 3)
+    when it cannot be reached, InputError (exit 2) when what answers is not Prometheus."""
+    jobs = "|".join(source.job for source in sources)
+    up: dict[str, list[float]] = {source.job: [] for source in sources}
+    for labels, value in query_prometheus(url, f'up{{job=~"{jobs}"}}', origin, fetch):
+        up.setdefault(labels.get("job", ""), []).append(value)
+    return Scrapes(prometheus_url(url, origin), up)
 
 
 def _plain(obj: Any) -> dict[str, Any]:

@@ -631,6 +631,16 @@ def read_prometheus(url: str, span: Window, origin: str,
     return PrometheusReading(url, waits, counted)
 
 
+def query_prometheus(url: str, query: str, origin: str,
+                     fetch: Callable[[str], bytes] | None = None) -> list[tuple[dict[str, str], float]]:
+    """One instant query's samples (labels, value) now, from the Prometheus at `url`; errors as read_prometheus's."""
+    from urllib.parse import urlencode
+
+    url = prometheus_url(url, origin)
+    where = f"Prometheus at {url} ({origin})"
+    return _samples(_ask(fetch or _get, f"{url}/api/v1/query?{urlencode({'query': query})}", where), where)
+
+
 def _known(value: float | None) -> float | None:
     return None if value is None or value != value else value  # NaN: nothing in the histogram's buckets
 

@@ -38,6 +38,7 @@ from wf.model.catalog import Catalog, Taint
 from wf.model.nodegroups import NodeGroup, node_groups
 from wf.render import karpenter, platform
 from wf.render.platform import Component, Expected
+from wf.render.scrape import Source
 
 Key = tuple[str, str, str | None, str]  # apiVersion, kind, namespace, name
 APPLY_BUNDLE = "wf platform render -f platform/ && kubectl apply --server-side -k platform/"
@@ -70,6 +71,14 @@ class Live:
     local: Mapping[str, str] | None
 
 
+@dataclass(frozen=True)
+class Scrapes:
+    """A Prometheus' word on the jobs asked: the `up` of each job's targets (none: it scrapes no such target)."""
+
+    url: str
+    up: Mapping[str, list[float]]
+
+
 def key(obj: Mapping[str, Any]) -> Key:
     meta = obj["metadata"]
     return obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]
@@ -86,7 +95,9 @@ def wanted(expected: Expected) -> list[Key]:
             ("v1", "ConfigMap", CATALOG_NAMESPACE, platform.LOCAL_MARKER)]
 
 
-def compare(catalog: Catalog, expected: Expected, live: Live) -> list[Finding]:
+def compare(catalog: Catalog, expected: Expected, live: Live, scrapes: Scrapes | None = None) -> list[Finding]:
+    """Every way the cluster departs from the rendering; with `scrapes`, also each metrics source (of the
+    components that run) its Prometheus does not scrape."""
     fix = LOCAL_FIX if live.local is not None else APPLY_BUNDLE
     out = _nodes(catalog, live)
     out += [f for c in expected.components for f in _component(c, live)]
@@ -94,7 +105,38 @@ def compare(catalog: Catalog, expected: Expected, live: Live) -> list[Finding]:
         out += _workload(obj, live)
     for obj in expected.objects:
         out += _object(obj, live, fix)
+    if scrapes is not None:
+        out += [f for source in scraped(expected, live) for f in _scraped(catalog, source, scrapes, live)]
     return out
+
+
+def scraped(expected: Expected, live: Live) -> list[Source]:
+    """The metrics sources Prometheus should scrape: the local cluster's of the components it runs (one that does
+    not run is a finding of its own), a real cluster's all."""
+    return [s for s in expected.metrics if live.local is None or s.component in live.local]
+
+
+def _scraped(catalog: Catalog, source: Source, scrapes: Scrapes, live: Live) -> list[Finding]:
+    subject = f"Prometheus ({scrapes.url})"
+    what = f"{source.component}'s metrics (job {source.job}, Service {source.namespace}/{source.service})"
+    up = scrapes.up.get(source.job) or []
+    prometheus = catalog.cluster.prometheus
+    if not up:
+        if live.local is not None:
+            fix = LOCAL_FIX
+        elif prometheus.operator:
+            fix = (f"{APPLY_BUNDLE}; the Prometheus resource's serviceMonitorSelector and "
+                   f"serviceMonitorNamespaceSelector must select ServiceMonitor {source.namespace}/wf-{source.job}")
+        else:
+            fix = (f"{APPLY_BUNDLE}; mount ConfigMap {prometheus.namespace}/{platform.SCRAPE_CONFIGMAP} in "
+                   f"Prometheus and list its {platform.SCRAPE_FILE} in scrape_config_files")
+        return [Finding(subject, f"does not scrape {what}", fix)]
+    if any(value == 1 for value in up):
+        return []
+    denied = (f" (an account without ClusterRole {platform.METRICS_READER} gets 401 or 403 from it)"
+              if source.authorized else "")
+    return [Finding(subject, f"fails to scrape {what}: {len(up)} targets, none up{denied}",
+                    f"{scrapes.url}/api/v1/targets?state=active says why (lastError)")]
 
 
 def _subject(obj: Mapping[str, Any]) -> str:
