@@ -404,10 +404,11 @@ def test_the_catalog_names_its_prometheus_with_checked_names(write: Callable[...
     assert "DNS-1123" in problem.message
 
 
-def _up(expected: platform.Expected, **values: list[float]) -> Any:
+def _up(expected: platform.Expected, **targets: list[tuple[str, str]]) -> Any:
+    """A Prometheus' targets: one up per job but those given (by job, '-' as '_')."""
     from wf.lint.platform import Scrapes
 
-    return Scrapes("http://127.0.0.1:9090", {s.job: values.get(s.job.replace("-", "_"), [1.0])
+    return Scrapes("http://127.0.0.1:9090", {s.job: targets.get(s.job.replace("-", "_"), [("up", "")])
                                              for s in expected.metrics})
 
 
@@ -418,10 +419,14 @@ def test_check_says_whether_prometheus_scrapes_argo_and_kueue(catalog: Catalog) 
     assert missing.subject == "Prometheus (http://127.0.0.1:9090)"
     assert "does not scrape argo's metrics (job argo-workflow-controller" in missing.problem
     assert "monitoring/wf-scrape-configs" in missing.fix and "scrape_config_files" in missing.fix
-    [failing] = compare(catalog, expected, live, _up(expected, kueue=[0.0, 0.0]))
-    assert "fails to scrape kueue's metrics" in failing.problem and "wf-prometheus" in failing.problem
-    assert failing.fix == "http://127.0.0.1:9090/api/v1/targets?state=active says why (lastError)"
-    assert compare(catalog, expected, live, _up(expected, kueue=[0.0, 1.0])) == []  # one replica up is the leader
+    refused = "server returned HTTP status 403 Forbidden"
+    [failing] = compare(catalog, expected, live, _up(expected, kueue=[("down", refused), ("down", "")]))
+    assert "fails to scrape kueue's metrics" in failing.problem and refused in failing.problem
+    assert "wf-prometheus" in failing.problem
+    assert failing.fix == "http://127.0.0.1:9090/api/v1/targets?state=active gives each target's lastError"
+    # One replica up is enough, and a target not scraped yet is no finding.
+    assert compare(catalog, expected, live, _up(expected, kueue=[("down", refused), ("up", "")])) == []
+    assert compare(catalog, expected, live, _up(expected, kueue=[("unknown", "")])) == []
     operated = _with_prometheus(catalog, operator=True)
     expected, live = healthy(operated, local=False)
     [missing] = compare(operated, expected, live, _up(expected, kueue=[]))
@@ -439,25 +444,25 @@ def test_on_the_local_cluster_prometheus_is_asked_for_what_runs_there(catalog: C
     assert missing.fix == LOCAL_FIX
 
 
-def test_prometheus_is_asked_once_for_every_job(catalog: Catalog) -> None:
-    from urllib.parse import parse_qs, urlsplit
-
+def test_prometheus_is_asked_once_for_its_targets(catalog: Catalog) -> None:
     from wf.controller.platform_check import read_scrapes
 
     asked: list[str] = []
+    active = [{"labels": {"job": "kueue", "instance": "a"}, "health": "up", "lastError": ""},
+              {"labels": {"job": "kueue", "instance": "b"}, "health": "down", "lastError": "refused"},
+              {"labels": {"job": "kube-apiserver"}, "health": "up", "lastError": ""}]
 
     def fetch(url: str) -> bytes:
         asked.append(url)
-        result = [{"metric": {"job": "kueue", "instance": "a"}, "value": [0, "1"]},
-                  {"metric": {"job": "kueue", "instance": "b"}, "value": [0, "0"]}]
-        return json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
+        return json.dumps({"status": "success", "data": {"activeTargets": active}}).encode()
 
     sources = platform.metrics_sources(catalog)
     scrapes = read_scrapes("http://127.0.0.1:9090/", "--prometheus", sources, fetch)
     assert scrapes.url == "http://127.0.0.1:9090"
-    assert scrapes.up == {"argo-workflow-controller": [], "kueue": [1.0, 0.0]}
-    [url] = asked
-    assert parse_qs(urlsplit(url).query)["query"] == ['up{job=~"argo-workflow-controller|kueue"}']
+    assert scrapes.targets == {"argo-workflow-controller": [], "kueue": [("up", ""), ("down", "refused")]}
+    assert asked == ["http://127.0.0.1:9090/api/v1/targets?state=active"]
+    with pytest.raises(InputError, match="not Prometheus' HTTP API"):
+        read_scrapes("http://127.0.0.1:9090", "--prometheus", sources, lambda url: b"<html>Grafana</html>")
 
 
 def test_check_refuses_a_prometheus_address_before_asking_the_cluster(capsys: pytest.CaptureFixture[str]) -> None:

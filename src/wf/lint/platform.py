@@ -73,10 +73,11 @@ class Live:
 
 @dataclass(frozen=True)
 class Scrapes:
-    """A Prometheus' word on the jobs asked: the `up` of each job's targets (none: it scrapes no such target)."""
+    """A Prometheus' word on the jobs asked: each job's targets, as (health, last error); health is Prometheus'
+    `up`, `down` or `unknown` (not scraped yet). No target: it scrapes no such job."""
 
     url: str
-    up: Mapping[str, list[float]]
+    targets: Mapping[str, list[tuple[str, str]]]
 
 
 def key(obj: Mapping[str, Any]) -> Key:
@@ -119,9 +120,9 @@ def scraped(expected: Expected, live: Live) -> list[Source]:
 def _scraped(catalog: Catalog, source: Source, scrapes: Scrapes, live: Live) -> list[Finding]:
     subject = f"Prometheus ({scrapes.url})"
     what = f"{source.component}'s metrics (job {source.job}, Service {source.namespace}/{source.service})"
-    up = scrapes.up.get(source.job) or []
+    targets = scrapes.targets.get(source.job) or []
     prometheus = catalog.cluster.prometheus
-    if not up:
+    if not targets:
         if live.local is not None:
             fix = LOCAL_FIX
         elif prometheus.operator:
@@ -131,12 +132,13 @@ def _scraped(catalog: Catalog, source: Source, scrapes: Scrapes, live: Live) -> 
             fix = (f"{APPLY_BUNDLE}; mount ConfigMap {prometheus.namespace}/{platform.SCRAPE_CONFIGMAP} in "
                    f"Prometheus and list its {platform.SCRAPE_FILE} in scrape_config_files")
         return [Finding(subject, f"does not scrape {what}", fix)]
-    if any(value == 1 for value in up):
-        return []
-    denied = (f" (an account without ClusterRole {platform.METRICS_READER} gets 401 or 403 from it)"
+    if any(health != "down" for health, _ in targets):
+        return []  # one target up is enough; `unknown`: not scraped yet
+    error = next((e for _, e in targets if e), "no error given")
+    denied = (f"; an account without ClusterRole {platform.METRICS_READER} is refused (401 or 403)"
               if source.authorized else "")
-    return [Finding(subject, f"fails to scrape {what}: {len(up)} targets, none up{denied}",
-                    f"{scrapes.url}/api/v1/targets?state=active says why (lastError)")]
+    return [Finding(subject, f"fails to scrape {what}: {len(targets)} targets down, the last error: {error}{denied}",
+                    f"{scrapes.url}/api/v1/targets?state=active gives each target's lastError")]
 
 
 def _subject(obj: Mapping[str, Any]) -> str:
