@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 # the multi-node example trains on two DL1 nodes at once.
 run: install
 	wf lint examples/ workflows/ eksctl/
-	wf cluster up --queues --nodes-per-group 2 --team-namespace ml-training --team-namespace ml-serving
+	wf cluster up --queues --nodes-per-group 2
 	wf submit examples/ --watch
 	wf list --all-namespaces
 

@@ -7,12 +7,13 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from wf.cluster import processes
-from wf.cluster.runtime import LocalCluster
+from wf.cluster.runtime import LocalCluster, cluster_namespaces
 from wf.cluster.supervise import STAGES_FILE, serving_port
 from wf.cluster.tuning import KWOK_OPTIONS, KWOKCTL_OPTIONS, TUNING
 from wf.core.constants import SIM_DURATION, SIM_EXIT_CODE
@@ -169,6 +170,45 @@ def test_bad_namespace_is_an_input_error_before_anything_starts(tmp_path: Path) 
     with pytest.raises(InputError, match="Bad_NS"):
         cluster.up(namespaces=["Bad_NS"])
     assert not cluster.workdir.exists()
+
+
+def test_up_creates_the_catalogs_namespaces_at_their_pod_security_level_unless_declined(catalog: Catalog) -> None:
+    from wf.render.platform import local_objects
+
+    named = ["wf", "ml-training", "perception", "mapping", "ml-serving"]  # teams' and the artifact store's
+    assert cluster_namespaces(catalog, (), (), catalog_namespaces=True, queues=False) == named
+    assert cluster_namespaces(catalog, ("wf", "extra"), ("more",), catalog_namespaces=True, queues=False) == \
+        ["wf", "extra", "more", *named[1:]]
+    # Declined: wf, what the cluster had and what `up` names; never taken away.
+    assert cluster_namespaces(catalog, ("wf", "mapping"), ("more",), catalog_namespaces=False, queues=False) == \
+        ["wf", "mapping", "more"]
+    with pytest.raises(InputError, match="ml-training, perception, ml-serving.*--no-team-namespaces"):
+        cluster_namespaces(catalog, ("wf", "mapping"), (), catalog_namespaces=False, queues=True)
+    with pytest.raises(InputError, match="Bad_NS"):
+        cluster_namespaces(catalog, (), ("Bad_NS",), catalog_namespaces=True, queues=False)
+    # Every one of them, wf included, is applied with its Pod Security labels.
+    namespaces = [o["metadata"] for o in local_objects(catalog, named) if o["kind"] == "Namespace"]
+    labelled = {m["name"]: m["labels"]["pod-security.kubernetes.io/enforce"] for m in namespaces if m.get("labels")}
+    assert labelled == {"wf": "privileged", "ml-training": "privileged", "perception": "privileged",
+                        "mapping": "privileged", "ml-serving": "baseline"}
+
+
+def test_cluster_up_declines_the_catalogs_namespaces_on_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    from wf.cli.app import main
+
+    asked: dict[str, Any] = {}
+
+    def up(self: LocalCluster, **kwargs: Any) -> None:
+        asked.update(kwargs)
+        raise InputError("stop here")
+
+    monkeypatch.setattr(LocalCluster, "up", up)
+    for args, declined in ((["--team-namespace", "x"], False), (["--no-team-namespaces"], True)):
+        with pytest.raises(SystemExit) as ended:
+            main(["cluster", "up", *args])
+        assert ended.value.code == 2
+        assert asked["catalog_namespaces"] is not declined
+    assert list(asked["namespaces"]) == []
 
 
 def test_eks_tuning_covers_the_local_controller_knobs() -> None:

@@ -139,7 +139,11 @@ def test_every_group_has_common_settings(default):
     for g in eksctl.cluster_config(default)["managedNodeGroups"]:
         assert g["propagateASGTags"] is True
         assert g["privateNetworking"] is True
-        assert g["iam"] == {"withAddonPolicies": {"autoScaler": True}}
+        # The node's role stays the node's: IMDSv2 only, no pod reaches the metadata service (eksctl: hop limit
+        # 1), and no add-on policy on that role (eksctl refuses them beside disablePodIMDS; cluster-autoscaler
+        # has its own role).
+        assert g["disableIMDSv1"] is True and g["disablePodIMDS"] is True
+        assert "iam" not in g
         assert g["amiFamily"] == "AmazonLinux2023"
         assert "instanceType" not in g  # eksctl rejects instanceType beside instanceTypes
         assert len(g["availabilityZones"]) == 1

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from upstream import ARGO, KARPENTER_AWS, KUEUE, KUEUE_CRDS, strictify
 from wf.cli.app import main
 from wf.cluster.install import pinned_versions
 from wf.cluster.nodes import node_manifests
-from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
+from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, KARPENTER_NODEPOOL_LABEL
 from wf.core.errors import InputError
 from wf.lint.platform import APPLY_BUNDLE, LOCAL_FIX, Finding, Live, compare, key
 from wf.model.catalog import Catalog
@@ -274,3 +275,198 @@ def test_device_plugins_must_be_ready_where_they_run(catalog: Catalog) -> None:
     findings = compare(catalog, expected, Live(live.nodes, objects, frozenset(), None))
     assert [f.problem for f in findings] == ["1 of 2 pods ready"]
     assert device_plugins.NAMESPACE in findings[0].fix
+
+
+@pytest.mark.parametrize(("options", "exposure"), [
+    ({"httpPutResponseHopLimit": 2}, "httpPutResponseHopLimit 2: IMDSv2 tokens reach pods"),
+    ({"httpTokens": "optional"}, "httpTokens optional: IMDSv1 answers every pod"),
+])
+def test_a_karpenter_node_that_lets_pods_reach_the_metadata_service_is_reported(
+        catalog: Catalog, options: dict[str, Any], exposure: str) -> None:
+    karpenter_catalog = catalog.model_copy(update={"cluster": catalog.cluster.model_copy(
+        update={"autoscaler": "karpenter"})})
+    expected, live = healthy(karpenter_catalog, local=False)
+    pools = {o["metadata"]["name"]: o for o in expected.autoscaler if o["kind"] == "NodePool"}
+    nodes = copy.deepcopy(live.nodes)
+    for node in nodes:  # as Karpenter labels the nodes it launches
+        labels = node["metadata"]["labels"]
+        labels[KARPENTER_NODEPOOL_LABEL] = f"{labels[CLASS_LABEL]}-{labels[CAPACITY_LABEL]}"
+    assert compare(karpenter_catalog, expected, Live(nodes, live.objects, frozenset(), None)) == []
+    objects = dict(live.objects)
+    node_class = copy.deepcopy(objects[("karpenter.k8s.aws/v1", "EC2NodeClass", None, "wf-default")])
+    assert node_class is not None
+    node_class["spec"]["metadataOptions"] |= options
+    objects[key(node_class)] = node_class
+    findings = compare(karpenter_catalog, expected, Live(nodes, objects, frozenset(), None))
+    exposed = {f.subject: f for f in findings if f.subject.startswith("node ")}
+    on_default = {n["metadata"]["name"] for n in nodes
+                  if pools[n["metadata"]["labels"][KARPENTER_NODEPOOL_LABEL]]["spec"]["template"]["spec"]
+                  ["nodeClassRef"]["name"] == "wf-default"}
+    assert on_default and set(exposed) == {f"node {name} (EC2NodeClass wf-default)" for name in on_default}
+    assert all(exposure in f.problem and "node's IAM role" in f.problem and f.fix.startswith(APPLY_BUNDLE)
+               for f in exposed.values())
+    # The node class itself differs from the rendering too.
+    assert [f.subject for f in findings if not f.subject.startswith("node ")] == ["EC2NodeClass wf-default"]
+
+
+# ---- metrics: what the cluster's Prometheus scrapes ------------------------------------------------------------
+
+def _with_prometheus(catalog: Catalog, **prometheus: Any) -> Catalog:
+    cluster = catalog.cluster.model_copy(update={"prometheus": catalog.cluster.prometheus.model_copy(
+        update=prometheus)})
+    return catalog.model_copy(update={"cluster": cluster})
+
+
+def test_the_bundle_scrapes_argo_and_kueue_through_the_kubernetes_api(catalog: Catalog) -> None:
+    objects = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o
+               for o in bundle(catalog)["metrics.yaml"]}
+    # Upstream's install has no Service for the controller's metrics port: the bundle's, headless, on Argo's 9090.
+    service = objects[("Service", "argo", "workflow-controller-metrics")]["spec"]
+    assert service["clusterIP"] == "None" and service["selector"] == {"app": "workflow-controller"}
+    assert service["ports"] == [{"name": "metrics", "port": 9090, "targetPort": 9090, "protocol": "TCP"}]
+    config = yaml.safe_load(objects[("ConfigMap", "monitoring", "wf-scrape-configs")]["data"]["wf.yml"])
+    jobs = {j["job_name"]: j for j in config["scrape_configs"]}
+    assert set(jobs) == {"argo-workflow-controller", "kueue"}
+    for job, namespace, service_name, port in (
+            ("argo-workflow-controller", "argo", "workflow-controller-metrics", "metrics"),
+            ("kueue", "kueue-system", "kueue-controller-manager-metrics-service", "https")):
+        assert jobs[job]["kubernetes_sd_configs"] == [{"role": "endpointslice",
+                                                       "namespaces": {"names": [namespace]}}]
+        [keep] = jobs[job]["relabel_configs"]
+        assert keep["action"] == "keep" and keep["regex"] == f"{service_name};{port}"
+        # Both sign their own serving certificates (Argo's metricsConfig is `secure` off the local cluster).
+        assert jobs[job]["scheme"] == "https" and jobs[job]["tls_config"] == {"insecure_skip_verify": True}
+        # Prometheus finds the endpoints in that namespace, as the catalog's account.
+        binding = objects[("RoleBinding", namespace, "wf-prometheus")]
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}]
+        rules = objects[("Role", namespace, "wf-prometheus")]["rules"]
+        assert {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+                "verbs": ["get", "list", "watch"]} in rules
+    # Kueue asks the API server whether the caller may GET /metrics: a token, and that right alone.
+    assert "authorization" not in jobs["argo-workflow-controller"]
+    assert jobs["kueue"]["authorization"] == {
+        "type": "Bearer", "credentials_file": "/var/run/secrets/kubernetes.io/serviceaccount/token"}
+    assert objects[("ClusterRole", None, "wf-prometheus")]["rules"] == [
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    assert objects[("ClusterRoleBinding", None, "wf-prometheus")]["subjects"][0]["name"] == "prometheus"
+    assert not [o for o in objects.values() if o["kind"] == "ServiceMonitor"]
+    # Without teams, no Kueue: Argo's job alone.
+    lone = yaml.safe_load(next(o for o in bundle(catalog.model_copy(update={"queues": None}))["metrics.yaml"]
+                               if o["kind"] == "ConfigMap")["data"]["wf.yml"])
+    assert [j["job_name"] for j in lone["scrape_configs"]] == ["argo-workflow-controller"]
+
+
+def test_with_the_prometheus_operator_the_bundle_has_service_monitors_of_the_same_jobs(catalog: Catalog) -> None:
+    operated = _with_prometheus(catalog, operator=True, namespace="observability", service_account="prom")
+    objects = bundle(operated)["metrics.yaml"]
+    assert not [o for o in objects if o["kind"] == "ConfigMap"]
+    monitors = {o["metadata"]["namespace"]: o for o in objects if o["kind"] == "ServiceMonitor"}
+    assert set(monitors) == {"argo", "kueue-system"}
+    argo, kueue = monitors["argo"]["spec"], monitors["kueue-system"]["spec"]
+    assert argo["selector"] == {"matchLabels": {"app": "workflow-controller"}}
+    assert kueue["selector"] == {"matchLabels": {"app.kubernetes.io/name": "kueue",
+                                                 "app.kubernetes.io/component": "metrics-service"}}
+    for spec, job in ((argo, "argo-workflow-controller"), (kueue, "kueue")):
+        [endpoint] = spec["endpoints"]
+        # The job label is wf's (the operator's would be the Service's name): `wf report` asks by it everywhere.
+        assert endpoint["relabelings"] == [{"action": "replace", "targetLabel": "job", "replacement": job}]
+        assert endpoint["scheme"] == "https" and endpoint["tlsConfig"] == {"insecureSkipVerify": True}
+    assert "bearerTokenFile" in kueue["endpoints"][0] and "bearerTokenFile" not in argo["endpoints"][0]
+    bindings = [o for o in objects if o["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+    assert bindings and all(o["subjects"] == [{"kind": "ServiceAccount", "name": "prom", "namespace": "observability"}]
+                            for o in bindings)
+
+
+def test_the_local_prometheus_scrapes_the_same_jobs_with_the_same_credentials(catalog: Catalog,
+                                                                               tmp_path: Path) -> None:
+    from wf.cluster import prometheus
+
+    local = prometheus.configuration(tmp_path, prometheus.Targets(9100, "127.0.0.1:6443", 9200, tmp_path / "ca"))
+    local_jobs = {j["job_name"]: j for j in local["scrape_configs"]}
+    config = next(o for o in bundle(catalog)["metrics.yaml"] if o["kind"] == "ConfigMap")
+    for job in yaml.safe_load(config["data"]["wf.yml"])["scrape_configs"]:
+        mine = local_jobs[job["job_name"]]
+        assert ("authorization" in mine) == ("authorization" in job)
+    # The local scrape account is the platform's reader of /metrics.
+    local_rules = {o["kind"]: o for o in prometheus.account_objects()}["ClusterRole"]
+    assert local_rules == next(o for o in bundle(catalog)["metrics.yaml"] if o["kind"] == "ClusterRole")
+
+
+def test_the_catalog_names_its_prometheus_with_checked_names(write: Callable[..., Path], catalog: Catalog) -> None:
+    from wf.model.catalog import load_catalog
+
+    path = catalog_file(write, catalog, lambda d: d["cluster"].update(
+        prometheus={"operator": True, "namespace": "Monitoring"}))
+    with pytest.raises(InputError) as refused:
+        load_catalog(path)
+    [problem] = refused.value.problems
+    assert problem.field == "cluster.prometheus.namespace" and problem.line is not None
+    assert "DNS-1123" in problem.message
+
+
+def _up(expected: platform.Expected, **targets: list[tuple[str, str]]) -> Any:
+    """A Prometheus' targets: one up per job but those given (by job, '-' as '_')."""
+    from wf.lint.platform import Scrapes
+
+    return Scrapes("http://127.0.0.1:9090", {s.job: targets.get(s.job.replace("-", "_"), [("up", "")])
+                                             for s in expected.metrics})
+
+
+def test_check_says_whether_prometheus_scrapes_argo_and_kueue(catalog: Catalog) -> None:
+    expected, live = healthy(catalog, local=False)
+    assert compare(catalog, expected, live, _up(expected)) == []
+    [missing] = compare(catalog, expected, live, _up(expected, argo_workflow_controller=[]))
+    assert missing.subject == "Prometheus (http://127.0.0.1:9090)"
+    assert "does not scrape argo's metrics (job argo-workflow-controller" in missing.problem
+    assert "monitoring/wf-scrape-configs" in missing.fix and "scrape_config_files" in missing.fix
+    refused = "server returned HTTP status 403 Forbidden"
+    [failing] = compare(catalog, expected, live, _up(expected, kueue=[("down", refused), ("down", "")]))
+    assert "fails to scrape kueue's metrics" in failing.problem and refused in failing.problem
+    assert "wf-prometheus" in failing.problem
+    assert failing.fix == "http://127.0.0.1:9090/api/v1/targets?state=active gives each target's lastError"
+    # One replica up is enough, and a target not scraped yet is no finding.
+    assert compare(catalog, expected, live, _up(expected, kueue=[("down", refused), ("up", "")])) == []
+    assert compare(catalog, expected, live, _up(expected, kueue=[("unknown", "")])) == []
+    operated = _with_prometheus(catalog, operator=True)
+    expected, live = healthy(operated, local=False)
+    [missing] = compare(operated, expected, live, _up(expected, kueue=[]))
+    assert "serviceMonitorSelector" in missing.fix and "kueue-system/wf-kueue" in missing.fix
+
+
+def test_on_the_local_cluster_prometheus_is_asked_for_what_runs_there(catalog: Catalog) -> None:
+    expected, live = healthy(catalog, local=True)
+    assert compare(catalog, expected, live, _up(expected)) == []
+    without_kueue = Live(live.nodes, live.objects, live.unserved,
+                         {k: v for k, v in (live.local or {}).items() if k != "kueue"})
+    findings = compare(catalog, expected, without_kueue, _up(expected, kueue=[]))
+    assert [f.subject for f in findings] == ["kueue"]  # not running: one finding, not a second about its metrics
+    [missing] = compare(catalog, expected, live, _up(expected, argo_workflow_controller=[]))
+    assert missing.fix == LOCAL_FIX
+
+
+def test_prometheus_is_asked_once_for_its_targets(catalog: Catalog) -> None:
+    from wf.controller.platform_check import read_scrapes
+
+    asked: list[str] = []
+    active = [{"labels": {"job": "kueue", "instance": "a"}, "health": "up", "lastError": ""},
+              {"labels": {"job": "kueue", "instance": "b"}, "health": "down", "lastError": "refused"},
+              {"labels": {"job": "kube-apiserver"}, "health": "up", "lastError": ""}]
+
+    def fetch(url: str) -> bytes:
+        asked.append(url)
+        return json.dumps({"status": "success", "data": {"activeTargets": active}}).encode()
+
+    sources = platform.metrics_sources(catalog)
+    scrapes = read_scrapes("http://127.0.0.1:9090/", "--prometheus", sources, fetch)
+    assert scrapes.url == "http://127.0.0.1:9090"
+    assert scrapes.targets == {"argo-workflow-controller": [], "kueue": [("up", ""), ("down", "refused")]}
+    assert asked == ["http://127.0.0.1:9090/api/v1/targets?state=active"]
+    with pytest.raises(InputError, match="not Prometheus' HTTP API"):
+        read_scrapes("http://127.0.0.1:9090", "--prometheus", sources, lambda url: b"<html>Grafana</html>")
+
+
+def test_check_refuses_a_prometheus_address_before_asking_the_cluster(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as ended:
+        main(["platform", "check", "--prometheus", "prometheus:9090", "--context", "nowhere"])
+    assert ended.value.code == 2
+    assert "--prometheus" in capsys.readouterr().err

@@ -1,7 +1,8 @@
 """`wf platform check` on a local cluster with queues: it matches the catalog it was brought up with, and each
 kind of gap injected into it (a taint changed on one node group's node, a queue deleted, a ConfigMap edited,
 an accelerator class's node without its devices) is reported with its fix, then repaired. The bundle's own
-documents are accepted by the API server in a server-side dry run (kinds it serves).
+documents are accepted by the API server in a server-side dry run (kinds it serves). The check asks the cluster's
+Prometheus whether it scrapes Argo and Kueue.
 
 Its own cluster: the session cluster runs without Kueue, and a check of the repository's catalog needs the
 teams' queues.
@@ -66,13 +67,15 @@ def kube(platform_cluster: tuple[ClusterHandle, Catalog]) -> Iterator[Kube]:
 
 
 def check(handle: ClusterHandle) -> tuple[int, list[dict[str, str]]]:
-    """`wf platform check -o json` against the cluster: exit code and findings."""
-    env = {**os.environ, "KUBECONFIG": str(handle.kubeconfig)}
+    """`wf platform check -o json` against the cluster (and its Prometheus): exit code and findings."""
+    env = {k: v for k, v in os.environ.items() if k != "WF_PROMETHEUS_URL"} | {"KUBECONFIG": str(handle.kubeconfig)}
     result = subprocess.run([sys.executable, "-m", "wf", "platform", "check", "--context", handle.context,
                              "--catalog", str(CATALOG), "-o", "json"],
                             capture_output=True, text=True, env=env, timeout=120)
     assert "Traceback" not in result.stderr, result.stderr
-    return result.returncode, json.loads(result.stdout)["findings"]
+    report = json.loads(result.stdout)
+    assert report["prometheus"] == handle.state.prometheus_url  # the local cluster's, asked by default
+    return result.returncode, report["findings"]
 
 
 def dynamic(kube: Kube) -> Any:
@@ -104,6 +107,8 @@ def test_the_bundle_is_accepted_in_a_server_side_dry_run(platform_cluster: tuple
 
     catalog = platform_cluster[1]
     client = dynamic(kube)
+    # The catalog's Prometheus runs in its own namespace, where metrics.yaml puts its scrape configuration.
+    kube.core.create_namespace({"metadata": {"name": catalog.cluster.prometheus.namespace}})
     files = platform.bundle(catalog, pinned_versions(), "123456789012")
     tried, unserved = 0, []
     for name, docs in files.items():

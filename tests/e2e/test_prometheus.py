@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from wf.cluster.prometheus import APISERVER_JOB, CONTROLLER_JOB, KUEUE_JOB
+from wf.cluster.prometheus import APISERVER
 from wf.cluster.supervise import CONTROLLER
 from wf.controller.client import Kube
+from wf.render.platform import ARGO_METRICS, KUEUE_METRICS
 
 from .conftest import ClusterHandle, become_subreaper, build_with_progress, start_cluster, stop_cluster
 from .test_cluster_workflows import _run, _workflow
@@ -71,12 +72,12 @@ def test_prometheus_answers_on_loopback_and_scrapes_argo_and_the_api_server(loca
     assert url and url.startswith("http://127.0.0.1:")
     status = {c.name: c for c in local_cluster.cluster.status()}
     assert status["prometheus"].running and url.endswith(f":{status['prometheus'].port}")
-    health = eventually(lambda: _all_up(local_cluster, {CONTROLLER_JOB, APISERVER_JOB}), "targets up")
-    assert KUEUE_JOB not in health  # the session cluster runs without queues
+    health = eventually(lambda: _all_up(local_cluster, {ARGO_METRICS.job, APISERVER.job}), "targets up")
+    assert KUEUE_METRICS.job not in health  # the session cluster runs without queues
     # Argo's own metrics (v4 names them argo_workflows_*), and the API server's, read with the scrape token.
     assert eventually(lambda: _series(local_cluster, '{__name__=~"argo_workflows_.+"}'), "argo_workflows_*")
     requests = eventually(lambda: _series(local_cluster, "apiserver_request_total"), "apiserver_request_total")
-    assert all(s["metric"]["job"] == APISERVER_JOB for s in requests)
+    assert all(s["metric"]["job"] == APISERVER.job for s in requests)
 
 
 def test_a_metric_a_workflow_emits_is_scraped(local_cluster: ClusterHandle, kube: Kube) -> None:
@@ -93,7 +94,7 @@ def test_a_metric_a_workflow_emits_is_scraped(local_cluster: ClusterHandle, kube
     # Argo v4 exports a template's custom metric under its own namespace: wf_x is argo_workflows_wf_x.
     query = f'argo_workflows_wf_e2e_probe_total{{probe="{probe}"}}'
     [series] = eventually(lambda: _series(local_cluster, query), "the workflow's wf_e2e_probe_total")
-    assert series["metric"]["job"] == CONTROLLER_JOB
+    assert series["metric"]["job"] == ARGO_METRICS.job
     assert float(series["value"][1]) == 1
 
 
@@ -112,7 +113,7 @@ def test_prometheus_follows_a_restarted_controller_to_its_new_port(local_cluster
 
     def scraped_at_new_port() -> bool:
         targets = prometheus_api(local_cluster, "targets", state="active")["activeTargets"]
-        return any(t["labels"]["job"] == CONTROLLER_JOB and t["health"] == "up"
+        return any(t["labels"]["job"] == ARGO_METRICS.job and t["health"] == "up"
                    and t["scrapeUrl"].startswith(f"http://127.0.0.1:{state.controller_metrics_port}/") for t in targets)
 
     eventually(scraped_at_new_port, "the restarted controller scraped")
@@ -133,8 +134,8 @@ def queued_cluster(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytes
 
 def test_prometheus_scrapes_kueue_with_the_scrape_token(queued_cluster: ClusterHandle) -> None:
     # Kueue asks the API server who the caller is (TokenReview) and whether it may GET /metrics.
-    eventually(lambda: _all_up(queued_cluster, {CONTROLLER_JOB, APISERVER_JOB, KUEUE_JOB}), "targets up")
+    eventually(lambda: _all_up(queued_cluster, {ARGO_METRICS.job, APISERVER.job, KUEUE_METRICS.job}), "targets up")
     [build_info] = eventually(lambda: _series(queued_cluster, "kueue_build_info"), "kueue_build_info")
-    assert build_info["metric"]["job"] == KUEUE_JOB
+    assert build_info["metric"]["job"] == KUEUE_METRICS.job
     # The teams' ClusterQueues, as Kueue reports them.
     assert eventually(lambda: _series(queued_cluster, "kueue_cluster_queue_status"), "kueue_cluster_queue_status")

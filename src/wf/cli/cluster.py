@@ -123,8 +123,14 @@ def up_cmd(
     team_namespace: Annotated[
         list[str] | None,
         typer.Option("--team-namespace",
-                     help="Another namespace where workflows may run (repeatable); wf always is."),
+                     help="Another namespace where workflows may run (repeatable), besides wf and the catalog's."),
     ] = None,
+    no_team_namespaces: Annotated[
+        bool,
+        typer.Option("--no-team-namespaces",
+                     help="Do not create the namespaces the catalog names (its teams', its artifact store's); "
+                          "those a cluster has keep."),
+    ] = False,
     catalog: CatalogOption = None,
     runtime: Annotated[
         Runtime, typer.Option("--runtime", help="kwok (processes, default) or kind (needs Docker).")
@@ -169,10 +175,12 @@ def up_cmd(
             build_progress=progress,
             autoscaler=autoscaler,
             queues=queues,
+            catalog_namespaces=not no_team_namespaces,
         )
     )
-    print_line(f"cluster {name} is up in {time.monotonic() - started:.0f}s: context {state.context}, "
-               f"workflows run in namespace wf; `wf cluster status --name {name}` lists its processes", err=True)
+    print_line(f"cluster {name} is up in {time.monotonic() - started:.0f}s: context {state.context} (namespace wf), "
+               f"workflows may run in {', '.join(state.namespaces)}; `wf cluster status --name {name}` lists its "
+               "processes", err=True)
     print_line(f"Prometheus: {state.prometheus_url}", err=True)
     print_line(f"Argo Server (the workflow archive): {state.argo_server_url}", err=True)
 

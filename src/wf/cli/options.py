@@ -175,6 +175,21 @@ def archive_of(kube: Kube, argo_server: str | None) -> Archive | None:
                                           "restarts it")
 
 
+PROMETHEUS_ENV = "WF_PROMETHEUS_URL"  # the --prometheus of every `wf report` and `wf platform check` in a shell or CI
+
+
+def local_prometheus(context: str) -> tuple[str, str] | None:
+    """The Prometheus of the local cluster whose context this is (`wf cluster up` starts one), with the words that
+    say so in messages; None for any other context."""
+    from wf.cluster.runtime import state_of_context
+
+    state = state_of_context(context)
+    if state is None or not state.prometheus_url:
+        return None
+    return state.prometheus_url, (f"the local cluster {state.name}'s: `wf cluster up --name {state.name}` restarts "
+                                  "it, --prometheus names another")
+
+
 def with_target(*, namespaced: bool = True) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Give a command the cluster-target options: it declares one `target: Target` parameter, and its CLI takes
     --context, -n/--namespace, --kubeconfig, --eks-cluster, --region and --role-arn in its place. A command that

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from wf.cli.options import CatalogOption, ReportOutput, with_target
+from wf.cli.options import PROMETHEUS_ENV, CatalogOption, ReportOutput, local_prometheus, with_target
 from wf.cli.output import print_line, print_report
 from wf.controller.client import Target, connect
 from wf.core.errors import InputError, WorkFailed
@@ -77,14 +77,25 @@ def render(catalog: CatalogOption = None, directory: DirOption = Path("platform"
 
 @platform_app.command("check")
 @with_target(namespaced=False)
-def check(catalog: CatalogOption = None, output: ReportOutput = "text", *, target: Target) -> None:
+def check(catalog: CatalogOption = None, output: ReportOutput = "text",
+          prometheus: Annotated[str | None, typer.Option(
+              "--prometheus", envvar=PROMETHEUS_ENV, show_envvar=True,
+              help="The cluster's Prometheus (http://host:9090): does it scrape Argo's controller and Kueue? "
+                   "[default: the local cluster's, for a context of `wf cluster up`; else not asked]")] = None,
+          *, target: Target) -> None:
     """Compare the cluster with the catalog: node groups, device plugins, Argo, Kueue, the MPI operator, queues,
-    namespaces, roles, ConfigMaps. Exit 0 when it matches, 1 with findings (each with its fix)."""
+    namespaces, roles, ConfigMaps, the metrics Prometheus scrapes. Exit 0 when it matches, 1 with findings (each
+    with its fix)."""
+    import os
+
     from wf.cluster.install import pinned_versions
-    from wf.controller.platform_check import read_live
-    from wf.lint.platform import compare
+    from wf.controller.platform_check import read_live, read_scrapes
+    from wf.controller.report import prometheus_url
+    from wf.lint.platform import compare, scraped
     from wf.render import platform
 
+    given = PROMETHEUS_ENV if prometheus and os.environ.get(PROMETHEUS_ENV) == prometheus else "--prometheus"
+    asked = (prometheus_url(prometheus, given), given) if prometheus else None  # a bad URL fails before the cluster
     loaded, locate = _load(catalog)
     kube = connect(target)
     versions = pinned_versions()
@@ -95,13 +106,19 @@ def check(catalog: CatalogOption = None, output: ReportOutput = "text", *, targe
     live = read_live(kube, expected)
     if live.local is not None:
         expected = platform.local_expected(loaded, versions)
-    findings = compare(loaded, expected, live)
+    asked = asked or local_prometheus(kube.context)
+    scrapes = read_scrapes(*asked, scraped(expected, live)) if asked else None
+    findings = compare(loaded, expected, live, scrapes)
     if output == "json":
-        print_report({"context": kube.context, "findings": [f.to_json() for f in findings]})
+        print_report({"context": kube.context, "prometheus": scrapes.url if scrapes else None,
+                      "findings": [f.to_json() for f in findings]})
     else:
         for finding in findings:
             print_line(str(finding))
         kind = "the local cluster" if live.local is not None else "the cluster"
+        if scrapes is None:
+            print_line(f"Prometheus not asked: give --prometheus (or {PROMETHEUS_ENV}) to check that it scrapes "
+                       f"{', '.join(s.job for s in scraped(expected, live))}", err=True)
         print_line(f"{kind} ({kube.context}) matches the catalog" if not findings
                    else f"{len(findings)} findings on {kind} ({kube.context})", err=True)
     if findings:

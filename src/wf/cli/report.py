@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from wf.cli.options import (
+    PROMETHEUS_ENV,
     ArgoServerOption,
     CatalogOption,
     FileOption,
@@ -18,6 +19,7 @@ from wf.cli.options import (
     Page,
     PageOutput,
     archive_of,
+    local_prometheus,
     with_target,
 )
 from wf.cli.output import emit, print_line, print_table
@@ -33,7 +35,6 @@ if TYPE_CHECKING:
     from wf.model.catalog import Catalog
 
 app = typer.Typer()
-PROMETHEUS_ENV = "WF_PROMETHEUS_URL"  # the --prometheus of every `wf report` in a shell or a CI job
 PAGE = 10  # workflows per list request: a page of whole objects is what the report holds at once
 
 
@@ -70,7 +71,7 @@ def report_command(
     kube = connect(target)
     resolved = resolve_catalog(kube, str(catalog) if catalog else None)
     namespaces = _namespaces(resolved, team)
-    source = source or _local_prometheus(kube.context)
+    source = source or local_prometheus(kube.context)
     # Prometheus before the workflows: one unreachable (exit 3) or not Prometheus (exit 2) fails before the long part.
     reading = read_prometheus(source[0], span, source[1]) if source else None
     history = archive_of(kube, argo_server)
@@ -123,18 +124,6 @@ def hand_over(report: Report, file: Path | None, *, replace_process: bool) -> No
         with contextlib.suppress(OSError):  # an interpreter that cannot be started again: draw here instead
             os.execve(sys.executable, argv, env)
     write_page(Path(path), file)
-
-
-def _local_prometheus(context: str) -> tuple[str, str] | None:
-    """The Prometheus of the local cluster whose context this is (`wf cluster up` starts one), with the words that
-    say so in messages; None for any other context."""
-    from wf.cluster.runtime import state_of_context
-
-    state = state_of_context(context)
-    if state is None or not state.prometheus_url:
-        return None
-    return state.prometheus_url, (f"the local cluster {state.name}'s: `wf cluster up --name {state.name}` restarts "
-                                  "it, --prometheus names another")
 
 
 def _namespaces(catalog: Catalog, team: str | None) -> list[str] | None:

@@ -35,6 +35,8 @@ from wf.cluster import build, processes
 from wf.cluster.supervise import Say
 from wf.core.constants import CATALOG_NAMESPACE
 from wf.core.errors import ClusterError
+from wf.render import scrape
+from wf.render.platform import ARGO_METRICS, KUEUE_METRICS, metrics_reader
 
 NAME = "prometheus"
 # A report after a short local run wants its few minutes at a fine grain; scrapes on loopback are cheap.
@@ -45,10 +47,10 @@ RETENTION = "2d"
 ACCOUNT = "wf-prometheus"
 ACCOUNT_NAMESPACE = CATALOG_NAMESPACE
 TOKEN_SECONDS = 30 * 24 * 3600
-# Scrape jobs, as Prometheus labels their series (`job`).
-CONTROLLER_JOB = "argo-workflow-controller"
-APISERVER_JOB = "kube-apiserver"
-KUEUE_JOB = "kueue"
+# The API server's metrics (its `default/kubernetes` Service on a cluster): the local cluster scrapes it too, beside
+# the platform's sources (wf.render.platform.metrics_sources), for the API's own load.
+APISERVER = scrape.Source(job="kube-apiserver", component="kube-apiserver", namespace="default", service="kubernetes",
+                          port="https", labels={"component": "apiserver", "provider": "kubernetes"}, authorized=True)
 
 
 @dataclass(frozen=True)
@@ -66,34 +68,29 @@ def url(port: int) -> str:
 
 
 def account_objects() -> list[dict[str, Any]]:
-    """The service account Prometheus scrapes as: GET on /metrics (the API server's, Kueue's), nothing else."""
-    meta = {"name": ACCOUNT}
-    return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {**meta, "namespace": ACCOUNT_NAMESPACE}},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta,
-         "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": meta,
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ACCOUNT},
-         "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": ACCOUNT_NAMESPACE}]},
-    ]
+    """The service account Prometheus scrapes as: GET on /metrics (the API server's, Kueue's), nothing else, as
+    a real cluster's Prometheus gets (wf.render.platform.metrics_reader)."""
+    subject = {"name": ACCOUNT, "namespace": ACCOUNT_NAMESPACE}
+    return [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": subject}, *metrics_reader(subject)]
 
 
 def configuration(directory: Path, targets: Targets) -> dict[str, Any]:
-    """prometheus.yml: the scrape jobs, and the TSDB's retention (the flag for it is deprecated)."""
-    authenticated = {
-        "scheme": "https",
-        "authorization": {"type": "Bearer", "credentials_file": str(directory / "token")},
-    }
+    """prometheus.yml: the scrape jobs (a real cluster's, wf.render.scrape, on loopback: Argo's metrics as plain
+    HTTP, the others verified against their CAs), and the TSDB's retention (the flag for it is deprecated)."""
+    token = str(directory / "token")
+
+    def on(address: str) -> dict[str, Any]:
+        return {"static_configs": [{"targets": [address]}]}
+
     jobs: list[dict[str, Any]] = [
-        {"job_name": CONTROLLER_JOB,
-         "static_configs": [{"targets": [f"{processes.LOOPBACK}:{targets.controller_metrics_port}"]}]},
-        {"job_name": APISERVER_JOB, **authenticated,
-         "tls_config": {"ca_file": str(directory / "apiserver-ca.crt")},
-         "static_configs": [{"targets": [targets.apiserver]}]},
+        scrape.scrape_job(ARGO_METRICS, on(f"{processes.LOOPBACK}:{targets.controller_metrics_port}"), tls=None,
+                   token_file=token),
+        scrape.scrape_job(APISERVER, on(targets.apiserver), tls={"ca_file": str(directory / "apiserver-ca.crt")},
+                   token_file=token),
     ]
     if targets.kueue_metrics_port is not None and targets.kueue_ca is not None:
-        jobs.append({"job_name": KUEUE_JOB, **authenticated, "tls_config": {"ca_file": str(targets.kueue_ca)},
-                     "static_configs": [{"targets": [f"{processes.LOOPBACK}:{targets.kueue_metrics_port}"]}]})
+        jobs.append(scrape.scrape_job(KUEUE_METRICS, on(f"{processes.LOOPBACK}:{targets.kueue_metrics_port}"),
+                               tls={"ca_file": str(targets.kueue_ca)}, token_file=token))
     return {
         "global": {"scrape_interval": SCRAPE_INTERVAL, "scrape_timeout": SCRAPE_TIMEOUT},
         "storage": {"tsdb": {"retention": {"time": RETENTION}}},

@@ -38,7 +38,7 @@ from wf.cluster import prometheus as local_prometheus
 from wf.cluster.readiness import wait_api_ready, wait_workloads_ready
 from wf.cluster.supervise import CONTROLLER, SIM_EXECUTOR, ComponentStatus, ControllerPorts, Say, Supervisor
 from wf.core.errors import ClusterError, InputError
-from wf.render.platform import CONTROLLER_NAMESPACE, WORKFLOW_NAMESPACE
+from wf.render.platform import CONTROLLER_NAMESPACE, WORKFLOW_NAMESPACE, workflow_namespaces
 
 if TYPE_CHECKING:
     from wf.model.catalog import Catalog
@@ -104,6 +104,24 @@ def state_of_context(context: str) -> ClusterState | None:
     except (InputError, OSError, ValueError, TypeError):  # not a cluster's name, or a state file it cannot read
         return None
     return state if state is not None and state.context == context else None
+
+
+def cluster_namespaces(catalog: Catalog, previous: Sequence[str], given: Sequence[str], *,
+                       catalog_namespaces: bool, queues: bool) -> list[str]:
+    """Where the cluster's workflows may run, `wf` first (the context's namespace): what it had, what `up` names,
+    and, unless declined, every namespace the catalog names (its teams', its artifact store's), so that a job of
+    the catalog's teams submits as it would on the platform. Kueue's queues live in the teams' namespaces: with
+    `queues` they cannot be declined. InputError (nothing started) for a name that is no namespace."""
+    named = workflow_namespaces(catalog)
+    out = list(dict.fromkeys([WORKFLOW_NAMESPACE, *previous, *given, *(named if catalog_namespaces else ())]))
+    bad = [n for n in out if not _DNS_LABEL.fullmatch(n)]
+    if bad:
+        raise InputError(f"namespace(s) {', '.join(bad)}: must be DNS-1123 labels (lower-case, digits, '-')")
+    teams = [ns for team in catalog.queues.teams for ns in team.namespaces] if catalog.queues else []
+    if queues and (missing := [ns for ns in teams if ns not in out]):
+        raise InputError(f"--queues runs each team's queue in its namespaces ({', '.join(missing)}), which "
+                         "--no-team-namespaces declines: drop one of the two")
+    return out
 
 
 class LocalCluster:
@@ -198,10 +216,11 @@ class LocalCluster:
         timeout: float = 180.0,
         autoscaler: str | None = None,
         queues: bool | None = None,
+        catalog_namespaces: bool = True,
     ) -> ClusterState:
         """Create the cluster, or repair a dead component of an existing one; then make sure the platform
         objects, nodes and the controller are there. Idempotent: on an existing cluster, what is not given
-        stays as it was (node count, catalog) and namespaces are only ever added."""
+        stays as it was (node count, catalog) and namespaces are only ever added (`cluster_namespaces`)."""
         from wf.cluster.install import apply_objects, install
 
         previous = self.state()
@@ -213,17 +232,13 @@ class LocalCluster:
             nodes_per_group = previous.nodes_per_group if previous else (0 if autoscaler else 1)
         if nodes_per_group < 0:
             raise InputError("--nodes-per-group must be 0 or more")
-        namespaces = list(dict.fromkeys([WORKFLOW_NAMESPACE, *(previous.namespaces if previous else ()), *namespaces]))
-        bad = [n for n in namespaces if not _DNS_LABEL.fullmatch(n)]
-        if bad:
-            raise InputError(f"namespace(s) {', '.join(bad)}: must be DNS-1123 labels (lower-case, digits, '-')")
         catalog = self._catalog(catalog_path)  # a bad catalog fails before anything starts
         if queues is None:  # as before: Kueue keeps running on a cluster that has it
             queues = self._kueue().enabled()
         if queues and catalog.queues is None:
             raise InputError(f"--queues needs teams: the catalog {catalog.source} has no `queues:` section")
-        if queues and catalog.queues:  # every team namespace gets the workflow service account and roles
-            namespaces += [ns for team in catalog.queues.teams for ns in team.namespaces if ns not in namespaces]
+        namespaces = cluster_namespaces(catalog, previous.namespaces if previous else (), namespaces,
+                                        catalog_namespaces=catalog_namespaces, queues=queues)
         build.build_all(progress=build_progress)
         if optional := [*([autoscaler] if autoscaler else []), *([local_kueue.NAME] if queues else [])]:
             build.build_all(optional, progress=build_progress)

@@ -631,6 +631,25 @@ def read_prometheus(url: str, span: Window, origin: str,
     return PrometheusReading(url, waits, counted)
 
 
+def prometheus_targets(url: str, origin: str, fetch: Callable[[str], bytes] | None = None) -> list[dict[str, Any]]:
+    """The active scrape targets of the Prometheus at `url` (each with its `labels`, `health` and `lastError`);
+    errors as read_prometheus's."""
+    url = prometheus_url(url, origin)
+    where = f"Prometheus at {url} ({origin})"
+    body = _ask(fetch or _get, f"{url}/api/v1/targets?state=active", where)
+    try:
+        answer = json.loads(body)
+        targets = answer["data"]["activeTargets"]
+        if answer["status"] != "success" or not isinstance(targets, list):
+            raise ValueError(f"status {answer['status']!r}")
+        return [t for t in targets if isinstance(t, dict) and isinstance(t.get("labels"), dict)]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        shown = body[:60].decode("utf-8", "replace").strip()
+        raise InputError(f"{where} is not Prometheus' HTTP API: its answer to /api/v1/targets is not a target list "
+                         f"({type(exc).__name__}; it begins {shown!r}); give Prometheus' own address, "
+                         "e.g. http://127.0.0.1:9090") from None
+
+
 def _known(value: float | None) -> float | None:
     return None if value is None or value != value else value  # NaN: nothing in the histogram's buckets
 

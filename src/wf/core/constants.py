@@ -56,6 +56,8 @@ ZONE_LABEL: Final = "topology.kubernetes.io/zone"
 REGION_LABEL: Final = "topology.kubernetes.io/region"
 EKS_CAPACITY_LABEL: Final = "eks.amazonaws.com/capacityType"
 EKS_NODEGROUP_LABEL: Final = "eks.amazonaws.com/nodegroup"
+# On a node Karpenter launched: its NodePool, whose nodeClassRef names the EC2NodeClass (launch template) it has.
+KARPENTER_NODEPOOL_LABEL: Final = "karpenter.sh/nodepool"
 # On a pod: the containers EKS's pod identity webhook gives no AWS credentials (IRSA's and EKS Pod Identity's alike,
 # amazon-eks-pod-identity-webhook pkg/handler), comma-separated.
 EKS_SKIP_CONTAINERS_ANNOTATION: Final = "eks.amazonaws.com/skip-containers"

@@ -9,7 +9,8 @@ carries upstream's settings too, so only wf's keys are compared.
 
 Nodes are compared with their node group: labels, taints, instance type, zone and architecture; an accelerator
 class's nodes must advertise the class's devices (and EFA interfaces), which only a running device plugin
-makes them do. Node counts are checked against minSize and maxSize where nodes come from node groups (not
+makes them do; a node whose launch template the API shows (Karpenter's EC2NodeClass) must keep its pods from the
+instance metadata service. Node counts are checked against minSize and maxSize where nodes come from node groups (not
 on the local cluster, whose simulated nodes are a fixed number per group).
 """
 
@@ -28,14 +29,16 @@ from wf.core.constants import (
     CATALOG_NAMESPACE,
     CLASS_LABEL,
     INSTANCE_TYPE_LABEL,
+    KARPENTER_NODEPOOL_LABEL,
     ZONE_LABEL,
 )
 from wf.core.units import parse_quantity
 from wf.model.accelerators import HUGEPAGES_2MI
 from wf.model.catalog import Catalog, Taint
 from wf.model.nodegroups import NodeGroup, node_groups
-from wf.render import platform
+from wf.render import karpenter, platform
 from wf.render.platform import Component, Expected
+from wf.render.scrape import Source
 
 Key = tuple[str, str, str | None, str]  # apiVersion, kind, namespace, name
 APPLY_BUNDLE = "wf platform render -f platform/ && kubectl apply --server-side -k platform/"
@@ -68,6 +71,15 @@ class Live:
     local: Mapping[str, str] | None
 
 
+@dataclass(frozen=True)
+class Scrapes:
+    """A Prometheus' word on the jobs asked: each job's targets, as (health, last error); health is Prometheus'
+    `up`, `down` or `unknown` (not scraped yet). No target: it scrapes no such job."""
+
+    url: str
+    targets: Mapping[str, list[tuple[str, str]]]
+
+
 def key(obj: Mapping[str, Any]) -> Key:
     meta = obj["metadata"]
     return obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]
@@ -84,7 +96,9 @@ def wanted(expected: Expected) -> list[Key]:
             ("v1", "ConfigMap", CATALOG_NAMESPACE, platform.LOCAL_MARKER)]
 
 
-def compare(catalog: Catalog, expected: Expected, live: Live) -> list[Finding]:
+def compare(catalog: Catalog, expected: Expected, live: Live, scrapes: Scrapes | None = None) -> list[Finding]:
+    """Every way the cluster departs from the rendering; with `scrapes`, also each metrics source (of the
+    components that run) its Prometheus does not scrape."""
     fix = LOCAL_FIX if live.local is not None else APPLY_BUNDLE
     out = _nodes(catalog, live)
     out += [f for c in expected.components for f in _component(c, live)]
@@ -92,7 +106,39 @@ def compare(catalog: Catalog, expected: Expected, live: Live) -> list[Finding]:
         out += _workload(obj, live)
     for obj in expected.objects:
         out += _object(obj, live, fix)
+    if scrapes is not None:
+        out += [f for source in scraped(expected, live) for f in _scraped(catalog, source, scrapes, live)]
     return out
+
+
+def scraped(expected: Expected, live: Live) -> list[Source]:
+    """The metrics sources Prometheus should scrape: the local cluster's of the components it runs (one that does
+    not run is a finding of its own), a real cluster's all."""
+    return [s for s in expected.metrics if live.local is None or s.component in live.local]
+
+
+def _scraped(catalog: Catalog, source: Source, scrapes: Scrapes, live: Live) -> list[Finding]:
+    subject = f"Prometheus ({scrapes.url})"
+    what = f"{source.component}'s metrics (job {source.job}, Service {source.namespace}/{source.service})"
+    targets = scrapes.targets.get(source.job) or []
+    prometheus = catalog.cluster.prometheus
+    if not targets:
+        if live.local is not None:
+            fix = LOCAL_FIX
+        elif prometheus.operator:
+            fix = (f"{APPLY_BUNDLE}; the Prometheus resource's serviceMonitorSelector and "
+                   f"serviceMonitorNamespaceSelector must select ServiceMonitor {source.namespace}/wf-{source.job}")
+        else:
+            fix = (f"{APPLY_BUNDLE}; mount ConfigMap {prometheus.namespace}/{platform.SCRAPE_CONFIGMAP} in "
+                   f"Prometheus and list its {platform.SCRAPE_FILE} in scrape_config_files")
+        return [Finding(subject, f"does not scrape {what}", fix)]
+    if any(health != "down" for health, _ in targets):
+        return []  # one target up is enough; `unknown`: not scraped yet
+    error = next((e for _, e in targets if e), "no error given")
+    denied = (f"; an account without ClusterRole {platform.METRICS_READER} is refused (401 or 403)"
+              if source.authorized else "")
+    return [Finding(subject, f"fails to scrape {what}: {len(targets)} targets down, the last error: {error}{denied}",
+                    f"{scrapes.url}/api/v1/targets?state=active gives each target's lastError")]
 
 
 def _subject(obj: Mapping[str, Any]) -> str:
@@ -253,6 +299,7 @@ def _nodes(catalog: Catalog, live: Live) -> list[Finding]:
             continue
         by_group[(group.compute_class, group.capacity, group.zone)].append(node)
         out += _node(group, node, local)
+        out += _metadata_access(node, live)
     if not local:
         for k, group in groups.items():
             count = len(by_group[k])
@@ -296,6 +343,26 @@ def _node(group: NodeGroup, node: dict[str, Any], local: bool) -> list[Finding]:
             found(f"advertises {have} {resource}, the class needs {count}: its device plugin is not running there",
                   f"{APPLY_BUNDLE}; then kubectl -n kube-system get pods -o wide --field-selector spec.nodeName={name}")
     return out
+
+
+def _metadata_access(node: dict[str, Any], live: Live) -> list[Finding]:
+    """A node whose launch template lets its pods reach the instance metadata service, and with it the node's IAM
+    role, where the Kubernetes API shows the template: a Karpenter node's (its NodePool's EC2NodeClass). An eksctl
+    group's launch template is not an object of the API; `wf lint eksctl/` holds the committed config to
+    disablePodIMDS (wf.render.eksctl.NODE_METADATA)."""
+    name = node["metadata"]["name"]
+    pool = live.objects.get((karpenter.NODEPOOL_API, "NodePool", None,
+                             (node["metadata"].get("labels") or {}).get(KARPENTER_NODEPOOL_LABEL, "")))
+    ref = (((pool or {}).get("spec") or {}).get("template", {}).get("spec", {}).get("nodeClassRef") or {}).get("name")
+    node_class = live.objects.get((karpenter.NODECLASS_API, "EC2NodeClass", None, ref or ""))
+    if node_class is None:
+        return []  # not a node of wf's NodePools; a missing pool or class is a finding of its own
+    exposure = karpenter.metadata_exposure((node_class.get("spec") or {}).get("metadataOptions") or {})
+    if exposure is None:
+        return []
+    return [Finding(f"node {name} (EC2NodeClass {ref})",
+                    f"lets its pods reach the instance metadata service and the node's IAM role ({exposure})",
+                    f"{APPLY_BUNDLE} (Karpenter replaces the drifted nodes)")]
 
 
 def _amount(value: Any) -> Decimal:

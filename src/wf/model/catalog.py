@@ -139,6 +139,27 @@ class PodSecurity(StrictModel):
                 or not set(self.capabilities) <= BASELINE_CAPABILITIES)
 
 
+def _dns_label(value: str) -> str:
+    if problem := dns_label_problem(value):
+        raise ValueError(problem)
+    return value
+
+
+class PrometheusInfo(StrictModel):
+    """The cluster's Prometheus, which scrapes Argo's controller and Kueue (`wf platform render`'s metrics.yaml):
+    where it runs and as whom, and whether the Prometheus Operator configures it."""
+
+    operator: bool = Field(
+        default=False, description="The Prometheus Operator runs it: the bundle holds ServiceMonitors; otherwise a "
+                                   "scrape configuration for Prometheus' scrape_config_files")
+    namespace: Annotated[str, AfterValidator(_dns_label)] = Field(
+        default="monitoring", description="Its namespace (the scrape configuration's ConfigMap goes there)")
+    service_account: Annotated[str, AfterValidator(_dns_label)] = Field(
+        default="prometheus", alias="serviceAccount",
+        description="The service account it scrapes as, which the bundle lets find Argo's and Kueue's endpoints "
+                    "and read Kueue's metrics (Kueue asks the API server about every scrape)")
+
+
 class ClusterInfo(StrictModel):
     name: str
     region: str
@@ -148,6 +169,10 @@ class ClusterInfo(StrictModel):
         default="cluster-autoscaler",
         description="What adds and removes nodes: cluster-autoscaler for the eksctl node groups, or Karpenter's "
                     "NodePools (`wf platform render` installs the matching one)")
+    prometheus: PrometheusInfo = Field(
+        default_factory=PrometheusInfo,
+        description="The Prometheus that scrapes Argo's and Kueue's metrics (what `wf report` and "
+                    "`wf platform check --prometheus` ask)")
 
 
 class ComputeClass(StrictModel):

@@ -24,6 +24,12 @@ HUGEPAGE_MIB = 2
 # EKS limits node group names to 63 characters (CreateNodegroup API, nodegroupName).
 _MAX_GROUP_NAME = 63
 _COMMENT_WIDTH = 110
+# The node's IAM role is the node's, not its pods': the launch template requires IMDSv2 tokens and a hop limit of 1
+# (eksctl v0.230.0 pkg/cfn/builder/nodegroup.go, makeMetadataOptions), so no pod outside the host's network reaches
+# the metadata service and its credentials. eksctl's defaults (and the AMI's) would leave that to the node group
+# type and AMI family. Pods that need AWS get their own role (IRSA or EKS Pod Identity, as cluster-autoscaler's);
+# eksctl refuses `iam.withAddonPolicies` beside disablePodIMDS, as no pod could use them.
+NODE_METADATA = {"disableIMDSv1": True, "disablePodIMDS": True}
 
 
 def ami_family(group: NodeGroup) -> str:
@@ -73,8 +79,8 @@ def managed_node_group(group: NodeGroup) -> dict[str, Any]:
     if commands := hugepages_commands(group):
         ng["preBootstrapCommands"] = commands
     ng |= {
+        **NODE_METADATA,
         "propagateASGTags": True,
-        "iam": {"withAddonPolicies": {"autoScaler": True}},
         "tags": group.autoscaler_tags(),
     }
     return ng
@@ -147,6 +153,7 @@ def render(catalog: Catalog, catalog_label: str | None = None) -> str:
         "# One managed node group per compute class x capacity x zone. Nodes carry wf.dev/compute-class and",
         "# wf.dev/capacity, which compiled workflows select on. The k8s.io/cluster-autoscaler/node-template/* tags",
         "# let cluster-autoscaler scale each group from zero (taints as value:Effect, extended resources).",
+        "# disableIMDSv1 and disablePodIMDS keep the node's IAM role from pods: IMDSv2 tokens only, hop limit 1.",
         _dump(data).rstrip("\n"),
         "managedNodeGroups:",
     ]

@@ -7,6 +7,7 @@ Zones are a requirement, not separate pools: Karpenter picks the zone per node.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -26,6 +27,26 @@ DISCOVERY_TAG = "karpenter.sh/discovery"
 # The catalog's default root volume; classes that differ (or need node setup) get their own EC2NodeClass.
 _DEFAULT_VOLUME_GIB = 100
 _ROOT_DEVICE = "/dev/xvda"
+# The node's IAM role is the node's, not its pods' (as eksctl's disableIMDSv1 and disablePodIMDS, wf.render.eksctl):
+# IMDSv2 tokens only and a PUT response hop limit of 1, so no pod outside the host's network gets a token. These are
+# Karpenter v1's defaults (EC2NodeClass CRD, spec.metadataOptions); stated so that the live object says so and
+# `wf platform check` can tell a node class that lets pods reach the metadata service.
+METADATA_OPTIONS = {"httpEndpoint": "enabled", "httpProtocolIPv6": "disabled", "httpPutResponseHopLimit": 1,
+                    "httpTokens": "required"}
+
+
+def metadata_exposure(options: Mapping[str, Any]) -> str | None:
+    """How a node with these metadata options (an EC2NodeClass's, Karpenter's defaults for what it omits) lets
+    its pods reach the metadata service and the node's role, None when it does not: IMDSv1 answers any caller
+    (the hop limit bounds only IMDSv2's token response), and a hop limit above 1 lets a token reach a pod's own
+    network namespace."""
+    if options.get("httpEndpoint", METADATA_OPTIONS["httpEndpoint"]) == "disabled":
+        return None
+    tokens = options.get("httpTokens", METADATA_OPTIONS["httpTokens"])
+    hops = int(options.get("httpPutResponseHopLimit", METADATA_OPTIONS["httpPutResponseHopLimit"]))
+    if tokens != "required":
+        return f"httpTokens {tokens}: IMDSv1 answers every pod"
+    return f"httpPutResponseHopLimit {hops}: IMDSv2 tokens reach pods" if hops > 1 else None
 
 
 class LiteralDumper(yaml.SafeDumper):
@@ -68,6 +89,7 @@ def node_class(catalog: Catalog, name: str, group: NodeGroup | None = None) -> d
             "ebs": {"volumeSize": f"{group.volume_size if group else _DEFAULT_VOLUME_GIB}Gi", "volumeType": "gp3",
                     "encrypted": True, "deleteOnTermination": True},
         }],
+        "metadataOptions": dict(METADATA_OPTIONS),
     }
     if group and (commands := hugepages_commands(group)):
         # Karpenter merges a MIME multi-part user data with its own nodeadm NodeConfig on AL2023.
@@ -170,6 +192,8 @@ def render(catalog: Catalog, catalog_label: str | None = None) -> str:
         "# with one truthful wf.dev/capacity, which compiled workflows select on. Zones are requirements.",
         "# EC2NodeClasses discover subnets and security groups by the tag karpenter.sh/discovery=<cluster>, and use",
         "# the role KarpenterNodeRole-<cluster>; create those (Karpenter's getting-started stack does) or edit here.",
+        "# metadataOptions keep that role from pods: IMDSv2 tokens only, hop limit 1 (no pod outside the host's",
+        "# network reaches the metadata service).",
     ]
     if any(c.accelerator and c.accelerator.resource == GAUDI_RESOURCE for c in catalog.compute_classes):
         header += [

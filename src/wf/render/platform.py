@@ -31,7 +31,7 @@ from wf.core.constants import CATALOG_CONFIGMAP, CATALOG_KEY, CATALOG_NAMESPACE,
 from wf.core.errors import InputError
 from wf.model.catalog import Catalog
 from wf.model.nodegroups import node_groups
-from wf.render import autoscaler, device_plugins, kueue, team_roles
+from wf.render import autoscaler, device_plugins, kueue, scrape, team_roles
 from wf.render.karpenter import LiteralDumper
 
 CONTROLLER_NAMESPACE = "argo"
@@ -251,9 +251,80 @@ def argo_configmap(catalog: Catalog, local: bool = False, database: ArgoDatabase
     return configmap
 
 
+_READ = ["get", "list", "watch"]
+
+
+# ---- metrics: what the cluster's Prometheus scrapes (wf.render.scrape; the local cluster's scrapes the same jobs)
+ARGO_METRICS = scrape.Source(
+    job="argo-workflow-controller", component="argo", namespace=CONTROLLER_NAMESPACE,
+    service="workflow-controller-metrics", port="metrics", labels={"app": ARGO_CONTROLLER}, authorized=False)
+ARGO_METRICS_PORT = 9090  # metricsConfig's `port`, whose default wf keeps
+# Upstream's Service (Kueue's manifests.yaml, config/default/metrics_service.yaml) in front of its :8443.
+KUEUE_METRICS = scrape.Source(
+    job="kueue", component="kueue", namespace=KUEUE_NAMESPACE, service="kueue-controller-manager-metrics-service",
+    port="https", labels={"app.kubernetes.io/name": "kueue", "app.kubernetes.io/component": "metrics-service"},
+    authorized=True)
+METRICS_READER = "wf-prometheus"  # the ClusterRole (GET /metrics) and the Roles that let Prometheus find endpoints
+SCRAPE_CONFIGMAP = "wf-scrape-configs"
+SCRAPE_FILE = "wf.yml"  # a file for Prometheus' `scrape_config_files`
+
+
+def metrics_sources(catalog: Catalog) -> list[scrape.Source]:
+    """Argo's controller always, Kueue when the catalog has teams (as `components`)."""
+    return [ARGO_METRICS, *([KUEUE_METRICS] if catalog.queues else [])]
+
+
+def metrics_reader(subject: dict[str, str]) -> list[dict[str, Any]]:
+    """GET on /metrics, nothing else, for one service account: Kueue's and the API server's endpoints ask the API
+    server whether the scraper may."""
+    meta = {"name": METRICS_READER}
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta,
+         "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": dict(meta),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": METRICS_READER},
+         "subjects": [{"kind": "ServiceAccount", **subject}]},
+    ]
+
+
+def metrics_objects(catalog: Catalog) -> list[dict[str, Any]]:
+    """What lets the catalog's Prometheus (`cluster.prometheus`) scrape Argo's controller and Kueue: a Service for
+    the controller's metrics port (upstream's install has none; headless, so each replica is a target, as Argo's
+    docs advise), Roles to find the endpoints in their namespaces, GET on /metrics, and the scrape configuration
+    (a ConfigMap for Prometheus' `scrape_config_files`) or, where the Prometheus Operator runs it, ServiceMonitors."""
+    prometheus = catalog.cluster.prometheus
+    subject = {"name": prometheus.service_account, "namespace": prometheus.namespace}
+    sources = metrics_sources(catalog)
+    out: list[dict[str, Any]] = [{
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": ARGO_METRICS.service, "namespace": ARGO_METRICS.namespace,
+                     "labels": dict(ARGO_METRICS.labels)},
+        "spec": {"clusterIP": "None", "selector": {"app": ARGO_CONTROLLER},
+                 "ports": [{"name": ARGO_METRICS.port, "port": ARGO_METRICS_PORT, "targetPort": ARGO_METRICS_PORT,
+                            "protocol": "TCP"}]},
+    }]
+    for source in sources:
+        meta = {"name": METRICS_READER, "namespace": source.namespace}
+        out += [
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
+             "rules": [{"apiGroups": [""], "resources": ["services", "endpoints", "pods"], "verbs": _READ},
+                       {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": _READ}]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": dict(meta),
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": METRICS_READER},
+             "subjects": [{"kind": "ServiceAccount", **subject}]},
+        ]
+    if any(source.authorized for source in sources):
+        out += metrics_reader(subject)
+    if prometheus.operator:
+        return [*out, *(scrape.service_monitor(source) for source in sources)]
+    jobs = {"scrape_configs": [scrape.discovered_job(source) for source in sources]}
+    return [*out, {"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": SCRAPE_CONFIGMAP, "namespace": prometheus.namespace},
+                   "data": {SCRAPE_FILE: yaml.safe_dump(jobs, sort_keys=False)}}]
+
+
 ARGO_SERVER = "argo-server"
 ARGO_SERVER_CLUSTER_ROLE = "argo-server-cluster-role"  # upstream's name, which the bundle's patch narrows
-_READ = ["get", "list", "watch"]
 
 
 def argo_server_cluster_rules() -> list[dict[str, Any]]:
@@ -387,26 +458,31 @@ class Expected:
     components: list[Component]
     daemonsets: list[dict[str, Any]]  # device plugins: present, at the image, ready on every node they target
     autoscaler: list[dict[str, Any]]  # Karpenter's NodePools and EC2NodeClasses, or cluster-autoscaler's objects
+    metrics: tuple[scrape.Source, ...] = ()  # what Prometheus must scrape (of the components that run)
 
 
 def expected(catalog: Catalog, versions: Versions) -> Expected:
     namespaces = workflow_namespaces(catalog)
-    objects = [*namespaces_rbac(catalog, namespaces), argo_configmap(catalog), *configmaps(catalog, namespaces)]
+    objects = [*namespaces_rbac(catalog, namespaces), argo_configmap(catalog), *configmaps(catalog, namespaces),
+               *metrics_objects(catalog)]
     if catalog.queues:
         objects += [kueue_configmap(kueue.configuration(catalog)), *kueue.objects(catalog)]
     autoscaler.check_choice(catalog)
     scaler = (autoscaler.objects(catalog, None) if catalog.cluster.autoscaler == autoscaler.KARPENTER
               else [autoscaler.deployment(catalog)])
     plugins = [o for o in device_plugins.objects(catalog) if o["kind"] == "DaemonSet"]
-    return Expected(objects, components(catalog, versions), plugins, scaler)
+    return Expected(objects, components(catalog, versions), plugins, scaler, tuple(metrics_sources(catalog)))
 
 
 def local_expected(catalog: Catalog, versions: Versions) -> Expected:
-    """On the local cluster Argo's ConfigMap is the local one, and there are no plugins or autoscaler to find."""
+    """On the local cluster Argo's ConfigMap is the local one, there are no plugins or autoscaler to find, and its
+    Prometheus scrapes the same jobs on loopback (wf.cluster.prometheus), without Services or a configuration in
+    the cluster."""
     full = expected(catalog, versions)
     local_argo = argo_configmap(catalog, local=True)
-    objects = [local_argo if _key(o) == _key(local_argo) else o for o in full.objects]
-    return Expected(objects, full.components, [], [])
+    scraping = {_key(o) for o in metrics_objects(catalog)}
+    objects = [local_argo if _key(o) == _key(local_argo) else o for o in full.objects if _key(o) not in scraping]
+    return Expected(objects, full.components, [], [], full.metrics)
 
 
 def bundle(catalog: Catalog, versions: Versions, account: str | None, database: ArgoDatabase | None = None
@@ -432,6 +508,7 @@ def bundle(catalog: Catalog, versions: Versions, account: str | None, database: 
     if plugins := device_plugins.objects(catalog):
         files["device-plugins.yaml"] = plugins
     files["autoscaler.yaml"] = autoscaler.objects(catalog, account)
+    files["metrics.yaml"] = metrics_objects(catalog)
     return files
 
 
@@ -472,6 +549,11 @@ _HEADERS = {
                             "resources and client limits wf's work needs, with upstream's serving settings.",
     "device-plugins.yaml": "A device plugin per accelerator the catalog uses, on those classes' nodes only.",
     "autoscaler.yaml": "What grows the node groups (cluster.autoscaler in the catalog).",
+    "metrics.yaml": "What the cluster's Prometheus (cluster.prometheus in the catalog) needs to scrape Argo's "
+                    "controller and Kueue: a Service for the controller's metrics port, Roles to find the endpoints, "
+                    "GET on /metrics, and the scrape jobs: a ConfigMap to mount and list in Prometheus' "
+                    "scrape_config_files, or the Prometheus Operator's ServiceMonitors. `wf platform check "
+                    "--prometheus URL` says whether Prometheus scrapes them.",
 }
 
 
