@@ -71,6 +71,7 @@ from typing import Any
 
 import yaml
 
+from wf.argo.manifest import manifest_text
 from wf.compile import checkpoints
 from wf.compile.checkpoints import ITEM, item_reference
 from wf.compile.hardening import pod_security
@@ -423,7 +424,7 @@ def _template(job: TrainingJob, step: Step, catalog: Catalog, worker: Placement,
             "setOwnerReference": True,
             "successCondition": SUCCESS_CONDITION,
             "failureCondition": FAILURE_CONDITION,
-            "manifest": yaml.safe_dump(mpijob, sort_keys=False),
+            "manifest": manifest_text(mpijob),
         },
     }
     if "timeout" in pod:
@@ -432,5 +433,5 @@ def _template(job: TrainingJob, step: Step, catalog: Catalog, worker: Placement,
         # Queued (compile.workflow): the deadline is the MPIJob's, which the operator counts from the job's start, not
         # the resource pod's, which runs while the job waits for quota.
         mpijob["spec"]["runPolicy"]["activeDeadlineSeconds"] = pod["activeDeadlineSeconds"]
-        template["resource"]["manifest"] = yaml.safe_dump(mpijob, sort_keys=False)
+        template["resource"]["manifest"] = manifest_text(mpijob)
     return template
