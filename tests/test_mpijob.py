@@ -353,12 +353,20 @@ def _expression_problem(expression: str, parameters: set[str]) -> str | None:
                                                 if used - parameters else None)
 
 
+# What a pod-level template (a container or a resource) can read: its own inputs, the workflow's globals, its
+# retry and pod (Argo's scopes; `item` and `tasks.*` are a DAG task's, resolved in its arguments only).
+_POD_SCOPE = re.compile(r"(inputs\.(parameters|artifacts)\.|workflow\.)[A-Za-z0-9_.-]+|retries|pod\.name")
+
+
 def _tag_problem(tag: str, template: dict[str, Any]) -> str | None:
     parameters = {p["name"] for p in (template.get("inputs") or {}).get("parameters") or []}
     if tag.startswith("="):
         return _expression_problem(tag[1:], parameters)
     if not _ARGO_VARIABLE.fullmatch(tag.strip()):
         return "not a variable name"
+    if ("container" in template or "resource" in template) and not _POD_SCOPE.fullmatch(tag.strip()) \
+            and tag not in _argo_tags(template.get("metrics") or {}):  # metrics have variables of their own
+        return "not in a pod template's scope"
     name = tag.strip().removeprefix("inputs.parameters.")
     return f"unknown input {name!r}" if tag.strip().startswith("inputs.parameters.") and name not in parameters \
         else None

@@ -326,12 +326,14 @@ def _template(job: TrainingJob, step: Step, catalog: Catalog, worker: Placement,
     fallback_zones = {g.zone for g in groups if g.capacity == ON_DEMAND} if worker.on_demand_after else set(zones)
     zone = next((z for z in zones if z in fallback_zones), zones[0])
 
-    def replica(placement: Placement, replicas: int, argv: list[str] | None) -> dict[str, Any]:
+    def replica(placement: Placement, replicas: int, runs_command: bool) -> dict[str, Any]:
         pod = render_pod(placement)
         main = {k: v for k, v in pod["container"].items() if k != "command"}
         main["name"] = ARGO_MAIN_CONTAINER  # the operator takes the first; `wf logs` reads Argo's main container
-        if argv:
-            main["command"] = argv  # workers run the operator's default, sshd, which mpirun reaches
+        if runs_command:
+            # As the pod template has it: its references read the template's inputs. Workers run the operator's
+            # default, sshd, which mpirun reaches.
+            main["command"] = pod["container"]["command"]
         # The capacity label holds the Spot fallback's expression when the placement has one. No podSpecPatch
         # reaches pods another controller creates, so the selector is that expression too: Argo substitutes the
         # manifest for each attempt, with `retries` counting the resource template's interruptions.
@@ -359,7 +361,7 @@ def _template(job: TrainingJob, step: Step, catalog: Catalog, worker: Placement,
             spec["volumes"] = copy.deepcopy(volumes)  # no YAML anchors in the manifest
         return {"replicas": replicas, "restartPolicy": "Never", "template": {"metadata": meta, "spec": spec}}
 
-    workers = replica(worker, step.nodes, None)
+    workers = replica(worker, step.nodes, False)
     workers["template"]["spec"]["affinity"] = {
         "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": ZONE_LABEL, "operator": "In", "values": [zone]}]}]}},
@@ -372,7 +374,7 @@ def _template(job: TrainingJob, step: Step, catalog: Catalog, worker: Placement,
         }]},
     }
     name = mpijob_name(job, step)
-    launcher_replica = replica(launcher, 1, list(step.command))
+    launcher_replica = replica(launcher, 1, True)
     # On the node of Argo's pod that created the MPIJob, where there is room: that node's loss is then Argo's pod's,
     # an interruption Argo reads (see the module's docstring).
     launcher_replica["template"]["spec"]["affinity"] = {"podAffinity": {
