@@ -317,7 +317,8 @@ _ARGO_VARIABLE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 
 def _argo_tags(template: dict[str, Any]) -> list[str]:
     """Every tag of `template` as Argo's substitution reads it (v4.0.7 util/template): in the template marshalled
-    as JSON by Go (which escapes <, > and &), from each `{{` to the next `}}`, an expression's body JSON-unmarshalled."""
+    as JSON by Go (which escapes <, > and &), from each `{{` to the next `}}`, an expression's body
+    JSON-unmarshalled."""
     text = json.dumps(template, ensure_ascii=False)
     for char in "<>&":
         text = text.replace(char, f"\\u{ord(char):04x}")
