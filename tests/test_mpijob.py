@@ -269,7 +269,11 @@ def test_wf_get_reads_a_multi_node_step_back_from_its_workers(catalog: Catalog) 
     assert template["nodeSelector"][CLASS_LABEL] == "cpu"  # Argo's own pod, beside the launcher
     # A Spot fallback on the step's pod template is Argo's resource pod's: it never reaches the workers.
     template["metadata"].setdefault("annotations", {})[SPOT_FALLBACK_ANNOTATION] = "2"
-    assert MPIJOB_STEP.read_back(template) == CompiledPlacement("gaudi", "spot")
+    placed = MPIJOB_STEP.read_back(template)
+    assert placed == CompiledPlacement("gaudi", "spot", role="worker", others=(("launcher", "on-demand"),))
+    # `wf get` shows each attempt's capacity per role: the launcher stays On-Demand.
+    assert placed.attempt_roles(0) == (("launcher", "on-demand"), ("worker", "spot"))
+    assert POD.read_back(template).attempt_roles(0) == ()
 
 
 def test_kueue_admits_a_queued_mpijob_as_one_demand_per_class(catalog: Catalog) -> None:
@@ -303,6 +307,8 @@ def test_workers_fall_back_to_on_demand_like_a_pod_step(catalog: Catalog) -> Non
     placed = MPIJOB_STEP.read_back(template)
     assert (placed.capacity, placed.fallback_after, placed.capacities) == ("spot", 2, ("spot", "on-demand"))
     assert [placed.attempt_capacity(i) for i in range(3)] == ["spot", "spot", "on-demand"]
+    assert [placed.attempt_roles(i) for i in (1, 2)] == [(("launcher", "on-demand"), ("worker", "spot")),
+                                                         (("launcher", "on-demand"), ("worker", "on-demand"))]
     launcher = mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]
     assert launcher["spec"]["nodeSelector"][CAPACITY_LABEL] == "on-demand"
 

@@ -437,4 +437,11 @@ def test_a_checkpointed_gang_with_spot_fallback_resumes_on_demand(
     (step,) = view.steps
     assert (step.interruptions, step.retries) == (1, 0), step
     assert [(a.capacity, a.outcome) for a in step.attempts] == [("spot", "interrupted"), ("on-demand", "succeeded")]
+    # Each attempt's capacity per role, in `wf get` too.
+    assert [a.roles for a in step.attempts] == [(("launcher", "on-demand"), ("worker", "spot")),
+                                                (("launcher", "on-demand"), ("worker", "on-demand"))]
+    shown = wf_cli(local_cluster, "get", name, "--catalog", str(catalog_file))
+    assert shown.returncode == 0, shown.stderr
+    assert "launcher on-demand, worker spot" in shown.stdout and "launcher on-demand, worker on-demand" in \
+        shown.stdout, shown.stdout
     _delete(local_cluster, name)

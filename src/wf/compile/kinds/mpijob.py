@@ -293,12 +293,15 @@ class MultiNodeStep:
 
     def read_back(self, template: dict[str, Any]) -> CompiledPlacement:
         """The workers' class, capacity and Spot fallback (counted over the resource template's retries, like a
-        pod step's over its pod's), in the MPIJob's queue."""
+        pod step's over its pod's), in the MPIJob's queue, with the launcher's capacity beside them."""
         job = _mpijob(template)
         if job is None:
             return CompiledPlacement()
-        workers = read_placement((_replicas(job).get("Worker") or {}).get("template"))
-        return replace(workers, queue=read_placement(job).queue)
+        replicas = _replicas(job)
+        workers = read_placement((replicas.get("Worker") or {}).get("template"))
+        others = tuple((role.lower(), read_placement(spec.get("template")).capacity)
+                       for role, spec in replicas.items() if role != "Worker")
+        return replace(workers, queue=read_placement(job).queue, role="worker", others=others)
 
     def cleanup(self, workflow: str) -> list[Cleanup]:
         """Argo stops its own pods, not the launcher and workers the mpi-operator made (their MPIJob is owned by
