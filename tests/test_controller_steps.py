@@ -285,9 +285,19 @@ def test_a_multi_node_step_shows_where_its_workers_run() -> None:
     }
     doc = workflow(wf, "Running", nodes)
     doc["spec"]["templates"] = [template]
-    (row,) = workflow_view(doc).steps
+    view = workflow_view(doc)
+    (row,) = view.steps
     assert (row.compute_class, row.capacity) == ("gaudi", "spot")
     assert [(a.capacity, a.outcome) for a in row.attempts] == [("spot", "interrupted"), ("spot", "running")]
+    # Each attempt's capacity per role: the launcher's On-Demand beside the workers' Spot.
+    assert {a.roles for a in row.attempts} == {(("launcher", "on-demand"), ("worker", "spot"))}
+    from rich.console import Console
+
+    from wf.controller.view import attempts_table
+
+    console = Console(width=250, record=True)
+    console.print(attempts_table(view, datetime(2026, 3, 1, 13, tzinfo=UTC)))
+    assert "launcher on-demand, worker spot" in console.export_text()
 
 
 def test_get_shows_where_attempts_resumed_and_the_work_redone() -> None:

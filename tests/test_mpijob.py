@@ -4,6 +4,8 @@ and Argo's own wait: tests/e2e/test_mpijob.py."""
 
 from __future__ import annotations
 
+import copy
+import json
 import re
 import subprocess
 import sys
@@ -267,7 +269,11 @@ def test_wf_get_reads_a_multi_node_step_back_from_its_workers(catalog: Catalog) 
     assert template["nodeSelector"][CLASS_LABEL] == "cpu"  # Argo's own pod, beside the launcher
     # A Spot fallback on the step's pod template is Argo's resource pod's: it never reaches the workers.
     template["metadata"].setdefault("annotations", {})[SPOT_FALLBACK_ANNOTATION] = "2"
-    assert MPIJOB_STEP.read_back(template) == CompiledPlacement("gaudi", "spot")
+    placed = MPIJOB_STEP.read_back(template)
+    assert placed == CompiledPlacement("gaudi", "spot", role="worker", others=(("launcher", "on-demand"),))
+    # `wf get` shows each attempt's capacity per role: the launcher stays On-Demand.
+    assert placed.attempt_roles(0) == (("launcher", "on-demand"), ("worker", "spot"))
+    assert POD.read_back(template).attempt_roles(0) == ()
 
 
 def test_kueue_admits_a_queued_mpijob_as_one_demand_per_class(catalog: Catalog) -> None:
@@ -301,5 +307,126 @@ def test_workers_fall_back_to_on_demand_like_a_pod_step(catalog: Catalog) -> Non
     placed = MPIJOB_STEP.read_back(template)
     assert (placed.capacity, placed.fallback_after, placed.capacities) == ("spot", 2, ("spot", "on-demand"))
     assert [placed.attempt_capacity(i) for i in range(3)] == ["spot", "spot", "on-demand"]
+    assert [placed.attempt_roles(i) for i in (1, 2)] == [(("launcher", "on-demand"), ("worker", "spot")),
+                                                         (("launcher", "on-demand"), ("worker", "on-demand"))]
     launcher = mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]
     assert launcher["spec"]["nodeSelector"][CAPACITY_LABEL] == "on-demand"
+
+
+# What expr-lang (Argo's expression language) reads as an operator though it is spelled as a word.
+_EXPR_WORDS = {"in", "not", "and", "or", "matches", "contains", "startsWith", "endsWith", "nil", "true", "false"}
+_EXPR_TOKEN = re.compile(r"\s*(?:(?P<string>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`)"
+                         r"|(?P<name>[A-Za-z_$][A-Za-z0-9_$]*)|(?P<number>[0-9]+(?:\.[0-9]+)?)"
+                         r"|(?P<open>[(\[{])|(?P<close>[)\]}])|(?P<operator>[-+*/%<>=!?:.,|&^#~]+))")
+_ARGO_VARIABLE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
+
+
+def _argo_tags(template: dict[str, Any]) -> list[str]:
+    """Every tag of `template` as Argo's substitution reads it (v4.0.7 util/template): in the template marshalled
+    as JSON by Go (which escapes <, > and &), from each `{{` to the next `}}`, an expression's body
+    JSON-unmarshalled."""
+    text = json.dumps(template, ensure_ascii=False)
+    for char in "<>&":
+        text = text.replace(char, f"\\u{ord(char):04x}")
+    tags, start = [], 0
+    while (begin := text.find("{{", start)) >= 0:
+        end = text.index("}}", begin + 2)
+        body = text[begin + 2:end]
+        tags.append("=" + json.loads(f'"{body[1:]}"') if body.startswith("=") else body)
+        start = end + 2
+    return tags
+
+
+def _expression_problem(expression: str, parameters: set[str]) -> str | None:
+    """What expr-lang's parser would refuse in `expression`: an unclosed string or bracket, two operands in a row
+    (a doubled quote makes `''application''`: Identifier after String), or an input that the template lacks."""
+    depth, previous, at = 0, "operator", 0
+    while at < len(expression):
+        match = _EXPR_TOKEN.match(expression, at)
+        if match is None or match.end() == at:
+            return f"no token at {expression[at:]!r}"
+        kind = match.lastgroup or ""
+        if kind == "name" and match.group(kind) in _EXPR_WORDS:
+            kind = "operator"
+        operand = kind in ("string", "name", "number")
+        if operand and previous in ("string", "name", "number", "close"):
+            return f"unexpected {kind} {match.group(kind)!r}"
+        depth += {"open": 1, "close": -1}.get(kind, 0)
+        if depth < 0:
+            return "unbalanced brackets"
+        previous, at = kind, match.end()
+    used = set(re.findall(r"inputs\.parameters\[\s*'([^']*)'\s*\]", expression))
+    return "unbalanced brackets" if depth else (f"unknown inputs {sorted(used - parameters)}"
+                                                if used - parameters else None)
+
+
+# What a pod-level template (a container or a resource) can read: its own inputs, the workflow's globals, its
+# retry and pod (Argo's scopes; `item` and `tasks.*` are a DAG task's, resolved in its arguments only).
+_POD_SCOPE = re.compile(r"(inputs\.(parameters|artifacts)\.|workflow\.)[A-Za-z0-9_.-]+|retries|pod\.name")
+
+
+def _tag_problem(tag: str, template: dict[str, Any]) -> str | None:
+    parameters = {p["name"] for p in (template.get("inputs") or {}).get("parameters") or []}
+    if tag.startswith("="):
+        return _expression_problem(tag[1:], parameters)
+    if not _ARGO_VARIABLE.fullmatch(tag.strip()):
+        return "not a variable name"
+    if ("container" in template or "resource" in template) and not _POD_SCOPE.fullmatch(tag.strip()) \
+            and tag not in _argo_tags(template.get("metrics") or {}):  # metrics have variables of their own
+        return "not in a pod template's scope"
+    name = tag.strip().removeprefix("inputs.parameters.")
+    return f"unknown input {name!r}" if tag.strip().startswith("inputs.parameters.") and name not in parameters \
+        else None
+
+
+def test_the_expression_checker_refuses_what_argo_refused() -> None:
+    refused = "asInt(retries) + asInt(inputs.parameters[''application-attempt''])"
+    assert _expression_problem(refused, {"application-attempt"}) == "unexpected name 'application'"
+    assert _expression_problem("asInt(retries) >= 2 ? 'on-demand' : 'spot", set()) is not None
+    assert _expression_problem("sprig.trunc(10, sprig.sha1sum(workflow.name + '/x')", set()) == "unbalanced brackets"
+    assert _expression_problem("asInt(inputs.parameters['item'])", set()) == "unknown inputs ['item']"
+    assert _expression_problem("asInt(retries) >= 2 && x in ['a', \"b\"] ? 'on-demand' : 'spot'", set()) is None
+
+
+def _fallback_catalog(catalog: Catalog) -> Catalog:
+    data = catalog.model_dump(by_alias=True, exclude_none=True)
+    gaudi = next(c for c in data["computeClasses"] if c["name"] == "gaudi")
+    gaudi.update(capacity=["spot", "on-demand"], spotFallbackAfter=2)
+    return Catalog.model_validate(data)
+
+
+@pytest.mark.parametrize("nodes", [None, 2], ids=["pod", "multi-node"])
+@pytest.mark.parametrize("checkpoint", [False, True], ids=["", "checkpoint"])
+@pytest.mark.parametrize("fallback", [False, True], ids=["", "fallback"])
+@pytest.mark.parametrize("fan_out", [None, "items", "parallelism"])
+@pytest.mark.parametrize("retries", [0, 2])
+def test_argo_reads_every_tag_as_written(catalog: Catalog, nodes: int | None, checkpoint: bool, fallback: bool,
+                                         fan_out: str | None, retries: int) -> None:
+    """Each `{{...}}` in each template, read as Argo's substitution reads it (a resource template's manifest is text
+    then, wf.argo.manifest), is the tag wf wrote, and expr would parse each expression."""
+    step: dict[str, Any] = {"name": "train", "command": ["python3", "train.py", "{{='{{'}}", "--lr={{item}} "],
+                            "env": {"NOTE": "it's {{workflow.name}}: #1"}}
+    if nodes:
+        step["nodes"] = nodes
+    if fan_out:
+        step["forEach"] = ["0.1", "it's: {x}"]
+        if fan_out == "parallelism":
+            step["parallelism"] = 1
+    else:
+        step["command"] = step["command"][:3]
+    spec: dict[str, Any] = {"capacity": "spot", "retries": retries}
+    if checkpoint:
+        spec["checkpoint"] = {}
+    manifest = compile_job(_job([step], **spec), _fallback_catalog(catalog) if fallback else catalog)
+    checked = 0
+    for template in manifest["spec"]["templates"]:
+        resource = template.get("resource") or {}
+        written = copy.deepcopy(template)
+        if "manifest" in resource:  # the tags in the strings of the object wf dumped
+            written["resource"]["manifest"] = yaml.safe_load(resource["manifest"])
+        read = _argo_tags(template)
+        assert read == _argo_tags(written), template["name"]
+        for tag in read:
+            assert _tag_problem(tag, template) is None, (template["name"], tag, _tag_problem(tag, template))
+        checked += len(read)
+    assert checked > 0

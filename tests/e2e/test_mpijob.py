@@ -371,3 +371,77 @@ def test_wf_logs_reads_the_mpijob_pods_and_wf_stop_removes_them(
     _until(lambda: not kube.core.list_namespaced_pod(ns, label_selector=gone).items, 90,
            "the launcher and workers removed")
     _delete(local_cluster, name)
+
+
+def test_a_checkpointed_gang_with_spot_fallback_resumes_on_demand(
+        local_cluster: ClusterHandle, catalog: Catalog, kube: Any, gaudi_nodes: list[str], tmp_path: Path) -> None:
+    """Issue 32's job: a checkpointed 2-node step on Spot, its class falling back On-Demand after one interruption.
+    Argo evaluates every expression of the MPIJob's manifest (its name's hash, the checkpoint's location, WF_RESUME
+    over the application attempt's input, the workers' capacity over `retries`): the first gang runs on Spot, the
+    node of Argo's pod that created it goes (an interruption Argo reads itself), and the second gang runs On-Demand
+    and is told to resume."""
+    import wf
+
+    ns = local_cluster.namespace
+    data = catalog.model_dump(by_alias=True, exclude_none=True)
+    gaudi = next(c for c in data["computeClasses"] if c["name"] == "gaudi")
+    gaudi.update(capacity=["spot", "on-demand"], spotFallbackAfter=1)
+    fallback = Catalog.model_validate(data)
+    catalog_file = tmp_path / "catalog.yaml"
+    catalog_file.write_text(fallback.to_yaml())
+    on_demand = next(g for g in node_groups(fallback) if g.compute_class == "gaudi" and g.capacity == "on-demand")
+    added = [node_manifest(on_demand, i) for i in range(2)]
+    job = tmp_path / "mn-ckpt.yaml"
+    job.write_text(yaml.safe_dump({
+        "apiVersion": "wf/v1", "kind": "TrainingJob", "metadata": {"name": "mn-ckpt", "namespace": ns},
+        "spec": {"image": "habana/pytorch:1.21.0", "compute": "gaudi", "capacity": "spot", "checkpoint": {},
+                 "steps": [{"name": "train", "nodes": 2, "processesPerNode": 8, "command": COMMAND,
+                            "annotations": {SIM_DURATION: "40s"}}]},
+    }))
+    lost: list[str] = []
+    try:
+        for node in added:
+            kube.core.create_node(node)
+        (submitted,) = wf.submit(str(job), catalog=str(catalog_file), kube=kube)
+        name = str(submitted.name)
+        explain = _explain(local_cluster, kube, name)
+        first, workers, launcher, argo = _gang(kube, ns, name, set())
+        job_name = first["metadata"]["name"]
+        assert "{{" not in job_name and job_name.startswith("mn-ckpt-train-"), job_name
+        assert {w.spec.node_selector[CAPACITY_LABEL] for w in workers} == {"spot"}
+        env = {e.name: e.value for e in launcher.spec.containers[0].env or []}
+        assert env["WF_RESUME"] == "false" and env["WF_ATTEMPT"] == "0", env
+        assert env["WF_CHECKPOINT_URI"].endswith(f"/{ns}/{name}/train"), env
+        lost.append(argo.spec.node_name)
+        kube.core.delete_node(argo.spec.node_name)
+
+        second, workers, launcher, _ = _gang(kube, ns, name, {first["metadata"]["uid"]})
+        assert second["metadata"]["name"] == job_name
+        assert {w.spec.node_selector[CAPACITY_LABEL] for w in workers} == {"on-demand"}
+        assert {kube.core.read_node(w.spec.node_name).metadata.labels[CAPACITY_LABEL] for w in workers} == {
+            "on-demand"}
+        env = {e.name: e.value for e in launcher.spec.containers[0].env or []}
+        assert env["WF_RESUME"] == "true" and env["WF_ATTEMPT"] == "1", env
+        workflow = _wait_final(kube, name, timeout=240)
+    finally:
+        _restore(kube, catalog, lost)
+        for node in added:
+            kube.core.delete_node(node["metadata"]["name"])
+    tree = _node_tree(workflow)
+    print(f"\n{name}:\n{tree}")
+    assert workflow["status"]["phase"] == "Succeeded", f"{tree}\n{explain()}"
+    interrupted, succeeded = sorted(_pod_nodes(workflow), key=lambda n: n["startedAt"])
+    assert is_interruption(interrupted["message"]), tree
+    (view,) = wf.watch([name], namespace=ns, kube=kube, with_cost=False,
+                       catalog=str(catalog_file)).outcome.views.values()
+    (step,) = view.steps
+    assert (step.interruptions, step.retries) == (1, 0), step
+    assert [(a.capacity, a.outcome) for a in step.attempts] == [("spot", "interrupted"), ("on-demand", "succeeded")]
+    # Each attempt's capacity per role, in `wf get` too.
+    assert [a.roles for a in step.attempts] == [(("launcher", "on-demand"), ("worker", "spot")),
+                                                (("launcher", "on-demand"), ("worker", "on-demand"))]
+    shown = wf_cli(local_cluster, "get", name, "--catalog", str(catalog_file))
+    assert shown.returncode == 0, shown.stderr
+    assert "launcher on-demand, worker spot" in shown.stdout and "launcher on-demand, worker on-demand" in \
+        shown.stdout, shown.stdout
+    _delete(local_cluster, name)

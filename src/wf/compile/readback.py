@@ -31,6 +31,10 @@ class CompiledPlacement:
     queue: str | None = None  # the Kueue LocalQueue it waits in
     # Spot fallback: the number of interruptions after which its attempts run On-Demand.
     fallback_after: int | None = None
+    # A step whose attempts run pods of several roles (a multi-node step): the role this placement is of, and the
+    # other roles with the capacity each asks for, the same in every attempt.
+    role: str | None = None
+    others: tuple[tuple[str, str | None], ...] = ()
 
     @property
     def capacities(self) -> tuple[str, ...]:
@@ -45,6 +49,10 @@ class CompiledPlacement:
         if self.fallback_after is not None and retry_index >= self.fallback_after:
             return ON_DEMAND
         return self.capacity
+
+    def attempt_roles(self, retry_index: int) -> tuple[tuple[str, str | None], ...]:
+        """Each role of the attempt at `retry_index` with the capacity it asked for (none: one role)."""
+        return (*self.others, (self.role, self.attempt_capacity(retry_index))) if self.role else ()
 
     def node_groups(self, catalog: Catalog) -> list[NodeGroup]:
         """The catalog's node groups of its class, of its capacity when it names one."""

@@ -46,6 +46,8 @@ class Attempt:
     template: str
     interrupted: bool
     capacity: str | None = None  # the capacity the attempt's pod asked for (after any Spot fallback)
+    # A multi-node step's attempt: each role (launcher, worker) with the capacity its pods asked for.
+    roles: tuple[tuple[str, str | None], ...] = ()
     resumed: Saved | None = None  # the checkpoint it started from (None: unknown, the ledger has no record)
     kept_seconds: float = 0.0  # of its run time, what the checkpoint it left holds (not run again)
     ran_seconds: float | None = None  # how long its program ran (the ledger's); None: unknown, its whole time counts
@@ -155,7 +157,7 @@ def templates_by_name(workflow: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {t.get("name", ""): t for t in [*stored, *own]}
 
 
-def _attempt(node: dict[str, Any], capacity: str | None) -> Attempt:
+def _attempt(node: dict[str, Any], placement: CompiledPlacement, retry: int) -> Attempt:
     message = node.get("message") or ""
     phase = node.get("phase") or "Pending"
     return Attempt(
@@ -168,7 +170,8 @@ def _attempt(node: dict[str, Any], capacity: str | None) -> Attempt:
         message=message,
         template=node.get("templateName") or "",
         interrupted=phase in FAILED_PHASES and is_interruption(message),
-        capacity=capacity,
+        capacity=placement.attempt_capacity(retry),
+        roles=placement.attempt_roles(retry),
     )
 
 
@@ -267,11 +270,11 @@ def workflow_view(workflow: dict[str, Any]) -> WorkflowView:
         cached = hit is not None
         if kind == "Retry":
             pods = [nodes[n] for n in inner if nodes[n].get("type") == "Pod"]
-            attempts = tuple(sorted((_attempt(p, placed(p.get("templateName")).attempt_capacity(
-                                        retry_index(p.get("id", "")))) for p in pods),
+            attempts = tuple(sorted((_attempt(p, placed(p.get("templateName")), retry_index(p.get("id", "")))
+                                     for p in pods),
                                     key=lambda a: (a.started or datetime.max.replace(tzinfo=UTC), a.node_id)))
         elif kind == "Pod" and not cached:
-            attempts = (_attempt(node, placed(node.get("templateName")).attempt_capacity(0)),)
+            attempts = (_attempt(node, placed(node.get("templateName")), 0),)
         else:
             attempts = ()
         template_name = attempts[-1].template if attempts else nodes[hit or node_id].get("templateName")

@@ -327,7 +327,9 @@ def attempts_table(view: WorkflowView, now: datetime, every_step: bool = False) 
         if len(row.attempts) < (1 if every_step else 2):
             continue
         for number, attempt in enumerate(row.attempts, 1):
-            table.add_row(row.name, str(number), attempt.capacity or "-", attempt.host or "-",
+            capacity = ", ".join(f"{role} {capacity or '-'}" for role, capacity in attempt.roles) \
+                or attempt.capacity or "-"
+            table.add_row(row.name, str(number), capacity, attempt.host or "-",
                           str(attempt.resumed) if attempt.resumed else "-", duration(attempt.seconds(now)),
                           duration(attempt.redone_seconds(now)) if attempt.interrupted else "-", attempt.outcome,
                           attempt.message)

@@ -71,6 +71,7 @@ from typing import Any
 
 import yaml
 
+from wf.argo.manifest import manifest_text
 from wf.compile import checkpoints
 from wf.compile.checkpoints import ITEM, item_reference
 from wf.compile.hardening import pod_security
@@ -292,12 +293,15 @@ class MultiNodeStep:
 
     def read_back(self, template: dict[str, Any]) -> CompiledPlacement:
         """The workers' class, capacity and Spot fallback (counted over the resource template's retries, like a
-        pod step's over its pod's), in the MPIJob's queue."""
+        pod step's over its pod's), in the MPIJob's queue, with the launcher's capacity beside them."""
         job = _mpijob(template)
         if job is None:
             return CompiledPlacement()
-        workers = read_placement((_replicas(job).get("Worker") or {}).get("template"))
-        return replace(workers, queue=read_placement(job).queue)
+        replicas = _replicas(job)
+        workers = read_placement((replicas.get("Worker") or {}).get("template"))
+        others = tuple((role.lower(), read_placement(spec.get("template")).capacity)
+                       for role, spec in replicas.items() if role != "Worker")
+        return replace(workers, queue=read_placement(job).queue, role="worker", others=others)
 
     def cleanup(self, workflow: str) -> list[Cleanup]:
         """Argo stops its own pods, not the launcher and workers the mpi-operator made (their MPIJob is owned by
@@ -325,12 +329,14 @@ def _template(job: TrainingJob, step: Step, catalog: Catalog, worker: Placement,
     fallback_zones = {g.zone for g in groups if g.capacity == ON_DEMAND} if worker.on_demand_after else set(zones)
     zone = next((z for z in zones if z in fallback_zones), zones[0])
 
-    def replica(placement: Placement, replicas: int, argv: list[str] | None) -> dict[str, Any]:
+    def replica(placement: Placement, replicas: int, runs_command: bool) -> dict[str, Any]:
         pod = render_pod(placement)
         main = {k: v for k, v in pod["container"].items() if k != "command"}
         main["name"] = ARGO_MAIN_CONTAINER  # the operator takes the first; `wf logs` reads Argo's main container
-        if argv:
-            main["command"] = argv  # workers run the operator's default, sshd, which mpirun reaches
+        if runs_command:
+            # As the pod template has it: its references read the template's inputs. Workers run the operator's
+            # default, sshd, which mpirun reaches.
+            main["command"] = pod["container"]["command"]
         # The capacity label holds the Spot fallback's expression when the placement has one. No podSpecPatch
         # reaches pods another controller creates, so the selector is that expression too: Argo substitutes the
         # manifest for each attempt, with `retries` counting the resource template's interruptions.
@@ -358,7 +364,7 @@ def _template(job: TrainingJob, step: Step, catalog: Catalog, worker: Placement,
             spec["volumes"] = copy.deepcopy(volumes)  # no YAML anchors in the manifest
         return {"replicas": replicas, "restartPolicy": "Never", "template": {"metadata": meta, "spec": spec}}
 
-    workers = replica(worker, step.nodes, None)
+    workers = replica(worker, step.nodes, False)
     workers["template"]["spec"]["affinity"] = {
         "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": ZONE_LABEL, "operator": "In", "values": [zone]}]}]}},
@@ -371,7 +377,7 @@ def _template(job: TrainingJob, step: Step, catalog: Catalog, worker: Placement,
         }]},
     }
     name = mpijob_name(job, step)
-    launcher_replica = replica(launcher, 1, list(step.command))
+    launcher_replica = replica(launcher, 1, True)
     # On the node of Argo's pod that created the MPIJob, where there is room: that node's loss is then Argo's pod's,
     # an interruption Argo reads (see the module's docstring).
     launcher_replica["template"]["spec"]["affinity"] = {"podAffinity": {
@@ -423,7 +429,7 @@ def _template(job: TrainingJob, step: Step, catalog: Catalog, worker: Placement,
             "setOwnerReference": True,
             "successCondition": SUCCESS_CONDITION,
             "failureCondition": FAILURE_CONDITION,
-            "manifest": yaml.safe_dump(mpijob, sort_keys=False),
+            "manifest": manifest_text(mpijob),
         },
     }
     if "timeout" in pod:
@@ -432,5 +438,5 @@ def _template(job: TrainingJob, step: Step, catalog: Catalog, worker: Placement,
         # Queued (compile.workflow): the deadline is the MPIJob's, which the operator counts from the job's start, not
         # the resource pod's, which runs while the job waits for quota.
         mpijob["spec"]["runPolicy"]["activeDeadlineSeconds"] = pod["activeDeadlineSeconds"]
-        template["resource"]["manifest"] = yaml.safe_dump(mpijob, sort_keys=False)
+        template["resource"]["manifest"] = manifest_text(mpijob)
     return template
