@@ -57,7 +57,8 @@ def _compiled() -> dict[str, Any]:
     from wf.jobspec.job import TrainingJob
     from wf.model.catalog import load_catalog
 
-    job = {"apiVersion": "wf/v1", "kind": "TrainingJob", "metadata": {"name": "offloaded-fan-out", "namespace": NAMESPACE},
+    job = {"apiVersion": "wf/v1", "kind": "TrainingJob",
+           "metadata": {"name": "offloaded-fan-out", "namespace": NAMESPACE},
            "spec": {"image": "busybox:1.36", "compute": "cpu", "retries": 0, "steps": [
                {"name": "shard", "command": ["convert", "--shard", "{{item}}"], "forEach": {"count": 2},
                 "resources": {"cpu": "100m", "memory": "64Mi"}},
@@ -149,13 +150,15 @@ def handler(items: int, listed: int) -> type[ApiHandler]:
     workflows, _ = day(listed, 32, datetime.now(UTC))
     for workflow in workflows:
         workflow["metadata"]["namespace"] = LISTED
+    encoded = [json.dumps(workflow).encode() for workflow in workflows]
+    del workflows
 
     class Handler(ApiHandler):
         def get(self, path: str, query: dict[str, str]) -> None:
             if path in bodies:
                 self.send_bytes(200, bodies[path])
             elif path == f"/apis/{WORKFLOW.api_version}/namespaces/{LISTED}/{WORKFLOW.plural}":
-                self.send_page(f"{WORKFLOW.kind}List", WORKFLOW.api_version, workflows, query)
+                self.send_page(f"{WORKFLOW.kind}List", WORKFLOW.api_version, encoded, query)
             elif path.startswith("/api/v1/nodes/"):
                 self.send_json(200, _node(path.rsplit("/", 1)[1]))
             elif path == f"/api/v1/namespaces/{NAMESPACE}/pods":  # a multi-node step's replicas: none

@@ -119,13 +119,13 @@ def _table_segments(table: Table, out: Console) -> list[Segment]:
         base = get_style(column.style or "")
         cells = [_cell(out, column.header, header_style + get_style(column.header_style or "") + base, pad)]
         # The plain text of an unstyled cell is the cell (the test is _cell's, inlined: 10,000s of cells).
+        styles = row_styles if not base else [base + style for style in row_styles]
         cells += [value if type(value) is str and not style and value.isprintable() and "[" not in value
-                  else _cell(out, value, style, pad)
-                  for value, style in zip(column._cells, row_styles if not base else [base + s for s in row_styles])]
+                  else _cell(out, value, style, pad) for value, style in zip(column._cells, styles, strict=True)]
         grid.append(cells)
         pads.append(pad)
     widths = [max(_width(c) + pad[0] + pad[1] if type(c) is str else c.width for c in cells)  # type: ignore[union-attr]
-              for cells, pad in zip(grid, pads)]
+              for cells, pad in zip(grid, pads, strict=True)]
     box = table.box.substitute(out.options, safe=table.safe_box if table.safe_box is not None else out.safe_box) \
         if table.box else None
     box = box.get_plain_headed_box() if box and not table.show_header else box
@@ -138,9 +138,9 @@ def _table_segments(table: Table, out: Console) -> list[Segment]:
         segments += out.render(title, out.options.update(width=width, justify=table.title_justify))
     if box and table.show_edge:
         segments += [Segment(box.get_top(widths), border), Segment.line()]
-    rows = list(zip(*grid))[0 if table.show_header else 1:]
+    rows = list(zip(*grid, strict=True))[0 if table.show_header else 1:]
     shapes = [(pad[0], width - pad[0] - pad[1], pad[1], column.justify)
-              for pad, width, column in zip(pads, widths, columns)]
+              for pad, width, column in zip(pads, widths, columns, strict=True)]
     for number, row in enumerate(rows):
         header = number == 0 and table.show_header
         edge = ((box.head_left, box.head_vertical, box.head_right) if number == 0 else
@@ -148,16 +148,16 @@ def _table_segments(table: Table, out: Console) -> list[Segment]:
                 (box.mid_left, box.mid_vertical, box.mid_right)) if box else ("", "", "")
         outer = (edge[0], edge[2]) if box and table.show_edge else ("", "")
         if not border and all(type(cell) is str for cell in row):  # unstyled plain text: the line as one string
-            texts = [" " * before + _justified(cell, inner, justify) + " " * after  # type: ignore[arg-type]
-                     for cell, (before, inner, after, justify) in zip(row, shapes)]
+            texts = [" " * before + _justified(str(cell), inner, justify) + " " * after
+                     for cell, (before, inner, after, justify) in zip(row, shapes, strict=True)]
             segments.append(Segment(outer[0] + edge[1].join(texts) + outer[1] + "\n"))
             continue
-        cells = [_Cell.plain(cell, pad) if isinstance(cell, str) else cell for cell, pad in zip(row, pads)]
-        height = max(len(cell.lines) for cell in cells)
+        drawn = [_Cell.plain(cell, pad) if isinstance(cell, str) else cell for cell, pad in zip(row, pads, strict=True)]
+        height = max(len(cell.lines) for cell in drawn)
         for line in range(height):
             if outer[0]:
                 segments.append(Segment(outer[0], border))
-            for index, (cell, column, width) in enumerate(zip(cells, columns, widths)):
+            for index, (cell, column, width) in enumerate(zip(drawn, columns, widths, strict=True)):
                 if index and box:
                     segments.append(Segment(edge[1], border))
                 # A header sits on its row's last line, a body cell on its first (rich's vertical alignment).

@@ -322,6 +322,7 @@ def with_facts(view: WorkflowView, workflow: dict[str, Any], ledger: Mapping[str
 
     def refined_row(row: StepRow) -> StepRow:
         attempts = tuple(refined(a) for a in row.attempts)
-        return row if all(a is b for a, b in zip(attempts, row.attempts)) else replace(row, attempts=attempts)
+        unchanged = all(a is b for a, b in zip(attempts, row.attempts, strict=True))
+        return row if unchanged else replace(row, attempts=attempts)
 
     return replace(view, steps=tuple(refined_row(row) for row in view.steps))
