@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 from datetime import UTC, datetime, timedelta
@@ -190,7 +191,11 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                  f"http://127.0.0.1:{port}", *target],
             f"wf list ({args.workflows:,} workflows)": [*wf, "list", "-n", LISTED, *target],
         }
-        env = {**os.environ, "PYTHONPATH": args.src, "COLUMNS": "200"}
+        # Compiled first, as an installed package's modules are: compiling wf's 170 modules is no command's cost.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {
+            "PYTHONPATH": args.src, "COLUMNS": "200"}
+        subprocess.run([sys.executable, "-m", "compileall", "-q", args.src], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
         results: dict[str, list[Measured]] = {name: [] for name in commands}
         for _ in range(args.runs):  # in turns: a busy moment of the machine hits every command alike
             for name, command in commands.items():

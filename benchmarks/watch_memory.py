@@ -27,6 +27,7 @@ import threading
 import time
 import zlib
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -79,13 +80,17 @@ class Job:
         k = zlib.crc32(f"{self.name}.{step.name}.{len(step.attempts)}".encode())
         return f"gaudi-spot-{k % 50}" if step.gaudi else f"cpu-spot-{k % 700}"
 
+    def groups(self) -> list[list[Step]]:
+        """The steps that run together: the prepare step, the shards SHARDS_AT_ONCE at a time, the train step."""
+        at_once = SHARDS_AT_ONCE
+        return [self.steps[:1], *(self.steps[i:i + at_once] for i in range(1, len(self.steps) - 1, at_once)),
+                self.steps[-1:]]
+
     def script(self) -> Iterator[None]:
         """Advance one Argo update at a time (each yield = one MODIFIED event)."""
         self.phase = "Running"
         yield
-        shard_groups = [self.steps[i:i + SHARDS_AT_ONCE] for i in range(1, len(self.steps) - 1, SHARDS_AT_ONCE)]
-        groups = [self.steps[:1]] + shard_groups + [self.steps[-1:]]
-        for g, group in enumerate(groups):
+        for g, group in enumerate(self.groups()):
             for step in group:
                 step.attempts.append(["Pending", "", ""])
             yield
@@ -172,11 +177,77 @@ class Job:
                 "spec": RUN["spec"] | {"templates": templates}, "status": status}
 
 
+class DayJob(Job):
+    """A workflow of the full-size day (benchmarks/scale.py's job_spec, compiled by wf): a prepare step, every shard
+    at once, a train step on Gaudi or Graviton; no application retries, so each step is the Retry node of its
+    interruption retries over its pods, as Argo records them; every pod's log archived (`main-logs`); every other
+    workflow's steps given a checkpoint location."""
+
+    def __init__(self, index: int, steps: int) -> None:
+        from scale import job_spec, parse_options
+        from wf.compile.workflow import compile_job
+        from wf.jobspec.job import TrainingJob
+
+        super().__init__(index, steps)
+        spec = job_spec(index, parse_options(["--shards", str(steps - 2), "--checkpoints"]), BATCH)
+        compiled = compile_job(TrainingJob.model_validate(spec), _catalog())
+        self.spec = compiled["spec"]
+        self.steps = [Step(step["name"], False) for step in spec["spec"]["steps"]]
+        self.labels = compiled["metadata"].get("labels") or {}
+        self.steps[-1].gaudi = any(t["name"] == "train" and "gaudi" in json.dumps(t.get("nodeSelector"))
+                                   for t in self.spec["templates"])
+
+    def groups(self) -> list[list[Step]]:
+        return [self.steps[:1], self.steps[1:-1], self.steps[-1:]]
+
+    def workflow(self, version: int) -> dict[str, Any]:
+        root = self.name
+        root_node = self._node("dag", root, root, self.phase, "", "Main")
+        root_node.pop("boundaryID")
+        nodes: dict[str, Any] = {root_node["id"]: root_node}
+        for step in self.steps:
+            if not step.attempts:
+                continue
+            phase = step.outcome or ("Succeeded" if step.attempts[-1][0] == "Succeeded" else "Running")
+            retry = self._node("inner", f"{root}.{step.name}", step.name, phase, root, step.name)
+            retry["children"] = []
+            for i, (attempt_phase, message, host) in enumerate(step.attempts):
+                pod = self._node("pod", f"{root}.{step.name}({i})", f"{step.name}({i})", attempt_phase, root,
+                                 step.name, **({"hostNodeName": host} if host else {}),
+                                 **({"message": message} if message else {}))
+                if not host:
+                    pod.pop("hostNodeName", None)
+                if attempt_phase in ("Succeeded", "Failed", "Error"):
+                    key = f"{root}/{pod['id']}/main.log"
+                    pod["outputs"] = {"exitCode": "0" if attempt_phase == "Succeeded" else "1",
+                                      "artifacts": [{"name": "main-logs", "s3": {"key": key}}]}
+                retry["children"].append(pod["id"])
+                nodes[pod["id"]] = pod
+            nodes[retry["id"]] = retry
+        pods = [a[0] for step in self.steps for a in step.attempts]
+        status: dict[str, Any] = {"phase": self.phase, "startedAt": T0, "nodes": nodes,
+                                  "progress": f"{pods.count('Succeeded')}/{len(pods)}"}
+        if self.phase in ("Succeeded", "Failed"):
+            status["finishedAt"] = "2026-11-29T18:30:00Z"
+        metadata = {"name": self.name, "namespace": NAMESPACE, "uid": self.uid, "resourceVersion": str(version),
+                    "generation": 2, "creationTimestamp": T0,
+                    "labels": {**self.labels, "wf.dev/batch": BATCH, ARGO_PHASE_LABEL: self.phase}}
+        return {"apiVersion": WORKFLOW.api_version, "kind": WORKFLOW.kind, "metadata": metadata, "spec": self.spec,
+                "status": status}
+
+
+@cache
+def _catalog() -> Any:
+    from wf.model.catalog import load_catalog
+
+    return load_catalog()
+
+
 class Cluster:
     """The API server's side of the day: the jobs, their scripted updates, and counters."""
 
-    def __init__(self, workflows: int, steps: int) -> None:
-        self.jobs = [Job(i, steps) for i in range(workflows)]
+    def __init__(self, workflows: int, steps: int, day: bool = False) -> None:
+        self.jobs = [(DayJob if day else Job)(i, steps) for i in range(workflows)]
         self.version = 1
         self.events = 0
         self.event_bytes = 0
@@ -229,9 +300,10 @@ def main() -> None:
     parser.add_argument("--workflows", type=int, default=250)
     parser.add_argument("--steps", type=int, default=32)
     parser.add_argument("--src", default=str(ROOT / "src"), help="the wf source tree the watcher runs")
+    parser.add_argument("--day", action="store_true", help="the full-size day's shapes (benchmarks/scale.py)")
     args = parser.parse_args()
 
-    cluster = Cluster(args.workflows, args.steps)
+    cluster = Cluster(args.workflows, args.steps, args.day)
     server = start(handler(cluster))
     with tempfile.TemporaryDirectory(prefix="wf-bench-memory-") as tmp:
         kubeconfig = write_kubeconfig(Path(tmp) / "kubeconfig.yaml", server.server_port, NAMESPACE)
@@ -243,7 +315,7 @@ def main() -> None:
         finally:
             server.shutdown()
     result = {
-        "workflows": args.workflows, "steps": args.steps, "src": args.src,
+        "workflows": args.workflows, "steps": args.steps, "day": args.day, "src": args.src,
         "events": cluster.events, "event_mb": round(cluster.event_bytes / 2**20, 1),
         "largest_workflow_kb": round(len(json.dumps(cluster.jobs[0].workflow(0))) / 1024, 1),
         "watcher_peak_rss_mb": round(watcher.peak_rss_mb, 1),
