@@ -29,6 +29,7 @@ import os
 import random
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 from datetime import UTC, datetime, timedelta
@@ -212,7 +213,10 @@ def _measure_all(args: argparse.Namespace, port: int, tmp: Path) -> tuple[dict[s
                                                        str(tmp / "digest.json"), "--file", str(tmp / "drawn.html")],
         "wf report -o html": [*report, "-o", "html", "--file", str(tmp / "report.html")],
     }
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MPLCONFIGDIR": str(tmp)}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {
+        "PYTHONPATH": args.src, "MPLCONFIGDIR": str(tmp)}
+    subprocess.run([sys.executable, "-m", "compileall", "-q", args.src], env=env, check=True,
+                   stdout=subprocess.DEVNULL)  # as an installed package's modules are
     results: dict[str, list[Measured]] = {name: [] for name in commands}
     for _ in range(args.runs):  # in turns, so a busy moment of the machine hits every command alike
         for name, command in commands.items():
@@ -270,6 +274,7 @@ def main() -> None:
     parser.add_argument("--workflows", type=int, default=250)
     parser.add_argument("--steps", type=int, default=32)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--src", default=str(ROOT / "src"), help="the wf source tree the commands run")
     parser.add_argument("--png", type=Path, help="write the page's pictures of such a day to this PNG instead")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the benchmark's API server
     args = parser.parse_args()
