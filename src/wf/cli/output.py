@@ -97,6 +97,7 @@ def print_table(table: Table, out: Console | None = None) -> None:
 
 
 def _table_segments(table: Table, out: Console) -> list[Segment]:
+    from rich.cells import cell_len
     from rich.segment import Segment
 
     if not table.columns:
@@ -124,7 +125,8 @@ def _table_segments(table: Table, out: Console) -> list[Segment]:
                   else _cell(out, value, style, pad) for value, style in zip(column._cells, styles, strict=True)]
         grid.append(cells)
         pads.append(pad)
-    widths = [max(_width(c) + pad[0] + pad[1] if type(c) is str else c.width for c in cells)  # type: ignore[union-attr]
+    widths = [max((len(c) if c.isascii() else cell_len(c)) + pad[0] + pad[1] if isinstance(c, str) else c.width
+                  for c in cells)
               for cells, pad in zip(grid, pads, strict=True)]
     box = table.box.substitute(out.options, safe=table.safe_box if table.safe_box is not None else out.safe_box) \
         if table.box else None
@@ -139,7 +141,7 @@ def _table_segments(table: Table, out: Console) -> list[Segment]:
     if box and table.show_edge:
         segments += [Segment(box.get_top(widths), border), Segment.line()]
     rows = list(zip(*grid, strict=True))[0 if table.show_header else 1:]
-    shapes = [(pad[0], width - pad[0] - pad[1], pad[1], column.justify)
+    shapes = [(" " * pad[0], width - pad[0] - pad[1], " " * pad[1], column.justify)
               for pad, width, column in zip(pads, widths, columns, strict=True)]
     for number, row in enumerate(rows):
         header = number == 0 and table.show_header
@@ -148,7 +150,10 @@ def _table_segments(table: Table, out: Console) -> list[Segment]:
                 (box.mid_left, box.mid_vertical, box.mid_right)) if box else ("", "", "")
         outer = (edge[0], edge[2]) if box and table.show_edge else ("", "")
         if not border and all(type(cell) is str for cell in row):  # unstyled plain text: the line as one string
-            texts = [" " * before + _justified(str(cell), inner, justify) + " " * after
+            # str.ljust and rjust pad an ASCII text as rich does (a wide character takes two columns: _justified).
+            texts = [before + (cell.ljust(inner) if justify == "left" else cell.rjust(inner)) + after
+                     if cell.isascii() and justify in ("left", "right")
+                     else before + _justified(str(cell), inner, justify) + after
                      for cell, (before, inner, after, justify) in zip(row, shapes, strict=True)]
             segments.append(Segment(outer[0] + edge[1].join(texts) + outer[1] + "\n"))
             continue
