@@ -40,9 +40,12 @@ unit: install
 e2e: install
 	$(PY) -m pytest -q tests/e2e
 
+# The benchmarks read a whole command's time and peak memory through GNU time (Debian's `time` package).
 bench: install
+	@test -x /usr/bin/time || { echo "the benchmarks need GNU time: sudo apt-get install time" >&2; exit 2; }
 	$(PY) benchmarks/startup.py
 	$(PY) benchmarks/compile.py
+	$(PY) benchmarks/commands.py
 	$(PY) benchmarks/watch.py
 
 down: install

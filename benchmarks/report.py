@@ -4,14 +4,15 @@ ratios against floors measured in the same run; and the README's screenshot of t
     python benchmarks/report.py [--workflows 250] [--steps 32] [--runs 3]
     python benchmarks/report.py --png docs/report.png --workflows 40 --steps 12
 
-No cluster: this process serves the Kubernetes API paths `wf report` reads (workflows across namespaces, nodes,
-checkpoint ledgers, Kueue workloads) on 127.0.0.1 and runs `python -m wf report` against it as a child process;
-its wall time and peak RSS (wait4's rusage of that child, which keeps the high-water mark across the exec into
-the drawing program) are the figures. The floors, whole processes too: `wf --help` (the CLI's start-up),
-`import matplotlib.pyplot` with Agg (what any matplotlib picture costs), the imports of each half of the html
-path (the reading half's Kubernetes client, the drawing half's matplotlib), and `wf report -o json` (the same
-reading and aggregation, no pictures). And each half of `-o html` alone: the reading half up to the digest file
-(the command with its hand-over replaced by writing the digest), the drawing program on that digest.
+No cluster: a process of its own serves the Kubernetes API paths `wf report` reads (workflows across namespaces,
+nodes, checkpoint ledgers, Kueue workloads) on 127.0.0.1 (benchmarks/fakeapi.py) and `python -m wf report` runs
+against it as a child process; its wall time, CPU and peak RSS as GNU time reads them (wait4's rusage, which keeps
+the high-water mark across the exec into the drawing program) are the figures. The floors, whole processes too: `wf
+--help` (the CLI's start-up), `import matplotlib.pyplot` with Agg (what any matplotlib picture costs), the imports
+of each half of the html path (the reading half's Kubernetes client, the drawing half's matplotlib), and `wf report
+-o json` (the same reading and aggregation, no pictures). And each half of `-o html` alone: the reading half up to
+the digest file (the command with its hand-over replaced by writing the digest), the drawing program on that
+digest.
 
 The day: workflows of the watch memory benchmark's shape (benchmarks/watch_memory.py: node and template shapes of
 a real run, a prepare step, shards five at a time, a Gaudi train step), spread over 20 hours across the catalog's
@@ -26,23 +27,17 @@ import argparse
 import json
 import os
 import random
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse
-
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fakeapi import ApiHandler, Measured, measure, serve_until_stdin_closes, served, write_kubeconfig  # noqa: E402
 from watch_memory import SHARDS_AT_ONCE, Job  # noqa: E402 - a sibling script, not a package
 from wf.compile.interruptions import SPOT_FALLBACK_ANNOTATION  # noqa: E402
 from wf.controller.steps import pod_name, workflow_view  # noqa: E402
@@ -176,67 +171,29 @@ def nodes(workflows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def handler(workflows: list[dict[str, Any]], workloads: list[dict[str, Any]]) -> type[BaseHTTPRequestHandler]:
+def handler(workflows: list[dict[str, Any]], workloads: list[dict[str, Any]]) -> type[ApiHandler]:
     listed_nodes = nodes(workflows)
+    encoded = [json.dumps(w).encode() for w in workflows]
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def _json(self, code: int, body: dict[str, Any]) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self) -> None:
-            url = urlparse(self.path)
-            query = {k: v[0] for k, v in parse_qs(url.query).items()}
-            parts = url.path.strip("/").split("/")
-            if url.path == f"/apis/{WORKFLOW.api_version}/{WORKFLOW.plural}":
-                start, limit = int(query.get("continue") or 0), int(query.get("limit") or 10**9)
-                more = start + limit < len(workflows)
-                self._json(200, {"apiVersion": WORKFLOW.api_version, "kind": f"{WORKFLOW.kind}List",
-                                 "metadata": {"resourceVersion": "1", **({"continue": str(start + limit)}
-                                                                         if more else {})},
-                                 "items": workflows[start:start + limit]})
-            elif url.path == "/api/v1/nodes":
-                self._json(200, {"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": "1"},
-                                 "items": listed_nodes})
-            elif url.path.startswith(f"/apis/{WORKLOAD.api_version}/namespaces/") and parts[-1] == WORKLOAD.plural:
-                self._json(200, {"apiVersion": WORKLOAD.api_version, "kind": "WorkloadList", "metadata": {},
-                                 "items": [w for w in workloads if w["metadata"]["namespace"] == parts[-2]]})
+    class Handler(ApiHandler):
+        def get(self, path: str, query: dict[str, str]) -> None:
+            parts = path.strip("/").split("/")
+            if path == f"/apis/{WORKFLOW.api_version}/{WORKFLOW.plural}":
+                self.send_page(f"{WORKFLOW.kind}List", WORKFLOW.api_version, encoded, query)
+            elif path == "/api/v1/nodes":
+                self.send_json(200, {"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": "1"},
+                                     "items": listed_nodes})
+            elif path.startswith(f"/apis/{WORKLOAD.api_version}/namespaces/") and parts[-1] == WORKLOAD.plural:
+                self.send_json(200, {"apiVersion": WORKLOAD.api_version, "kind": "WorkloadList", "metadata": {},
+                                     "items": [w for w in workloads if w["metadata"]["namespace"] == parts[-2]]})
             else:  # checkpoint ledgers, the catalog's ConfigMap: none here
-                self._json(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
-                                 "message": f"{url.path} not found", "code": 404})
+                self.not_found(path)
 
     return Handler
 
 
-def measure(command: list[str], env: dict[str, str]) -> tuple[float, float, int]:
-    """Wall seconds, peak RSS in MB and exit code of one child process."""
-    started = time.monotonic()
-    child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.monotonic() - started
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        sys.stderr.write((child.stderr.read() if child.stderr else b"").decode()[-3000:])
-    if child.stderr:
-        child.stderr.close()
-    return wall, usage.ru_maxrss / 1024, code
-
-
-def _measure_all(args: argparse.Namespace, port: int, tmp: Path) -> tuple[dict[str, list[Any]], str, int]:
-    kubeconfig = tmp / "kubeconfig.yaml"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "bench",
-        "clusters": [{"name": "bench", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-        "users": [{"name": "bench", "user": {"token": "bench"}}],
-        "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "bench"}}],
-    }))
+def _measure_all(args: argparse.Namespace, port: int, tmp: Path) -> tuple[dict[str, list[Measured]], str, int]:
+    kubeconfig = write_kubeconfig(tmp / "kubeconfig.yaml", port)
     wf = [sys.executable, "-m", "wf"]
     report = [*wf, "report", "--since", "24h", "--catalog", str(CATALOG), "--kubeconfig", str(kubeconfig)]
     commands = {
@@ -256,13 +213,18 @@ def _measure_all(args: argparse.Namespace, port: int, tmp: Path) -> tuple[dict[s
                                                        str(tmp / "digest.json"), "--file", str(tmp / "drawn.html")],
         "wf report -o html": [*report, "-o", "html", "--file", str(tmp / "report.html")],
     }
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MPLCONFIGDIR": str(tmp)}
-    results: dict[str, list[Any]] = {name: [] for name in commands}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {
+        "PYTHONPATH": args.src, "MPLCONFIGDIR": str(tmp)}
+    subprocess.run([sys.executable, "-m", "compileall", "-q", args.src], env=env, check=True,
+                   stdout=subprocess.DEVNULL)  # as an installed package's modules are
+    results: dict[str, list[Measured]] = {name: [] for name in commands}
     for _ in range(args.runs):  # in turns, so a busy moment of the machine hits every command alike
         for name, command in commands.items():
             if name.startswith("drawing half"):  # the program removes its digest: a fresh copy each run
                 shutil.copyfile(tmp / "digest", tmp / "digest.json")
-            results[name].append(measure(command, env))
+            results[name].append(measured := measure(command, env))
+            if measured.exit_code != 0:
+                sys.stderr.write(measured.stderr.decode()[-3000:])
     return results, (tmp / "report.html").read_text(), (tmp / "digest").stat().st_size
 
 
@@ -281,39 +243,28 @@ main(sys.argv[2:])
 
 
 def serve(args: argparse.Namespace) -> None:
-    """The fake API server, in a process of its own: the day's objects must not count in the measured children's
-    peak RSS (a child forked from a big parent starts with the parent's high-water mark)."""
-    workflows, workloads = day(args.workflows, args.steps, datetime.now(UTC))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler(workflows, workloads))
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    print(server.server_port, flush=True)
-    sys.stdin.read()  # until the benchmark closes our stdin
-    server.shutdown()
+    """The fake API server, in a process of its own (fakeapi.served): the day's objects must not count in the
+    measured children's peak RSS."""
+    serve_until_stdin_closes(handler(*day(args.workflows, args.steps, datetime.now(UTC))))
 
 
 def benchmark(args: argparse.Namespace) -> dict[str, Any]:
-    server = subprocess.Popen([sys.executable, __file__, "--serve", "--workflows", str(args.workflows), "--steps",
-                               str(args.steps)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        port = int(server.stdout.readline())  # type: ignore[union-attr]
-        with tempfile.TemporaryDirectory(prefix="wf-bench-report-") as tmp:
-            results, page, digest = _measure_all(args, port, Path(tmp))
-    finally:
-        server.stdin.close()  # type: ignore[union-attr]
-        server.wait(timeout=30)
-    floor = statistics.median(w for w, _, _ in results["wf --help"])
-    pictures = statistics.median(w for w, _, _ in results["import matplotlib.pyplot (Agg)"])
+    with served([__file__, "--serve", "--workflows", str(args.workflows), "--steps", str(args.steps)]) as port, \
+            tempfile.TemporaryDirectory(prefix="wf-bench-report-") as tmp:
+        results, page, digest = _measure_all(args, port, Path(tmp))
+    floor = statistics.median(r.wall_seconds for r in results["wf --help"])
+    pictures = statistics.median(r.wall_seconds for r in results["import matplotlib.pyplot (Agg)"])
     return {
         "workflows": args.workflows, "steps": args.steps, "runs": args.runs,
-        "benchmark_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "page_kb": round(len(page.encode()) / 1024, 1), "pictures_in_page": page.count("data:image/png;base64,"),
         "digest_kb": round(digest / 1024, 1),
-        "commands": {name: {"wall_seconds": round(statistics.median(w for w, _, _ in runs), 3),
-                            "peak_rss_mb": round(max(r for _, r, _ in runs), 1),
-                            "exit_codes": sorted({c for _, _, c in runs}),
-                            "over_wf_help": round(statistics.median(w for w, _, _ in runs) / floor, 2),
-                            "over_matplotlib_import": round(statistics.median(w for w, _, _ in runs) / pictures, 2)}
+        "commands": {name: {"wall_seconds": round(statistics.median(r.wall_seconds for r in runs), 3),
+                            "cpu_seconds": round(statistics.median(r.cpu_seconds for r in runs), 2),
+                            "peak_rss_mb": round(max(r.peak_rss_mb for r in runs), 1),
+                            "exit_codes": sorted({r.exit_code for r in runs}),
+                            "over_wf_help": round(statistics.median(r.wall_seconds for r in runs) / floor, 2),
+                            "over_matplotlib_import": round(statistics.median(r.wall_seconds for r in runs) / pictures,
+                                                            2)}
                      for name, runs in results.items()},
     }
 
@@ -323,6 +274,7 @@ def main() -> None:
     parser.add_argument("--workflows", type=int, default=250)
     parser.add_argument("--steps", type=int, default=32)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--src", default=str(ROOT / "src"), help="the wf source tree the commands run")
     parser.add_argument("--png", type=Path, help="write the page's pictures of such a day to this PNG instead")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the benchmark's API server
     args = parser.parse_args()

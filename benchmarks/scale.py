@@ -717,7 +717,8 @@ def report(r: dict[str, Any]) -> None:
                   f"{g['nominal_cards']:>8}")
 
 
-def main() -> None:
+def parse_options(argv: list[str] | None = None) -> Options:
+    """The day's options from the command line (`argv`; the defaults are the full-size day)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--name", default="scale", help="local cluster name (created if missing)")
@@ -750,8 +751,11 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=3600.0, help="give up on the day after this many seconds")
     p.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
     p.add_argument("--json", dest="json_out", type=Path, help="also write the results here")
-    args = p.parse_args()
-    opts = Options(**vars(args))
+    return Options(**vars(p.parse_args(argv)))
+
+
+def main() -> None:
+    opts = parse_options()
     result = run(opts)
     report(result)
     if opts.json_out:

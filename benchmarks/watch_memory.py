@@ -2,15 +2,15 @@
 
     python benchmarks/watch_memory.py [--workflows 250] [--steps 32] [--src src]
 
-No cluster: this process serves the Kubernetes API paths `wf watch` reads (list and watch workflows, read
-nodes) on 127.0.0.1, and runs `python -m wf watch NAME... | cat` against it as a child process, whose peak RSS
-(getrusage of the child) is the figure. The events are the ones Argo's controller writes for a day at the
-platform's scale: every workflow is updated as its steps go Pending, Running, Succeeded (a prepare step, shards
-five at a time, a Gaudi train step), each update carrying the whole Workflow; every tenth workflow has a shard
-interrupted ("pod deleted") and retried, every fiftieth fails a shard. All workflows advance together, so at the
-peak every one of them is mid-run with its status.nodes at full size. Node and template shapes are copied from
-a real run (tests/controller_data/bert-large-pretrain-run.json): the compiled outer Retry (application
-retries), the attempt DAG, the inner Retry (interruption retries) and the Pod, per step.
+No cluster: this process serves the Kubernetes API paths `wf watch` reads (list and watch workflows, read nodes) on
+127.0.0.1 (benchmarks/fakeapi.py), and runs `python -m wf watch NAME...` against it as a child process with its
+output in a pipe; the child's peak RSS as GNU time reads it is the figure. The events are the ones Argo's
+controller writes for a day at the platform's scale: every workflow is updated as its steps go Pending, Running,
+Succeeded (a prepare step, shards five at a time, a Gaudi train step), each update carrying the whole Workflow;
+every tenth workflow has a shard interrupted ("pod deleted") and retried, every fiftieth fails a shard. All
+workflows advance together, so at the peak every one of them is mid-run with its status.nodes at full size. Node
+and template shapes are copied from a real run (tests/controller_data/bert-large-pretrain-run.json): the compiled
+outer Retry (application retries), the attempt DAG, the inner Retry (interruption retries) and the Pod, per step.
 
 --src chooses the wf source tree the child imports, so two versions are compared in the same way.
 """
@@ -21,20 +21,18 @@ import argparse
 import copy
 import json
 import os
-import socket
-import subprocess
 import sys
+import tempfile
 import threading
 import time
 import zlib
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from functools import cache
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse
 
-import yaml
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fakeapi import ApiHandler, measure, start, write_kubeconfig  # noqa: E402
 from wf.core.constants import ARGO_PHASE_LABEL, CAPACITY_LABEL, CLASS_LABEL, INSTANCE_TYPE_LABEL, WORKFLOW
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,13 +80,17 @@ class Job:
         k = zlib.crc32(f"{self.name}.{step.name}.{len(step.attempts)}".encode())
         return f"gaudi-spot-{k % 50}" if step.gaudi else f"cpu-spot-{k % 700}"
 
+    def groups(self) -> list[list[Step]]:
+        """The steps that run together: the prepare step, the shards SHARDS_AT_ONCE at a time, the train step."""
+        at_once = SHARDS_AT_ONCE
+        return [self.steps[:1], *(self.steps[i:i + at_once] for i in range(1, len(self.steps) - 1, at_once)),
+                self.steps[-1:]]
+
     def script(self) -> Iterator[None]:
         """Advance one Argo update at a time (each yield = one MODIFIED event)."""
         self.phase = "Running"
         yield
-        shard_groups = [self.steps[i:i + SHARDS_AT_ONCE] for i in range(1, len(self.steps) - 1, SHARDS_AT_ONCE)]
-        groups = [self.steps[:1]] + shard_groups + [self.steps[-1:]]
-        for g, group in enumerate(groups):
+        for g, group in enumerate(self.groups()):
             for step in group:
                 step.attempts.append(["Pending", "", ""])
             yield
@@ -175,11 +177,77 @@ class Job:
                 "spec": RUN["spec"] | {"templates": templates}, "status": status}
 
 
+class DayJob(Job):
+    """A workflow of the full-size day (benchmarks/scale.py's job_spec, compiled by wf): a prepare step, every shard
+    at once, a train step on Gaudi or Graviton; no application retries, so each step is the Retry node of its
+    interruption retries over its pods, as Argo records them; every pod's log archived (`main-logs`); every other
+    workflow's steps given a checkpoint location."""
+
+    def __init__(self, index: int, steps: int) -> None:
+        from scale import job_spec, parse_options
+        from wf.compile.workflow import compile_job
+        from wf.jobspec.job import TrainingJob
+
+        super().__init__(index, steps)
+        spec = job_spec(index, parse_options(["--shards", str(steps - 2), "--checkpoints"]), BATCH)
+        compiled = compile_job(TrainingJob.model_validate(spec), _catalog())
+        self.spec = compiled["spec"]
+        self.steps = [Step(step["name"], False) for step in spec["spec"]["steps"]]
+        self.labels = compiled["metadata"].get("labels") or {}
+        self.steps[-1].gaudi = any(t["name"] == "train" and "gaudi" in json.dumps(t.get("nodeSelector"))
+                                   for t in self.spec["templates"])
+
+    def groups(self) -> list[list[Step]]:
+        return [self.steps[:1], self.steps[1:-1], self.steps[-1:]]
+
+    def workflow(self, version: int) -> dict[str, Any]:
+        root = self.name
+        root_node = self._node("dag", root, root, self.phase, "", "Main")
+        root_node.pop("boundaryID")
+        nodes: dict[str, Any] = {root_node["id"]: root_node}
+        for step in self.steps:
+            if not step.attempts:
+                continue
+            phase = step.outcome or ("Succeeded" if step.attempts[-1][0] == "Succeeded" else "Running")
+            retry = self._node("inner", f"{root}.{step.name}", step.name, phase, root, step.name)
+            retry["children"] = []
+            for i, (attempt_phase, message, host) in enumerate(step.attempts):
+                pod = self._node("pod", f"{root}.{step.name}({i})", f"{step.name}({i})", attempt_phase, root,
+                                 step.name, **({"hostNodeName": host} if host else {}),
+                                 **({"message": message} if message else {}))
+                if not host:
+                    pod.pop("hostNodeName", None)
+                if attempt_phase in ("Succeeded", "Failed", "Error"):
+                    key = f"{root}/{pod['id']}/main.log"
+                    pod["outputs"] = {"exitCode": "0" if attempt_phase == "Succeeded" else "1",
+                                      "artifacts": [{"name": "main-logs", "s3": {"key": key}}]}
+                retry["children"].append(pod["id"])
+                nodes[pod["id"]] = pod
+            nodes[retry["id"]] = retry
+        pods = [a[0] for step in self.steps for a in step.attempts]
+        status: dict[str, Any] = {"phase": self.phase, "startedAt": T0, "nodes": nodes,
+                                  "progress": f"{pods.count('Succeeded')}/{len(pods)}"}
+        if self.phase in ("Succeeded", "Failed"):
+            status["finishedAt"] = "2026-11-29T18:30:00Z"
+        metadata = {"name": self.name, "namespace": NAMESPACE, "uid": self.uid, "resourceVersion": str(version),
+                    "generation": 2, "creationTimestamp": T0,
+                    "labels": {**self.labels, "wf.dev/batch": BATCH, ARGO_PHASE_LABEL: self.phase}}
+        return {"apiVersion": WORKFLOW.api_version, "kind": WORKFLOW.kind, "metadata": metadata, "spec": self.spec,
+                "status": status}
+
+
+@cache
+def _catalog() -> Any:
+    from wf.model.catalog import load_catalog
+
+    return load_catalog()
+
+
 class Cluster:
     """The API server's side of the day: the jobs, their scripted updates, and counters."""
 
-    def __init__(self, workflows: int, steps: int) -> None:
-        self.jobs = [Job(i, steps) for i in range(workflows)]
+    def __init__(self, workflows: int, steps: int, day: bool = False) -> None:
+        self.jobs = [(DayJob if day else Job)(i, steps) for i in range(workflows)]
         self.version = 1
         self.events = 0
         self.event_bytes = 0
@@ -201,58 +269,28 @@ class Cluster:
             running = alive
 
 
-def handler(cluster: Cluster) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # a watch is chunked, an event per chunk, as the API server sends it
-
-        def setup(self) -> None:
-            super().setup()
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as Go's net/http does
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def _json(self, code: int, body: dict[str, Any]) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self) -> None:
-            url = urlparse(self.path)
-            query = {k: v[0] for k, v in parse_qs(url.query).items()}
-            if url.path == f"/apis/{WORKFLOW.api_version}/namespaces/{NAMESPACE}/{WORKFLOW.plural}":
+def handler(cluster: Cluster) -> type[ApiHandler]:
+    class Handler(ApiHandler):
+        def get(self, path: str, query: dict[str, str]) -> None:
+            if path == f"/apis/{WORKFLOW.api_version}/namespaces/{NAMESPACE}/{WORKFLOW.plural}":
                 if query.get("watch") in ("true", "True", "1"):
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Transfer-Encoding", "chunked")
-                    self.end_headers()
                     if cluster.watch_started.is_set():
                         time.sleep(30)  # a later watch: nothing more happens
+                        self.send_stream(iter(()))
                     else:
                         cluster.watch_started.set()
-                        for line in cluster.events_stream():
-                            self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
-                    self.wfile.write(b"0\r\n\r\n")
+                        self.send_stream(cluster.events_stream())
                     return
-                start, limit = int(query.get("continue") or 0), int(query.get("limit") or 10**9)
-                page = cluster.jobs[start:start + limit]
-                more = start + limit < len(cluster.jobs)
-                self._json(200, {"apiVersion": WORKFLOW.api_version, "kind": f"{WORKFLOW.kind}List",
-                                 "metadata": {"resourceVersion": "1",
-                                              **({"continue": str(start + limit)} if more else {})},
-                                 "items": [job.workflow(1) for job in page]})
-            elif url.path.startswith("/api/v1/nodes/"):
-                name = url.path.rsplit("/", 1)[1]
+                self.send_page(f"{WORKFLOW.kind}List", WORKFLOW.api_version,
+                               [json.dumps(job.workflow(1)).encode() for job in cluster.jobs], query)
+            elif path.startswith("/api/v1/nodes/"):
+                name = path.rsplit("/", 1)[1]
                 gaudi = name.startswith("gaudi")
-                self._json(200, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
+                self.send_json(200, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
                     INSTANCE_TYPE_LABEL: "dl1.24xlarge" if gaudi else "m7i.2xlarge", CAPACITY_LABEL: "spot",
                     CLASS_LABEL: "gaudi" if gaudi else "cpu"}}})
             else:
-                self._json(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
-                                 "message": f"{url.path} not found", "code": 404})
+                self.not_found(path)
 
     return Handler
 
@@ -262,50 +300,32 @@ def main() -> None:
     parser.add_argument("--workflows", type=int, default=250)
     parser.add_argument("--steps", type=int, default=32)
     parser.add_argument("--src", default=str(ROOT / "src"), help="the wf source tree the watcher runs")
+    parser.add_argument("--day", action="store_true", help="the full-size day's shapes (benchmarks/scale.py)")
     args = parser.parse_args()
 
-    cluster = Cluster(args.workflows, args.steps)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler(cluster))
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    kubeconfig = Path(os.environ.get("TMPDIR", "/tmp")) / f"wf-bench-memory-{os.getpid()}.yaml"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "bench",
-        "clusters": [{"name": "bench", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
-        "users": [{"name": "bench", "user": {"token": "bench"}}],
-        "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "bench", "namespace": NAMESPACE}}],
-    }))
-    command = [sys.executable, "-m", "wf", "watch", *(job.name for job in cluster.jobs), "-n", NAMESPACE,
-               "--context", "bench", "--kubeconfig", str(kubeconfig)]
-    env = {**os.environ, "PYTHONPATH": args.src, "COLUMNS": "120"}
-    started = time.monotonic()
-    try:
-        child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        lines: list[int] = [0]
-        stderr: list[bytes] = []
-        readers = [threading.Thread(target=lambda: lines.__setitem__(0, sum(1 for _ in child.stdout))),  # type: ignore[union-attr]
-                   threading.Thread(target=lambda: stderr.append(child.stderr.read()))]  # type: ignore[union-attr]
-        for reader in readers:
-            reader.start()
-        _, status, usage = os.wait4(child.pid, 0)
-        child.returncode = os.waitstatus_to_exitcode(status)
-        for reader in readers:
-            reader.join()
-    finally:
-        kubeconfig.unlink(missing_ok=True)
-        server.shutdown()
+    cluster = Cluster(args.workflows, args.steps, args.day)
+    server = start(handler(cluster))
+    with tempfile.TemporaryDirectory(prefix="wf-bench-memory-") as tmp:
+        kubeconfig = write_kubeconfig(Path(tmp) / "kubeconfig.yaml", server.server_port, NAMESPACE)
+        command = [sys.executable, "-m", "wf", "watch", *(job.name for job in cluster.jobs), "-n", NAMESPACE,
+                   "--context", "bench", "--kubeconfig", str(kubeconfig)]
+        env = {**os.environ, "PYTHONPATH": args.src, "COLUMNS": "120"}
+        try:
+            watcher = measure(command, env)
+        finally:
+            server.shutdown()
     result = {
-        "workflows": args.workflows, "steps": args.steps, "src": args.src,
+        "workflows": args.workflows, "steps": args.steps, "day": args.day, "src": args.src,
         "events": cluster.events, "event_mb": round(cluster.event_bytes / 2**20, 1),
         "largest_workflow_kb": round(len(json.dumps(cluster.jobs[0].workflow(0))) / 1024, 1),
-        "watcher_peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-        "watcher_cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
-        "wall_seconds": round(time.monotonic() - started, 1),
-        "exit_code": child.returncode, "stdout_lines": lines[0],
+        "watcher_peak_rss_mb": round(watcher.peak_rss_mb, 1),
+        "watcher_cpu_seconds": round(watcher.cpu_seconds, 1),
+        "wall_seconds": round(watcher.wall_seconds, 1),
+        "exit_code": watcher.exit_code, "stdout_lines": watcher.stdout.count(b"\n"),
     }
     print(json.dumps(result, indent=2))
-    if child.returncode not in (0, 1):
-        print(b"".join(stderr).decode()[-3000:], file=sys.stderr)
+    if watcher.exit_code not in (0, 1):
+        print(watcher.stderr.decode()[-3000:], file=sys.stderr)
         sys.exit(2)
 
 

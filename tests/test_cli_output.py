@@ -35,3 +35,70 @@ def test_lines_and_tables_print_user_text_as_written(capsys: pytest.CaptureFixtu
     print_table(table)
     out = capsys.readouterr().out
     assert "job.yaml:100: spec.steps[0]: :smile: [bold]x[/bold]" in out and "job.yaml:1234:" in out
+
+
+def _tables() -> list[Table]:
+    """Every kind of table wf prints: boxed with a title (left, centred, wider than the table), edge-less listings,
+    styled rows and cells, markup, multi-line and wide-character cells, no rows, no header."""
+    from rich.text import Text
+
+    attempts = Table(title="attempts of x", title_justify="left")
+    for column in ("step", "phase", "message"):
+        attempts.add_column(column, overflow="fold")
+    attempts.add_row("shard(0:0)", "1", "")
+    attempts.add_row("a", Text("Succeeded", style="green"), "pod deleted")
+    attempts.add_row("b", Text("Run", style="cyan"), Text.assemble("two ", ("styles", "red")))
+    attempts.add_row("total", "2", "line1\nline two", style="bold")
+    listing = Table(box=None, pad_edge=False)
+    for column in ("NAME", "PHASE", "PROGRESS"):
+        listing.add_column(column, no_wrap=column == "NAME")
+    listing.add_row("w1", "Succeeded", "3/3")
+    listing.add_row("w2-long-name", "Running", "-")
+    cost = Table(title="cost of a workflow whose name is wider than its table (estimate)", title_justify="left")
+    for column in ("step", "instance", "node-hours", "estimate $"):
+        cost.add_column(column, justify="right" if column.endswith(("$", "hours")) else "left")
+    cost.add_row("s", "r5.4xlarge", "0.1000", "0.01 (Spot)")
+    cost.add_row("total", "", "0.1", "0.01", style="bold")
+    plain = Table("component", "pid", "port")
+    plain.add_row("etcd", "12", "[bold]x[/bold] markup")
+    plain.add_row("wide 漢字", "1", "é")
+    empty = Table(box=None, pad_edge=False, title="as of 2026", title_justify="left")
+    empty.add_column("type")
+    centred = Table(title="centred", show_header=False)
+    centred.add_column("a", justify="center")
+    centred.add_column("b")
+    centred.add_row("x", "yyyyyyy")
+    centred.add_row("zzzzz", "")
+    return [attempts, listing, cost, plain, empty, centred]
+
+
+def _rich_whole(table: Table, console: Console) -> None:
+    """How rich itself prints a table with every value whole (print_table's contract)."""
+    from rich.measure import Measurement
+
+    needed = Measurement.get(console, console.options.update_width(10**6), table).maximum
+    if needed <= console.width:
+        console.print(table)
+        return
+    Console(file=console.file, width=needed, force_terminal=console.is_terminal, emoji=False,
+            color_system=console.color_system).print(table, crop=False)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+@pytest.mark.parametrize("width", [30, 200])
+def test_a_table_prints_as_rich_prints_it_whole(terminal: bool, width: int) -> None:
+    # print_table lays tables out itself (rich's layout costs about a millisecond a row): the same characters and,
+    # on a terminal, the same styles as rich's own rendering.
+    for table in _tables():
+        ours, theirs = io.StringIO(), io.StringIO()
+        for buffer, draw in ((ours, print_table), (theirs, _rich_whole)):
+            draw(table, Console(file=buffer, width=width, force_terminal=terminal, emoji=False,
+                                color_system="standard" if terminal else None))
+        assert ours.getvalue() == theirs.getvalue(), f"{table.title}\n{ours.getvalue()}\n{theirs.getvalue()}"
+
+
+def test_a_table_of_what_print_table_does_not_draw_is_refused() -> None:
+    table = Table("a", show_lines=True)
+    table.add_row("x")
+    with pytest.raises(ValueError, match="print_table draws"):
+        print_table(table, Console(file=io.StringIO()))

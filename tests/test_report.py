@@ -25,6 +25,7 @@ import pytest
 from controller_fakes import nested_run
 from wf.compile.interruptions import SPOT_FALLBACK_ANNOTATION
 from wf.controller import report as report_module
+from wf.controller.checkpoints import AttemptRecord, Saved
 from wf.controller.cost import NodeFacts, job_cost
 from wf.controller.queue import parse_workload
 from wf.controller.report import (
@@ -623,3 +624,20 @@ def test_matplotlib_is_imported_by_the_html_path_only() -> None:
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=60).returncode == 0
     drawing = "import sys, wf.cli.report_page; sys.exit(any(m.startswith('kubernetes') for m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", drawing], cwd=ROOT, timeout=60).returncode == 0
+
+
+def test_a_ledger_is_read_only_for_a_workflow_whose_figures_it_can_change() -> None:
+    # What a ledger adds (a program's run time, a checkpoint's share) counts only for interrupted attempts: the
+    # report asks for the ledgers of the workflows with one, not a GET for each of a day's workflows.
+    asked: list[tuple[str, str]] = []
+    interrupted = {w["metadata"]["name"] for w in fixtures() if workflow_view(w).interruptions}
+    built = report(ledger=lambda namespace, name: asked.append((namespace, name)) or {})
+    assert interrupted and len(interrupted) < len(built.runs)
+    assert sorted(name for _, name in asked) == sorted(interrupted)
+    # And a ledger that is read changes the figures as `wf get`'s refinement does.
+    workflow = next(w for w in fixtures() if w["metadata"]["name"] in interrupted)
+    view = workflow_view(workflow)
+    attempt = next(a for row in view.steps for a in row.attempts if a.interrupted)
+    record = AttemptRecord("s3://b/ckpt", Saved(), Saved(5, 0.5), kept_seconds=attempt.seconds(NOW))
+    kept = report([workflow], ledger=lambda namespace, name: {pod_name(workflow, attempt): record})
+    assert kept.total.redone_node_hours < report([workflow]).total.redone_node_hours

@@ -356,7 +356,7 @@ def list_command(
     Argo's archive instead of the live objects."""
     from rich.table import Table
 
-    from wf.controller.ops import list_workflows
+    from wf.controller.ops import list_workflows, listing
     from wf.controller.steps import parse_time
     from wf.controller.view import duration
 
@@ -372,7 +372,9 @@ def list_command(
                                   selector=selector))
         items.sort(key=lambda w: (w.get("status") or {}).get("startedAt") or "", reverse=True)
     else:
-        items = list_workflows(kube, target.namespace, all_namespaces=all_namespaces, label_selector=selector)
+        whole = output in (Output.yaml.value, Output.json.value)  # a table or names need a few fields of each
+        items = list_workflows(kube, target.namespace, all_namespaces=all_namespaces, label_selector=selector,
+                               reduce=None if whole else listing)
         if after is not None:
             items = [w for w in items if (started := parse_time((w.get("status") or {}).get("startedAt"))) is None
                      or started >= after]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from wf.compile.kinds.mpijob import replica_templates
@@ -81,13 +82,20 @@ def _attempt_cost(
         instance = instance_type(facts.instance_type)
     except ValueError:
         return 0.0, 0.0, 0.0, False, None
-    node_hours = attempt.seconds(now) / 3600 * node_share(requests, instance_allocatable(instance.name))
+    node_hours = attempt.seconds(now) / 3600 * _share(tuple(sorted(requests.items())), instance.name)
     on_demand = node_hours * instance.price_on_demand
     # Each attempt at its own capacity's price: a Spot fallback's On-Demand attempt is charged On-Demand.
     capacity = facts.capacity or attempt.capacity
     spot = capacity == "spot" and instance.spot_price() is not None
     estimate = node_hours * instance.price(capacity)
     return node_hours, on_demand, estimate, spot, instance.name
+
+
+@lru_cache(maxsize=1024)
+def _share(requests: tuple[tuple[str, Decimal], ...], instance: str) -> float:
+    """The share of a node of `instance` a pod with `requests` reserves, once per pair (a fan-out's 10,000 items
+    ask the same of the same few types)."""
+    return node_share(dict(requests), instance_allocatable(instance))
 
 
 _Piece = tuple[float, float, float, bool, str | None]
@@ -119,6 +127,7 @@ def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, Node
     from wf.model.instances import AS_OF
 
     templates = templates_by_name(workflow)  # a workflow from a WorkflowTemplate: the ones Argo stored
+    requests: dict[str, dict[str, Decimal]] = {}  # by template: read once, not once per attempt
     steps: list[StepCost] = []
     any_spot = any_unpriced = any_multi_node = False
     for row in view.steps:
@@ -134,7 +143,9 @@ def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, Node
                 pieces = _replica_costs(attempt, template, catalog, now) if catalog is not None \
                     else [(0.0, 0.0, 0.0, False, None)]
             else:
-                pieces = [_attempt_cost(attempt, template_requests(template), nodes.get(attempt.host or ""), now)]
+                if attempt.template not in requests:
+                    requests[attempt.template] = template_requests(template)
+                pieces = [_attempt_cost(attempt, requests[attempt.template], nodes.get(attempt.host or ""), now)]
             if any(name is None for *_, name in pieces):
                 unpriced += 1
                 continue

@@ -8,12 +8,13 @@ the number of workflows, not by the events or by how far the consumer lags.
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from wf.controller.steps import WorkflowView, templates_by_name, workflow_view
-from wf.core.constants import ARGO_POD_NAME_FORMAT_ANNOTATION
+from wf.core.constants import ARGO_POD_NAME_FORMAT_ANNOTATION, CAPACITY_LABEL, CLASS_LABEL, KUEUE_QUEUE_LABEL
 from wf.core.errors import InputError
 
 Key = tuple[str, str]  # (namespace, name)
@@ -30,33 +31,51 @@ class Snapshot:
     workflow: dict[str, Any]
 
 
-def _slim_container(container: dict[str, Any]) -> dict[str, Any]:
-    return {k: container[k] for k in ("name", "resources") if k in container}
+# The template labels the watch's later readers read (wf.compile.readback.read_placement: class, capacity, the
+# team queue); the others (job, step, team...) differ from step to step and would keep every template distinct.
+_READ_LABELS = (CLASS_LABEL, CAPACITY_LABEL, KUEUE_QUEUE_LABEL)
 
 
-def _slim_template(template: dict[str, Any]) -> dict[str, Any]:
+class Shared:
+    """One object per distinct slim part of a pod template (labels, selector, containers...), for every snapshot a
+    watch keeps: a day's 8,000 step templates hold a handful of distinct ones, not 8,000 copies of each (about
+    20 MB of the full-size day's watch). The parts are never changed once made."""
+
+    def __init__(self) -> None:
+        self._parts: dict[str, Any] = {}
+
+    def __call__(self, part: Any) -> Any:
+        return self._parts.setdefault(json.dumps(part, sort_keys=True), part)
+
+
+def _slim_container(container: dict[str, Any], share: Shared) -> dict[str, Any]:
+    return share({k: container[k] for k in ("name", "resources") if k in container})
+
+
+def _slim_template(template: dict[str, Any], share: Shared) -> dict[str, Any]:
     """A pod template with what placement, requests and reasons read (wf.compile.readback.read_placement, including
-    the team queue's label; wf.compile.schedulability.pod_constraints): commands, env, images, retry strategies
-    and annotations dropped."""
-    slim: dict[str, Any] = {
-        k: template[k] for k in ("name", "nodeSelector", "affinity", "tolerations") if k in template
-    }
-    if labels := (template.get("metadata") or {}).get("labels"):
-        slim["metadata"] = {"labels": labels}
+    the team queue's label; wf.compile.schedulability.pod_constraints): commands, env, images, retry strategies,
+    annotations and the labels nothing reads dropped, the rest shared (`Shared`)."""
+    slim: dict[str, Any] = {"name": template["name"]} if "name" in template else {}
+    slim |= {k: share(template[k]) for k in ("nodeSelector", "affinity", "tolerations") if k in template}
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    if read := {k: labels[k] for k in _READ_LABELS if k in labels}:
+        slim["metadata"] = share({"labels": read})
     for key in ("container", "script"):
         if key in template:
-            slim[key] = _slim_container(template[key] or {})
+            slim[key] = _slim_container(template[key] or {}, share)
     if "containerSet" in template:
         containers = (template["containerSet"] or {}).get("containers") or []
-        slim["containerSet"] = {"containers": [_slim_container(c) for c in containers]}
+        slim["containerSet"] = share({"containers": [_slim_container(c, share) for c in containers]})
     for key in ("sidecars", "initContainers"):
         if key in template:
-            slim[key] = [_slim_container(c) for c in template[key] or []]
+            slim[key] = share([_slim_container(c, share) for c in template[key] or []])
     return slim
 
 
-def snapshot(workflow: dict[str, Any]) -> Snapshot:
-    """Reduce a Workflow object to a Snapshot (pure)."""
+def snapshot(workflow: dict[str, Any], share: Shared | None = None) -> Snapshot:
+    """Reduce a Workflow object to a Snapshot (pure: `share` only decides which equal parts are one object)."""
+    share = share or Shared()
     metadata = workflow.get("metadata") or {}
     templates = list(templates_by_name(workflow).values())
     annotations = {k: v for k, v in (metadata.get("annotations") or {}).items()
@@ -66,7 +85,8 @@ def snapshot(workflow: dict[str, Any]) -> Snapshot:
         workflow={
             "metadata": {"name": metadata.get("name", ""), "namespace": metadata.get("namespace", ""),
                          "annotations": annotations},
-            "spec": {"templates": [_slim_template(t) for t in templates if any(k in t for k in _POD_TEMPLATE_KINDS)]
+            "spec": {"templates": [_slim_template(t, share) for t in templates
+                                   if any(k in t for k in _POD_TEMPLATE_KINDS)]
                      # A multi-node step's object, whose replicas are what its attempts ran: cost and `wf get`
                      # read them (wf.compile.kinds.mpijob.replica_templates).
                      + [{"name": t.get("name", ""), "resource": {"manifest": (t["resource"] or {}).get("manifest", "")}}

@@ -62,11 +62,31 @@ def get_workflow(kube: Kube, name: str, namespace: str | None = None) -> dict[st
             raise
 
 
+LISTING_PAGE = 100  # whole workflows held at once while a listing keeps only what it shows of each
+
+
 def list_workflows(kube: Kube, namespace: str | None = None, *, all_namespaces: bool = False,
-                   label_selector: str = "") -> list[dict[str, Any]]:
-    items = list(iter_workflows(kube, namespace, all_namespaces=all_namespaces, label_selector=label_selector))
+                   label_selector: str = "", reduce: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+                   ) -> list[dict[str, Any]]:
+    """Workflows, newest first; with `reduce`, each reduced as its page arrives (`listing`: a day's thousand
+    workflows of 32 steps are 100 MB of JSON, their nodes five times that as Python objects)."""
+    if reduce is None:
+        items = list(iter_workflows(kube, namespace, all_namespaces=all_namespaces, label_selector=label_selector))
+    else:
+        items = [reduce(w) for w in iter_workflows(kube, namespace, all_namespaces=all_namespaces,
+                                                   label_selector=label_selector, page=LISTING_PAGE)]
     items.sort(key=lambda w: w["metadata"].get("creationTimestamp", ""), reverse=True)
     return items
+
+
+def listing(workflow: dict[str, Any]) -> dict[str, Any]:
+    """What `wf list` shows of a workflow (its name, namespace, age, job, phase, progress, times and message):
+    a workflow without its steps and templates (pure)."""
+    metadata, status = workflow.get("metadata") or {}, workflow.get("status") or {}
+    return {"metadata": {k: metadata[k] for k in ("name", "namespace", "creationTimestamp", "labels")
+                         if k in metadata},
+            "status": {k: status[k] for k in ("phase", "progress", "startedAt", "finishedAt", "message")
+                       if k in status}}
 
 
 def iter_workflows(kube: Kube, namespace: str | None = None, *, all_namespaces: bool = False,

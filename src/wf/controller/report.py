@@ -377,7 +377,10 @@ class _Tally:
 def run_of(workflow: dict[str, Any], facts: Facts, catalog: Catalog, now: datetime) -> Run:
     """A workflow as `wf get` reads it: its refined view and its cost, through the same functions."""
     view = workflow_view(workflow)
-    view = with_facts(view, workflow, facts.ledger(view.namespace, view.name), facts.node_stayed)
+    # The ledger tells what interrupted attempts redid (their programs' run time, their checkpoints' share): of a
+    # workflow without an interruption it changes no figure, so it is not asked for (a GET per workflow).
+    ledger = facts.ledger(view.namespace, view.name) if view.interruptions else {}
+    view = with_facts(view, workflow, ledger, facts.node_stayed)
     return Run(view.namespace, view.name, team_of(catalog, view.namespace), view,
                job_cost(view, workflow, facts.nodes, now, catalog))
 

@@ -311,13 +311,21 @@ def with_facts(view: WorkflowView, workflow: dict[str, Any], ledger: Mapping[str
     not being drained told as the program's (`node_stayed(host)`; None: unknown, Argo's reading stands)."""
 
     def refined(attempt: Attempt) -> Attempt:
-        record = ledger.get(pod_name(workflow, attempt))
+        record = ledger.get(pod_name(workflow, attempt)) if ledger else None
         interrupted = attempt.interrupted and is_interruption(
             attempt.message, node_stayed(attempt.host) if attempt.host else None)
         # A record without a location only says how long a program without checkpoints ran: it resumed nothing.
-        return replace(attempt, interrupted=interrupted, resumed=record.resumed if record and record.location else None,
-                       kept_seconds=record.kept_seconds if record and record.saved else 0.0,
-                       ran_seconds=record.ran_seconds if record else None)
+        resumed = record.resumed if record and record.location else None
+        kept = record.kept_seconds if record and record.saved else 0.0
+        ran = record.ran_seconds if record else None
+        if (interrupted, resumed, kept, ran) == (attempt.interrupted, attempt.resumed, attempt.kept_seconds,
+                                                 attempt.ran_seconds):
+            return attempt  # nothing to add (a fan-out's 10,000 items without a ledger): not copied
+        return replace(attempt, interrupted=interrupted, resumed=resumed, kept_seconds=kept, ran_seconds=ran)
 
-    return replace(view, steps=tuple(replace(row, attempts=tuple(refined(a) for a in row.attempts))
-                                     for row in view.steps))
+    def refined_row(row: StepRow) -> StepRow:
+        attempts = tuple(refined(a) for a in row.attempts)
+        unchanged = all(a is b for a, b in zip(attempts, row.attempts, strict=True))
+        return row if unchanged else replace(row, attempts=attempts)
+
+    return replace(view, steps=tuple(refined_row(row) for row in view.steps))

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from wf.controller.client import Kube, is_transient
 from wf.core.constants import WORKFLOW
 
-LIST_PAGE = 100  # workflows per list request: a relist of big workflows is held a page at a time, not whole
+LIST_PAGE = 10  # workflows per list request: a relist of big workflows is held a page at a time, not whole
 WATCH_SECONDS = 240  # the server ends each watch after this; we resume from the last resourceVersion
 # The kube-apiserver's watch cache sends each watcher that asked for them a bookmark about every minute
 # (k8s.io/apiserver pkg/storage/cacher: bookmarkFrequency); two missed in a row mean a dead connection.

@@ -23,7 +23,7 @@ from wf.compile.readback import node_capacity, read_placement
 from wf.controller.checkpoints import read_ledger
 from wf.controller.client import Kube, cluster_error, lookup_errors
 from wf.controller.cost import JobCost, NodeFacts, job_cost
-from wf.controller.events import Inbox, Key, Snapshot, WatchState, snapshot
+from wf.controller.events import Inbox, Key, Shared, Snapshot, WatchState, snapshot
 from wf.controller.queue import QueueReader
 from wf.controller.steps import TERMINAL_PHASES, StepRow, WorkflowView, pod_name, templates_by_name, with_facts
 from wf.controller.stream import (
@@ -248,6 +248,7 @@ def _start_streams(
     hydrate: Hydrate | None = None,
 ) -> dict[str, NamespaceStream]:
     hydrator = _Hydrator(hydrate, inbox) if hydrate else None
+    share = Shared()  # the slim templates' parts, one of each for every snapshot of the watch
     streams: dict[str, NamespaceStream] = {}
     for namespace in sorted(namespaces):
         names = [name for ns, name in state.targets if ns == namespace]
@@ -261,7 +262,7 @@ def _start_streams(
             if kind == "DELETED":
                 inbox.workflow(key, None)
             elif (whole := hydrator(key, obj) if hydrator else obj) is not None:
-                inbox.workflow(key, snapshot(whole))  # reduced here, in the stream's thread: never queued whole
+                inbox.workflow(key, snapshot(whole, share))  # reduced here, in the stream's thread: never queued whole
 
         def trouble(message: str, ns: str = namespace) -> None:
             inbox.notice("trouble", f"{ns}: {message}")
