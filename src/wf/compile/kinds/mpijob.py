@@ -73,7 +73,7 @@ import yaml
 
 from wf.compile import checkpoints
 from wf.compile.checkpoints import ITEM, item_reference
-from wf.compile.hardening import pod_security
+from wf.compile.hardening import container_security, pod_security
 from wf.compile.interruptions import MPI_WORKER_FAILED, ON_DEMAND
 from wf.compile.kinds.base import Cleanup, Demand, PodRenderer
 from wf.compile.placement import Placement, place_pod, place_step
@@ -328,6 +328,7 @@ def _template(job: TrainingJob, step: Step, catalog: Catalog, worker: Placement,
     def replica(placement: Placement, replicas: int, argv: list[str] | None) -> dict[str, Any]:
         pod = render_pod(placement)
         main = {k: v for k, v in pod["container"].items() if k != "command"}
+        main["securityContext"] = container_security(placement)  # whole: the workflow's templateDefaults stop at Argo
         main["name"] = ARGO_MAIN_CONTAINER  # the operator takes the first; `wf logs` reads Argo's main container
         if argv:
             main["command"] = argv  # workers run the operator's default, sshd, which mpirun reaches
