@@ -1,6 +1,7 @@
-"""Compile benchmark: a 4,000-step DAG with scheduling constraints, wf against hera's own builder, same run.
+"""Compile benchmark: a 4,000-step DAG with scheduling constraints, wf against hera's own builder, same run; and
+how wf's compile and lint grow from 1,000 to 10,000 steps.
 
-    python benchmarks/compile.py [--steps 4000] [--repeat 3] [--no-processes]
+    python benchmarks/compile.py [--steps 4000] [--sweep 1000,2500,4000,10000] [--repeat 3] [--no-processes]
 
 In-process: wf = TrainingJob model -> compile_job -> strict Argo validation -> json.dumps;
 hera = Workflow/DAG/Container context-manager builder -> to_dict -> json.dumps, for the same DAG, placement
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -131,12 +133,40 @@ def processes(document: dict[str, Any], repeat: int) -> tuple[float, float]:
         return best_of(lambda: run(ours), repeat), best_of(lambda: run(theirs), repeat)
 
 
+def timed(argv: list[str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one whole process; a refusal of the size ("over Argo's maximum workflow size": exit 2
+    from compile, a finding from lint) is all of the work but the output."""
+    start, before = time.perf_counter(), os.times()
+    done = subprocess.run(argv, capture_output=True, text=True)
+    wall, after = time.perf_counter() - start, os.times()
+    if done.returncode and "over Argo's maximum workflow size" not in done.stderr + done.stdout:
+        raise subprocess.CalledProcessError(done.returncode, argv, stderr=done.stderr)
+    return wall, (after.children_user - before.children_user) + (after.children_system - before.children_system)
+
+
+def sweep(sizes: list[int], repeat: int) -> None:
+    """Whole-process compile and lint per size: best wall and best CPU of `repeat` runs, and CPU per step."""
+    print(f"{'steps':>6} {'command':8} {'wall':>8} {'CPU':>8} {'CPU/step':>9}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for steps in sizes:
+            job = Path(tmp, f"job-{steps}.yaml")
+            job.write_text(yaml.safe_dump(job_document(steps), sort_keys=False))
+            for verb, argv in (("compile", ["compile", str(job), "-o", "json"]), ("lint", ["lint", str(job)])):
+                runs = [timed([sys.executable, "-m", "wf", *argv]) for _ in range(repeat)]
+                wall, cpu = min(r[0] for r in runs), min(r[1] for r in runs)
+                print(f"{steps:>6} {verb:8} {wall:7.2f}s {cpu:7.2f}s {cpu / steps * 1e6:7.0f}us")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=4000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-processes", action="store_true", help="skip the whole-process comparison")
+    parser.add_argument("--sweep", default="1000,2500,4000,10000",
+                        help="step counts for wf's whole-process compile and lint ('' for none)")
     args = parser.parse_args()
+    if args.sweep:
+        sweep([int(n) for n in args.sweep.split(",")], args.repeat)
     document = job_document(args.steps)
     wf_compile(document), hera_compile(document)  # warm imports and caches: in-process means steady state
     ours = best_of(lambda: wf_compile(document), args.repeat)

@@ -311,7 +311,8 @@ def _lint_argo(doc: Document, source: _CatalogOnDemand, result: LintResult) -> l
 
 
 def _size(doc: Document, manifest: dict[str, Any]) -> list[Problem]:
-    found = argo.size_problems(argo.json_size(manifest)) + argo.fanout_problems(manifest)
+    size = argo.json_size(manifest)
+    found = argo.size_problems(size) + argo.step_limit_problems(manifest, size) + argo.fanout_problems(manifest)
     return [p.in_file(doc.file, doc.line_of(())) for p in found]
 
 
