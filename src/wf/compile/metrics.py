@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any, Final, Literal
 
 from wf.compile.kinds.mpijob import replica_templates
@@ -148,7 +149,12 @@ def step_metric_inputs(template: dict[str, Any], *, step: str, placement: Placem
                        ) -> list[dict[str, str]]:
     """The input parameters of a step's pod-level template (`template`, as its kind rendered it) that its shared
     metrics read."""
-    node_rate, usd_rate = reserved_rates(template, catalog)
+    if "resource" in template:  # a multi-node step: its MPIJob's replicas, each at its own placement
+        node_rate, usd_rate = reserved_rates(template, catalog)
+    else:  # the template's own pod, placed by `placement`: as reserved_rates reads it back, once per distinct pod
+        instance = catalog.compute_class(placement.compute_class).instances[0]
+        node_rate, usd_rate = _pod_rates(instance.name, instance.price(placement.capacity),
+                                         tuple(placement.requests.items()), tuple(placement.limits.items()))
     after = placement.on_demand_after
     fallback = _decimal(1 / after) if after is not None and after <= placement.interruption_retries else "0"
     values = (step, placement.compute_class, placement.capacity, fallback, _decimal(node_rate), _decimal(usd_rate))
@@ -173,6 +179,16 @@ def reserved_rates(template: dict[str, Any], catalog: Catalog) -> tuple[float, f
         nodes += share
         usd += share * instance.price(placed.capacity) / 3600
     return nodes, usd
+
+
+@lru_cache(maxsize=1024)  # a big job's steps ask for a few distinct pods
+def _pod_rates(instance: str, hourly: float, requests: tuple[tuple[str, str], ...],
+               limits: tuple[tuple[str, str], ...]) -> tuple[float, float]:
+    """What one second of a one-pod attempt asking for `requests` and `limits` reserves on `instance` (its price
+    `hourly`): node-seconds and estimated USD, as reserved_rates reckons them."""
+    pod_requests_, _ = pod_requests([{"resources": {"requests": dict(requests), "limits": dict(limits)}}], [])
+    share = node_share(pod_requests_, instance_allocatable(instance))
+    return share, share * hourly / 3600
 
 
 def _pods(template: dict[str, Any]) -> Iterator[tuple[int, dict[str, Decimal], CompiledPlacement]]:
