@@ -160,6 +160,10 @@ GAUDI = {"nodeSelector": {"wf.dev/compute-class": "gaudi"}}
 @pytest.mark.parametrize(("workflow", "field", "words"), [
     (_workflow({**CPU, "container": {"image": "x", "securityContext": {"privileged": True}}}),
      "spec.templates[0].container.securityContext.privileged", "a privileged container"),
+    # What the workflow's templateDefaults give a template, Argo asks for in its pod.
+    (_workflow({**CPU, "container": {"image": "x"}},
+               templateDefaults={"container": {"image": "x", "securityContext": {"privileged": True}}}),
+     "spec.templates[0].container.securityContext.privileged", "a privileged container"),
     (_workflow({**CPU, "container": {"image": "x"}, "volumes": [{"name": "h", "hostPath": {"path": "/var/run"}}]}),
      "spec.templates[0].volumes[0].hostPath", "host path '/var/run'"),
     (_workflow({**CPU, "container": {"image": "x"}}, hostNetwork=True), "spec.hostNetwork", "hostNetwork: true"),

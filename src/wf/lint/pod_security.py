@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from wf.argo.defaults import with_defaults
 from wf.compile.readback import read_placement
 from wf.core.constants import CRON_WORKFLOW
 from wf.core.errors import PathKey, Problem
@@ -46,9 +47,10 @@ def privileges(manifest: dict[str, Any], catalog: Catalog) -> list[Problem]:
         return []
     out: list[Problem] = []
     classes: list[str | None] = []
-    for i, template in enumerate(spec.get("templates") or []):
-        if not isinstance(template, dict):
+    for i, own in enumerate(spec.get("templates") or []):
+        if not isinstance(own, dict):
             continue
+        template = with_defaults(spec, own)  # what its templateDefaults give it, Argo asks for too
         pods = [(read_placement(template).compute_class, _pod_asks(template, (*at, "templates", i)))]
         pods += _resource_pods(template, (*at, "templates", i))
         for cls, asks in pods:
