@@ -19,26 +19,33 @@ TEMPLATE_TYPES = ("container", "containerSet", "script", "resource", "dag", "ste
 _TAG = re.compile(r"\{\{\s*([^{}=\s][^{}]*?)\s*\}\}")  # a simple tag (not an expression, `{{=...}}`)
 
 
-def merge(defaults: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
+def merge(defaults: dict[str, Any], own: dict[str, Any], fresh: bool = True) -> dict[str, Any]:
     """`own` merged onto `defaults` as a strategic merge patch without merge keys: a new dict (in `own`'s order, then
-    the keys only the defaults have), neither changed."""
+    the keys only the defaults have), neither changed. `fresh`: nothing in it is shared with either (a manifest's
+    objects, which YAML would otherwise write as anchors); else values not merged are theirs, for a reader."""
+    keep = copy.deepcopy if fresh else _same
     out: dict[str, Any] = {}
     for key, value in own.items():
         default = defaults.get(key)
-        out[key] = merge(default, value) if isinstance(value, dict) and isinstance(default, dict) else \
-            copy.deepcopy(value)
-    out.update((k, copy.deepcopy(v)) for k, v in defaults.items() if k not in own)
+        out[key] = merge(default, value, fresh) if isinstance(value, dict) and isinstance(default, dict) else \
+            keep(value)
+    out.update((k, keep(v)) for k, v in defaults.items() if k not in own)
     return out
 
 
-def with_defaults(spec: dict[str, Any], template: dict[str, Any]) -> dict[str, Any]:
-    """`template` of the workflow spec `spec` with the spec's templateDefaults merged in, as Argo runs it."""
+def _same(value: Any) -> Any:
+    return value
+
+
+def with_defaults(spec: dict[str, Any], template: dict[str, Any], fresh: bool = True) -> dict[str, Any]:
+    """`template` of the workflow spec `spec` with the spec's templateDefaults merged in, as Argo runs it (`fresh`:
+    as merge's)."""
     defaults = spec.get("templateDefaults")
     if not isinstance(defaults, dict) or not defaults:
         return template
     kind = next((t for t in TEMPLATE_TYPES if t in template), None)
     applicable = {k: v for k, v in defaults.items() if k not in TEMPLATE_TYPES or k == kind}
-    return merge(applicable, template)
+    return merge(applicable, template, fresh)
 
 
 def self_contained(spec: dict[str, Any]) -> dict[str, Any]:

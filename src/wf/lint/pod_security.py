@@ -50,7 +50,7 @@ def privileges(manifest: dict[str, Any], catalog: Catalog) -> list[Problem]:
     for i, own in enumerate(spec.get("templates") or []):
         if not isinstance(own, dict):
             continue
-        template = with_defaults(spec, own)  # what its templateDefaults give it, Argo asks for too
+        template = with_defaults(spec, own, fresh=False)  # what its templateDefaults give it, Argo asks for too
         pods = [(read_placement(template).compute_class, _pod_asks(template, (*at, "templates", i)))]
         pods += _resource_pods(template, (*at, "templates", i))
         for cls, asks in pods:
