@@ -1,18 +1,22 @@
-"""Compile benchmark: a 4,000-step DAG with scheduling constraints, wf against hera's own builder, same run.
+"""Compile benchmark: a 4,000-step DAG with scheduling constraints, wf against hera's own builder, same run; and
+how wf's compile and lint grow from 1,000 to 10,000 steps.
 
-    python benchmarks/compile.py [--steps 4000] [--repeat 3] [--no-processes]
+    python benchmarks/compile.py [--steps 4000] [--sweep 1000,2500,4000,10000] [--repeat 3] [--no-processes]
 
 In-process: wf = TrainingJob model -> compile_job -> strict Argo validation -> json.dumps;
 hera = Workflow/DAG/Container context-manager builder -> to_dict -> json.dumps, for the same DAG, placement
 included (nodeSelector, tolerations, resources, retryStrategy). Whole process: `wf compile job.yaml -o json`
-against a Python process that builds and prints the same workflow with hera. Ratios, not absolute times, are the
-result: these machines are shared and noisy.
+against a Python process that builds and prints the same workflow with hera, by wall time and by CPU time (user +
+system of the child, which a loaded machine stretches least). Ratios, not absolute times, are the result: these
+machines are shared and noisy. The sweep runs `wf compile -o json` and `wf lint` whole process at each size: the
+CPU time a step stays flat when the work grows linearly.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -112,7 +116,8 @@ sys.stdout.write(hera_compile(json.load(open({doc!r}))))
 """
 
 
-def processes(document: dict[str, Any], repeat: int) -> tuple[float, float]:
+def processes(document: dict[str, Any], repeat: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    """((wall, CPU) of `wf compile -o json`, (wall, CPU) of the hera script), each the best of `repeat`."""
     with tempfile.TemporaryDirectory() as tmp:
         job = Path(tmp, "job.yaml")
         job.write_text(yaml.safe_dump(document, sort_keys=False))
@@ -120,15 +125,35 @@ def processes(document: dict[str, Any], repeat: int) -> tuple[float, float]:
         doc_json.write_text(json.dumps(document))
         ours = [sys.executable, "-m", "wf", "compile", str(job), "-o", "json"]
         theirs = [sys.executable, "-c", HERA_SCRIPT.format(bench=str(Path(__file__).parent), doc=str(doc_json))]
+        return best(ours, repeat), best(theirs, repeat)
 
-        def run(argv: list[str]) -> None:
-            done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            # `wf compile` refuses what `wf lint` refuses: a DAG this big makes a workflow over Argo's size limit,
-            # refused (exit 2) once compiled and checked, so the time is all of the work but the JSON output.
-            if done.returncode and not (argv is ours and "over Argo's maximum workflow size" in done.stderr):
-                raise subprocess.CalledProcessError(done.returncode, argv, stderr=done.stderr)
 
-        return best_of(lambda: run(ours), repeat), best_of(lambda: run(theirs), repeat)
+def best(argv: list[str], repeat: int) -> tuple[float, float]:
+    runs = [timed(argv) for _ in range(repeat)]
+    return min(r[0] for r in runs), min(r[1] for r in runs)
+
+
+def timed(argv: list[str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one whole process; a refusal of the size ("over Argo's maximum workflow size": exit 2
+    from compile, a finding from lint) is all of the work but the output."""
+    start, before = time.perf_counter(), os.times()
+    done = subprocess.run(argv, capture_output=True, text=True)
+    wall, after = time.perf_counter() - start, os.times()
+    if done.returncode and "over Argo's maximum workflow size" not in done.stderr + done.stdout:
+        raise subprocess.CalledProcessError(done.returncode, argv, stderr=done.stderr)
+    return wall, (after.children_user - before.children_user) + (after.children_system - before.children_system)
+
+
+def sweep(sizes: list[int], repeat: int) -> None:
+    """Whole-process compile and lint per size: best wall and best CPU of `repeat` runs, and CPU per step."""
+    print(f"{'steps':>6} {'command':8} {'wall':>8} {'CPU':>8} {'CPU/step':>9}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for steps in sizes:
+            job = Path(tmp, f"job-{steps}.yaml")
+            job.write_text(yaml.safe_dump(job_document(steps), sort_keys=False))
+            for verb, argv in (("compile", ["compile", str(job), "-o", "json"]), ("lint", ["lint", str(job)])):
+                wall, cpu = best([sys.executable, "-m", "wf", *argv], repeat)
+                print(f"{steps:>6} {verb:8} {wall:7.2f}s {cpu:7.2f}s {cpu / steps * 1e6:7.0f}us")
 
 
 def main() -> None:
@@ -136,14 +161,20 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-processes", action="store_true", help="skip the whole-process comparison")
+    parser.add_argument("--sweep", default="1000,2500,4000,10000",
+                        help="step counts for wf's whole-process compile and lint ('' for none)")
     args = parser.parse_args()
+    if args.sweep:
+        sweep([int(n) for n in args.sweep.split(",")], args.repeat)
     document = job_document(args.steps)
     wf_compile(document), hera_compile(document)  # warm imports and caches: in-process means steady state
     ours = best_of(lambda: wf_compile(document), args.repeat)
     theirs = best_of(lambda: hera_compile(document), args.repeat)
     rows = [("in-process (compile + validate + JSON)", ours, theirs)]
     if not args.no_processes:
-        rows.append(("whole process (wf compile -o json vs hera script)", *processes(document, args.repeat)))
+        (our_wall, our_cpu), (their_wall, their_cpu) = processes(document, args.repeat)
+        rows.append(("whole process, wall (wf compile -o json vs hera)", our_wall, their_wall))
+        rows.append(("whole process, CPU (user + system)", our_cpu, their_cpu))
     print(f"{args.steps} steps, best of {args.repeat}")
     print(f"{'':52} {'wf':>9} {'hera':>9} {'hera/wf':>8}")
     for label, a, b in rows:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from wf.argo import ARGO_MAX_WORKFLOW_BYTES, ETCD_MAX_REQUEST_BYTES, json_size, size_problems
+from wf.argo import ARGO_MAX_WORKFLOW_BYTES, ETCD_MAX_REQUEST_BYTES, json_size, size_problems, step_limit_problems
+from wf.argo.size import NEAR_STEP_LIMIT, STATUS_BYTES_PER_STEP
+from wf.compile.workflow import compile_job
+from wf.model.catalog import Catalog
 
 
 def test_limits_are_the_upstream_defaults() -> None:
@@ -40,3 +44,31 @@ def test_json_size_counts_like_go_json_marshal() -> None:
     # Go writes '<' as \u003c (5 more bytes) and 'é' as its two UTF-8 bytes.
     assert json_size(manifest) == len(compact) + 5
     assert json_size({}) == 2
+
+
+def _steps(count: int, step_bytes: int) -> tuple[dict[str, Any], int]:
+    """A workflow of `count` pod templates, and a JSON size of `step_bytes` a step."""
+    manifest = {"spec": {"templates": [{"name": "Main", "dag": {"tasks": []}}] +
+                         [{"name": f"s{i}", "container": {"image": "x"}} for i in range(count)]}}
+    return manifest, count * step_bytes
+
+
+def test_a_job_near_the_steps_argo_holds_is_warned_with_that_number() -> None:
+    holds = ARGO_MAX_WORKFLOW_BYTES // (1_100 + STATUS_BYTES_PER_STEP)
+    assert step_limit_problems(*_steps(int(holds * NEAR_STEP_LIMIT) - 1, 1_100)) == []
+    [near] = step_limit_problems(*_steps(int(holds * NEAR_STEP_LIMIT) + 1, 1_100))
+    assert near.severity == "warning"
+    assert f"holds about {holds:,} steps" in near.message and "before it grows past that" in near.message
+    [past] = step_limit_problems(*_steps(holds + 1, 1_100))
+    assert "Argo fails it" in past.message
+    assert step_limit_problems({"spec": {"templates": []}}, 100) == []
+
+
+def test_a_plain_cpu_step_costs_at_most_1200_bytes(catalog: Catalog, make_job: Any) -> None:
+    # Issue 34: what every template shares is written once, so a step adds only what is its own.
+    def size(count: int) -> int:
+        steps = [{"name": f"s{i}", "command": ["python", "train.py", "--shard", str(i)],
+                  **({"needs": [f"s{i - 1}"]} if i else {})} for i in range(count)]
+        return json_size(compile_job(make_job(steps), catalog))
+
+    assert (size(200) - size(100)) / 100 <= 1_200

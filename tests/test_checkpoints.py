@@ -22,6 +22,7 @@ from wf.compile.checkpoints import (
     RESUME_ENV,
     URI_ENV,
 )
+from wf.compile.metrics import METRIC_INPUTS
 from wf.compile.workflow import compile_job
 from wf.core.errors import InputError
 from wf.jobspec.job import load_job
@@ -80,7 +81,8 @@ def test_a_fan_out_gets_a_location_per_item_that_no_item_text_can_escape(catalog
 def test_unchecked_steps_are_compiled_as_before(catalog: Catalog, make_job: Any) -> None:
     job = make_job([{"name": "a", "command": ["x"]}], retries=1)
     templates = _templates(compile_job(job, catalog))
-    assert "inputs" not in templates["a"] and "env" not in templates["a"]["container"]
+    assert all(p["name"] in METRIC_INPUTS for p in templates["a"]["inputs"]["parameters"])
+    assert "env" not in templates["a"]["container"]
     assert "terminationGracePeriodSeconds" not in json.loads(templates["a"]["podSpecPatch"])  # the Spot fallback's
     assert "arguments" not in templates["a-Attempts"]["dag"]["tasks"][0]
 

@@ -68,7 +68,8 @@ def test_examples_are_valid_for_argo_v4_and_v3_and_the_v4_crd(example: Path, kin
     manifest = compiled(example, catalog, kind)
     assert argo.validate(manifest) == []
     assert argo_schemas.json_errors("v4", manifest) == []
-    assert argo_schemas.json_errors("v3", manifest) == []
+    # The step cache is Argo v4.0's (wf.compile.cache): v3.7 requires a `key` in memoize's configMap, which v4 refuses.
+    assert [e for e in argo_schemas.json_errors("v3", manifest) if "'memoize', 'cache'" not in e] == []
     assert argo_schemas.crd_errors(manifest) == []
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from wf.argo.defaults import as_run
 from wf.compile import metrics
 from wf.compile.schedulability import template_requests
 from wf.compile.workflow import ATTEMPTS_SUFFIX, ENTRYPOINT, EXIT_HANDLER, ITEMS_SUFFIX, compile_job
@@ -24,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 DASHBOARD = ROOT / "manifests" / "grafana-dashboard.json"
 BY_NAME = {m.name: m for m in metrics.METRICS}
-RATE = re.compile(r"^\{\{=asFloat\(duration\) \* ([0-9.]+)\}\}$")
+RATE = re.compile(r"^\{\{=asFloat\(duration\) \* asFloat\(inputs\.parameters\.([a-z]+)\)\}\}$")
 
 
 def spec_of(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -33,7 +34,8 @@ def spec_of(manifest: dict[str, Any]) -> dict[str, Any]:
 
 
 def templates(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {t["name"]: t for t in spec_of(manifest)["templates"]}
+    """The templates as Argo runs them: the metrics of templateDefaults merged in, their inputs substituted."""
+    return as_run(manifest)
 
 
 def emitted(manifest: dict[str, Any]) -> list[dict[str, Any]]:
@@ -48,10 +50,11 @@ def by_name(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {m["name"]: m for m in template["metrics"]["prometheus"]}
 
 
-def rate(metric: dict[str, Any]) -> float:
+def rate(template: dict[str, Any], metric: dict[str, Any]) -> float:
+    """The per-second rate of a metric whose value is the run's duration times one of the template's inputs."""
     match = RATE.match(metric["counter"]["value"])
     assert match, metric["counter"]["value"]
-    return float(match.group(1))
+    return float(next(p["value"] for p in template["inputs"]["parameters"] if p["name"] == match.group(1)))
 
 
 @pytest.fixture(scope="module")
@@ -131,8 +134,9 @@ def test_only_pod_level_templates_carry_metrics(compiled: dict[str, dict[str, An
     for manifest in compiled.values():
         for name, template in templates(manifest).items():
             wrapper = name in (ENTRYPOINT, EXIT_HANDLER) or name.endswith((ATTEMPTS_SUFFIX, ITEMS_SUFFIX))
-            assert ("metrics" in template) == (not wrapper), name
-            assert ("metrics" in template) == ("container" in template or "resource" in template), name
+            emits = bool((template.get("metrics") or {}).get("prometheus"))  # a DAG's empty list: none
+            assert emits == (not wrapper), name
+            assert emits == ("container" in template or "resource" in template), name
 
 
 def test_fan_out_items_share_their_step(compiled: dict[str, dict[str, Any]]) -> None:
@@ -147,12 +151,23 @@ def test_success_only_metrics_and_the_fallback_bound(compiled: dict[str, dict[st
     assert "when" not in step[metrics.STEP_ATTEMPTS.name]
     assert step[metrics.STEP_INTERRUPTIONS.name]["when"] == metrics.NOT_SUCCEEDED
     assert step[metrics.STEP_SPOT_FALLBACKS.name]["counter"]["value"] == "0.5"
+    assert falls_back(step[metrics.STEP_SPOT_FALLBACKS.name])
     for metric in (metrics.STEP_DURATION, metrics.STEP_NODE_SECONDS, metrics.STEP_COST):
         assert step[metric.name]["when"] == metrics.RUN_SUCCEEDED
     assert step[metrics.STEP_DURATION.name]["histogram"]["value"] == "{{duration}}"
     # On-Demand, or Spot with no fallback: nothing falls back.
     on_demand = by_name(templates(compiled["extreme-classification-graviton"])["train"])
-    assert metrics.STEP_SPOT_FALLBACKS.name not in on_demand
+    assert not falls_back(on_demand[metrics.STEP_SPOT_FALLBACKS.name])  # its `when` never holds
+
+
+def falls_back(metric: dict[str, Any]) -> bool:
+    """Whether the fallback bound's `when` can hold (for some unsuccessful attempt): its number compared, as Argo's
+    govaluate does once the template's input is substituted."""
+    status, bound = metric["when"].split(" && ")
+    assert status == metrics.NOT_SUCCEEDED
+    number, operator, zero = bound.split()
+    assert (operator, zero) == (">", "0")
+    return float(number) > 0
 
 
 def _cost_table(manifest: dict[str, Any], template: str, catalog: Catalog, instance: str, capacity: str
@@ -182,8 +197,8 @@ def test_cost_matches_the_cost_table(example: str, step: str, compiled: dict[str
     node_hours, usd = _cost_table(manifest, step, catalog, instance.name, labels[metrics.CAPACITY_LABEL])
     assert node_hours > 0 and usd > 0
     # Node-seconds per second of run time is node-hours per hour; USD per second, an hour's estimate / 3600.
-    assert rate(found[metrics.STEP_NODE_SECONDS.name]) == pytest.approx(node_hours, rel=1e-6)
-    assert rate(found[metrics.STEP_COST.name]) * 3600 == pytest.approx(usd, rel=1e-6)
+    assert rate(template, found[metrics.STEP_NODE_SECONDS.name]) == pytest.approx(node_hours, rel=1e-6)
+    assert rate(template, found[metrics.STEP_COST.name]) * 3600 == pytest.approx(usd, rel=1e-6)
 
 
 def test_a_known_class_is_priced_at_its_capacity(catalog: Catalog, make_job: Any) -> None:
@@ -194,14 +209,15 @@ def test_a_known_class_is_priced_at_its_capacity(catalog: Catalog, make_job: Any
         template = templates(manifest)["main"]
         share = node_share(template_requests(template), instance_allocatable(r5.name))
         assert hourly is not None and 0 < share < 1
-        assert rate(by_name(template)[metrics.STEP_COST.name]) == pytest.approx(share * hourly / 3600, rel=1e-6)
+        assert rate(template, by_name(template)[metrics.STEP_COST.name]) == pytest.approx(share * hourly / 3600,
+                                                                                        rel=1e-6)
 
 
 def test_the_multi_node_step_counts_every_replica(compiled: dict[str, dict[str, Any]]) -> None:
     template = templates(compiled["bert-large-multinode"])["pretrain-phase1"]
     assert "resource" in template
     # Two whole accelerator nodes and the launcher's share of a CPU node.
-    assert 2 < rate(by_name(template)[metrics.STEP_NODE_SECONDS.name]) < 3
+    assert 2 < rate(template, by_name(template)[metrics.STEP_NODE_SECONDS.name]) < 3
 
 
 # --- the dashboard -----------------------------------------------------------------------------------------------

@@ -318,7 +318,8 @@ _EXPR_WORDS = {"in", "not", "and", "or", "matches", "contains", "startsWith", "e
 _EXPR_TOKEN = re.compile(r"\s*(?:(?P<string>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`)"
                          r"|(?P<name>[A-Za-z_$][A-Za-z0-9_$]*)|(?P<number>[0-9]+(?:\.[0-9]+)?)"
                          r"|(?P<open>[(\[{])|(?P<close>[)\]}])|(?P<operator>[-+*/%<>=!?:.,|&^#~]+))")
-_ARGO_VARIABLE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
+# A workflow's annotation or label is named by its key, whose prefix ends in '/' (wf's retry expressions).
+_ARGO_VARIABLE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*|workflow\.(annotations|labels)\.[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 
 
 def _argo_tags(template: dict[str, Any]) -> list[str]:
@@ -362,7 +363,7 @@ def _expression_problem(expression: str, parameters: set[str]) -> str | None:
 
 # What a pod-level template (a container or a resource) can read: its own inputs, the workflow's globals, its
 # retry and pod (Argo's scopes; `item` and `tasks.*` are a DAG task's, resolved in its arguments only).
-_POD_SCOPE = re.compile(r"(inputs\.(parameters|artifacts)\.|workflow\.)[A-Za-z0-9_.-]+|retries|pod\.name")
+_POD_SCOPE = re.compile(r"(inputs\.(parameters|artifacts)\.|workflow\.)[A-Za-z0-9_./-]+|retries|pod\.name")
 
 
 def _tag_problem(tag: str, template: dict[str, Any]) -> str | None:

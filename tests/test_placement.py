@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from wf.argo.defaults import as_run
 from wf.compile.interruptions import APPLICATION_EXPRESSION, INTERRUPTION_EXPRESSION
 from wf.compile.placement import INTERRUPTION_RETRIES, place_step
 from wf.compile.readback import CompiledPlacement, node_capacity, read_placement
@@ -178,7 +179,7 @@ def test_interruption_budget_by_capacity(catalog: Catalog, make_job: Any) -> Non
 
 def test_gaudi_pods_get_host_ipc_and_sys_nice_in_the_manifest(catalog: Catalog, make_job: Any) -> None:
     manifest = compile_job(make_job([{"name": "t", "command": ["x"], "compute": "gaudi", "accelerators": 8}]), catalog)
-    [pod] = [t for t in manifest["spec"]["templates"] if t["name"] == "t"]
+    pod = as_run(manifest)["t"]
     assert json.loads(pod["podSpecPatch"]) == {"hostIPC": True}
     assert pod["container"]["securityContext"] == {"allowPrivilegeEscalation": False,
                                                    "capabilities": {"drop": ["ALL"], "add": ["SYS_NICE"]}}
@@ -320,7 +321,7 @@ def test_an_oom_kill_is_never_an_interruption_whatever_the_phase() -> None:
 def test_retry_strategies_sit_on_the_right_templates(catalog: Catalog, make_job: Any) -> None:
     job = make_job([{"name": "a", "command": ["x"]}, {"name": "b", "command": ["x"], "needs": ["a"], "retries": 0},
                     {"name": "c", "command": ["x"], "capacity": "on-demand", "retries": 4}], retries=2)
-    templates = {t["name"]: t for t in compile_job(job, catalog)["spec"]["templates"]}
+    templates = as_run(compile_job(job, catalog))  # each expression referenced, written once in the workflow
     # The pod template retries interruptions on their own budget, with backoff...
     for name, limit in (("a", 5), ("b", 5), ("c", 2)):
         strategy = templates[name]["retryStrategy"]

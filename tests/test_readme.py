@@ -10,7 +10,9 @@ import re
 import shlex
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -166,3 +168,68 @@ def test_its_python_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     assert snippets
     for snippet in snippets:
         exec(compile(snippet, "README.md", "exec"), {"__name__": "readme"})
+
+
+def job_blocks() -> list[tuple[int, dict[str, Any]]]:
+    """Every job spec the README shows, by the line its block starts on: whole jobs, and fragments (a `spec:`, a
+    list of steps) completed with only what a job needs besides (a name, an image, a class)."""
+    out = []
+    for line, block in _yaml_blocks():
+        data = yaml.safe_load(textwrap.dedent(block))
+        if isinstance(data, dict) and data.get("kind") == "TrainingJob":
+            if OMITTED not in block:  # the walk-through quotes its file: test_the_quoted_job_is_the_file_it_cites
+                out.append((line, data))
+        elif isinstance(data, dict) and set(data) == {"spec"}:
+            out.append((line, _job(data["spec"])))
+        elif isinstance(data, list) and all(isinstance(s, dict) and "name" in s for s in data):
+            out.append((line, _job({"steps": data})))
+    return out
+
+
+def _yaml_blocks() -> list[tuple[int, str]]:
+    lines = README.splitlines(keepends=True)
+    starts = [i for i, text in enumerate(lines) if text.rstrip() == "```yaml"]
+    return [(i + 1, "".join(lines[i + 1:next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))]))
+            for i in starts]
+
+
+def _job(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "wf/v1", "kind": "TrainingJob", "metadata": {"name": "readme"},
+            "spec": {"image": "python:3.11", "compute": "cpu", **spec}}
+
+
+def readme_catalog() -> Any:
+    """The repository's catalog with the checkpoint volumes the README's catalog section shows."""
+    from wf.model.catalog import Catalog
+
+    data = yaml.safe_load(CATALOG.read_text())
+    [shown] = [yaml.safe_load(b)["artifacts"]["checkpoints"] for _, b in _yaml_blocks()
+               if b.startswith("artifacts:") and "checkpoints:" in b]
+    data["artifacts"]["checkpoints"] = shown
+    return Catalog.model_validate(data)
+
+
+def test_every_yaml_block_is_a_job_or_catalog_settings() -> None:
+    # So no job the README shows escapes the compile below by a shape job_blocks does not know.
+    jobs = {line for line, _ in job_blocks()}
+    assert jobs
+    for line, block in _yaml_blocks():
+        data = yaml.safe_load(textwrap.dedent(block))
+        catalog = isinstance(data, dict) and (data.get("kind") == "Catalog" or set(data) <= {
+            "catalog", "artifacts", "cache", "queues"})
+        quote = OMITTED in block and isinstance(data, dict) and data.get("kind") == "TrainingJob"
+        assert line in jobs or catalog or quote, f"README.md:{line}: neither a job nor catalog settings"
+
+
+@pytest.mark.parametrize(("line", "job"), job_blocks(), ids=lambda v: f"README.md:{v}" if isinstance(v, int) else "")
+def test_every_job_the_readme_shows_compiles(line: int, job: dict[str, Any]) -> None:
+    from wf.compile.workflow import compile_job
+    from wf.jobspec.job import TrainingJob
+
+    manifest = compile_job(TrainingJob.model_validate(job), readme_catalog())
+    assert manifest["spec"]["templates"], f"README.md:{line}"
+
+
+def test_the_walk_through_job_compiles() -> None:
+    result = wf("compile", str(cited_job().relative_to(ROOT)))
+    assert result.returncode == 0, result.stderr

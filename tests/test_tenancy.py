@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from wf.argo.defaults import as_run
 from wf.compile.workflow import compile_job
 from wf.core.constants import EXECUTOR_ACCOUNT, MPIJOB_EXECUTOR_ACCOUNT, STEP_ACCOUNT
 from wf.core.errors import InputError
@@ -26,7 +27,8 @@ PSA = "pod-security.kubernetes.io"
 
 
 def _pod_templates(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    return [t for t in manifest["spec"]["templates"] if "container" in t]
+    """The container templates, as Argo runs them (the workflow's templateDefaults merged in)."""
+    return [t for t in as_run(manifest).values() if "container" in t]
 
 
 def test_the_step_container_gets_no_token_and_argo_the_executors(catalog: Catalog, make_job: Any) -> None:
@@ -59,7 +61,7 @@ def test_compiled_pods_are_hardened_and_gaudi_gets_back_what_it_needs(catalog: C
             assert context["allowPrivilegeEscalation"] is False and context["capabilities"]["drop"] == ["ALL"]
             gaudi = "habana.ai/gaudi" in template["container"]["resources"]["limits"]
             assert context["capabilities"].get("add") == (["SYS_NICE"] if gaudi else None), template["name"]
-            assert ('"hostIPC": true' in template.get("podSpecPatch", "")) == gaudi
+            assert json.loads(template.get("podSpecPatch", "{}")).get("hostIPC", False) == gaudi
 
 
 def test_a_class_can_set_its_own_relaxations(catalog: Catalog, make_job: Any) -> None:
@@ -157,6 +159,10 @@ GAUDI = {"nodeSelector": {"wf.dev/compute-class": "gaudi"}}
 
 @pytest.mark.parametrize(("workflow", "field", "words"), [
     (_workflow({**CPU, "container": {"image": "x", "securityContext": {"privileged": True}}}),
+     "spec.templates[0].container.securityContext.privileged", "a privileged container"),
+    # What the workflow's templateDefaults give a template, Argo asks for in its pod.
+    (_workflow({**CPU, "container": {"image": "x"}},
+               templateDefaults={"container": {"image": "x", "securityContext": {"privileged": True}}}),
      "spec.templates[0].container.securityContext.privileged", "a privileged container"),
     (_workflow({**CPU, "container": {"image": "x"}, "volumes": [{"name": "h", "hostPath": {"path": "/var/run"}}]}),
      "spec.templates[0].volumes[0].hostPath", "host path '/var/run'"),

@@ -5,7 +5,14 @@ Importing this package loads neither hera nor pydantic (it sits on the `wf compi
 """
 
 from wf.argo.schema import KINDS, validate
-from wf.argo.size import ARGO_MAX_WORKFLOW_BYTES, ETCD_MAX_REQUEST_BYTES, fanout_problems, json_size, size_problems
+from wf.argo.size import (
+    ARGO_MAX_WORKFLOW_BYTES,
+    ETCD_MAX_REQUEST_BYTES,
+    fanout_problems,
+    json_size,
+    size_problems,
+    step_limit_problems,
+)
 
 __all__ = [
     "ARGO_MAX_WORKFLOW_BYTES",
@@ -14,5 +21,6 @@ __all__ = [
     "fanout_problems",
     "json_size",
     "size_problems",
+    "step_limit_problems",
     "validate",
 ]

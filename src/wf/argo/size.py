@@ -54,6 +54,36 @@ def size_problems(manifest_json_bytes: int) -> list[Problem]:
     return problems
 
 
+# What a step adds to a finished workflow's status, compressed as Argo stores it past its maximum size: a Retry node
+# and its attempt's Pod node, inputs and archived log included (modelled by benchmarks/size.py: 141 bytes).
+STATUS_BYTES_PER_STEP = 150
+# A job this close to the steps its workflow holds is warned before it grows past them.
+NEAR_STEP_LIMIT = 0.8
+_POD_LEVEL = ("container", "script", "containerSet", "resource")  # a template whose node is one run of a step
+
+
+def step_limit_problems(manifest: dict[str, Any], manifest_json_bytes: int) -> list[Problem]:
+    """A warning for a workflow near or past the steps Argo's maximum size holds, its status included: a workflow
+    whose spec fits can still outgrow it as its steps finish (Argo then fails it, unless its database holds the
+    status)."""
+    spec = manifest.get("spec") or {}
+    spec = spec.get("workflowSpec") or spec  # a CronWorkflow's
+    steps = sum(1 for t in spec.get("templates") or [] if isinstance(t, dict) and any(k in t for k in _POD_LEVEL))
+    if not steps:
+        return []
+    per_step = manifest_json_bytes / steps  # the shared parts spread over the steps: an upper bound
+    holds = int(ARGO_MAX_WORKFLOW_BYTES // (per_step + STATUS_BYTES_PER_STEP))
+    if steps < NEAR_STEP_LIMIT * holds:
+        return []
+    advice = ("split the job before it grows past that" if steps <= holds else
+              "as its steps finish it outgrows that and Argo fails it, unless Argo's database holds its node status "
+              "(persistence.nodeStatusOffLoad): split the job")
+    return [Problem.at((), (
+        f"{steps:,} steps: Argo's maximum workflow size of {_bytes(ARGO_MAX_WORKFLOW_BYTES)}, status included, "
+        f"holds about {holds:,} steps of a workflow like this one ({per_step:,.0f} bytes a step as compiled, about "
+        f"{STATUS_BYTES_PER_STEP} more in its status once it ran); {advice}"), severity="warning")]
+
+
 # Items one fan-out may hold before its status, compressed, outgrows Argo's maximum workflow size (measured on
 # the local cluster with every pod's log archived: ~131 bytes an item compressed, the steps offloaded to the
 # database between 7,531 and 7,970 items; without a database that is where the workflow ends in Error).

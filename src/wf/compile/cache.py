@@ -53,8 +53,9 @@ CONFIGMAP = STEP_CACHE_PREFIX + "-{{workflow.namespace}}"
 def cache_of(job: TrainingJob, step: Step) -> StepCache | None:
     """The step's cache: its own, else the job's for the job's steps (an exit handler runs for the run's outcome,
     so it is cached only when it says so); `cache: false` turns it off."""
+    # Asked of the (few) exit handlers, not the steps: once per step, a scan of the steps would be quadratic.
     chosen = step.cache if step.cache is not None else (
-        job.spec.cache if any(s is step for s in job.spec.steps) else None)
+        None if any(s is step for s in job.spec.on_exit) else job.spec.cache)
     if chosen is None or chosen is False:
         return None
     return StepCache() if chosen is True else chosen

@@ -7,8 +7,9 @@ but those the class needs back, and no privilege escalation (setuid binaries, fi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
+from wf.argo.defaults import merge
 from wf.compile.placement import Placement
 
 
@@ -17,9 +18,19 @@ def pod_security() -> dict[str, Any]:
     return {"seccompProfile": {"type": "RuntimeDefault"}}
 
 
+# What every step container runs with: no privilege escalation, every capability dropped. Written once per workflow,
+# in its templateDefaults (Argo merges it into each container template's own securityContext, which then holds only
+# what the class adds back), and in full into each replica of a multi-node step's MPIJob, which it does not reach.
+CONTAINER_HARDENING: Final = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
 def container_security(placement: Placement) -> dict[str, Any]:
-    """The step container's securityContext on `placement`'s class."""
-    capabilities: dict[str, Any] = {"drop": ["ALL"]}
-    if placement.capabilities:
-        capabilities["add"] = list(placement.capabilities)
-    return {"allowPrivilegeEscalation": False, "capabilities": capabilities}
+    """The step container's whole securityContext on `placement`'s class."""
+    # The hardening's keys first (merged in their order), what the class adds back after them.
+    return merge(added_capabilities(placement), CONTAINER_HARDENING)
+
+
+def added_capabilities(placement: Placement) -> dict[str, Any]:
+    """What a container on `placement`'s class has beyond CONTAINER_HARDENING: the capabilities it adds back ({} for
+    none), which Argo merges with the hardening (`drop` and `add` are separate keys of `capabilities`)."""
+    return {"capabilities": {"add": list(placement.capabilities)}} if placement.capabilities else {}

@@ -111,6 +111,20 @@ APPLICATION_EXPRESSION: Final = (
     f'(lastRetry.status == "Failed" || lastRetry.status == "Error") && !({INTERRUPTION_EXPRESSION})')
 
 
+# Each expression is written once per workflow, as an annotation of its spec.workflowMetadata (Argo makes every
+# such annotation the global variable `workflow.annotations.KEY`, substituted into a template before its
+# retryStrategy is read); each retryStrategy names it (retry_expression): some 500 bytes a template otherwise.
+INTERRUPTION_ANNOTATION: Final = f"{DOMAIN}/retry-interruptions"
+APPLICATION_ANNOTATION: Final = f"{DOMAIN}/retry-application-failures"
+RETRY_EXPRESSIONS: Final = {INTERRUPTION_ANNOTATION: INTERRUPTION_EXPRESSION,
+                            APPLICATION_ANNOTATION: APPLICATION_EXPRESSION}
+
+
+def retry_expression(annotation: str) -> str:
+    """A retryStrategy's `expression`: the one of RETRY_EXPRESSIONS under `annotation`, by reference."""
+    return "{{workflow.annotations." + annotation + "}}"
+
+
 # On the pod template, the number of interruptions after which the Spot fallback moves the step On-Demand: read
 # back by `wf get` to tell where each attempt asked to run (the podSpecPatch itself is an expression).
 SPOT_FALLBACK_ANNOTATION: Final = f"{DOMAIN}/spot-fallback-after"

@@ -5,7 +5,9 @@ it took, and how the workflow ended, for Prometheus and the platform's Grafana d
 Argo's controller emits them (template- and workflow-level `metrics.prometheus`, argo-workflows v4.0.7
 workflow/controller/operator.go) and its Prometheus exporter prefixes each name with `argo_workflows_`
 (ARGO_PREFIX) and appends nothing (no `_total`, no unit). Only a step's pod-level template carries metrics: the
-pod template, or a multi-node step's MPIJob resource template; the DAGs and wrappers carry none.
+pod template, or a multi-node step's MPIJob resource template; the DAGs and wrappers carry none. Their definitions
+are written once per workflow (its templateDefaults), and what differs per step is the template's inputs
+(shared_step_metrics, step_metric_inputs): the same metrics, emitted alike, for a fifth of the bytes.
 
 When Argo emits a template's metrics, and what a `when` can tell apart, decides what each metric can say. The
 template's retryStrategy retries interruptions only (wf.compile.interruptions), so Argo makes a Retry node per
@@ -39,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any, Final, Literal
 
 from wf.compile.kinds.mpijob import replica_templates
@@ -113,24 +116,49 @@ UPSTREAM_METRICS: Final = {
 }
 
 
-def step_metrics(template: dict[str, Any], *, team: str, job: str, step: str, placement: Placement,
-                 catalog: Catalog) -> dict[str, Any]:
-    """The `metrics` of a step's pod-level template (`template`, as its kind rendered it), placed by `placement`."""
-    values = list(zip(STEP_LABELS, (team, job, step, placement.compute_class, placement.capacity), strict=True))
-    node_rate, usd_rate = reserved_rates(template, catalog)
-    metrics = [
+# Every step's metrics are written once, in the workflow's templateDefaults (Argo merges them into each template
+# that has no `metrics` of its own, wf.compile.workflow gives its DAGs an empty list), and read what differs per
+# step from the pod-level template's inputs, which Argo substitutes before it emits them. Input names have no '_'
+# and do not start with 'item', so they never collide with a reference's input (Reference.input_name).
+STEP_INPUT: Final = "wfstep"  # the step's name
+CLASS_INPUT: Final = "wfclass"  # its compute class
+CAPACITY_INPUT: Final = "wfcapacity"  # its first attempt's capacity
+FALLBACK_INPUT: Final = "wffallback"  # what one unsuccessful attempt adds to the Spot fallback bound; 0: none
+NODES_INPUT: Final = "wfnodes"  # node-seconds one second of an attempt reserves
+USD_INPUT: Final = "wfusd"  # estimated USD one second of an attempt costs
+METRIC_INPUTS: Final = (STEP_INPUT, CLASS_INPUT, CAPACITY_INPUT, FALLBACK_INPUT, NODES_INPUT, USD_INPUT)
+# The Spot fallback bound counts only where the step falls back (a counter incremented by 0 would still be a series).
+FALLS_BACK: Final = NOT_SUCCEEDED + " && {{inputs.parameters." + FALLBACK_INPUT + "}} > 0"
+
+
+def shared_step_metrics(*, team: str, job: str) -> dict[str, Any]:
+    """The `metrics` every pod-level template of the job's workflow gets from its templateDefaults."""
+    values = list(zip(STEP_LABELS, (team, job, *(_input(n) for n in (STEP_INPUT, CLASS_INPUT, CAPACITY_INPUT))),
+                      strict=True))
+    return {"prometheus": [
         _metric(STEP_ATTEMPTS, values, "1"),
         _metric(STEP_INTERRUPTIONS, values, "1", NOT_SUCCEEDED),
-    ]
-    after = placement.on_demand_after
-    if after is not None and after <= placement.interruption_retries:
-        metrics.append(_metric(STEP_SPOT_FALLBACKS, values, _decimal(1 / after), NOT_SUCCEEDED))
-    metrics += [
+        _metric(STEP_SPOT_FALLBACKS, values, _input(FALLBACK_INPUT), FALLS_BACK),
         _metric(STEP_DURATION, values, "{{duration}}", RUN_SUCCEEDED),
-        _metric(STEP_NODE_SECONDS, values, _per_second(node_rate), RUN_SUCCEEDED),
-        _metric(STEP_COST, values, _per_second(usd_rate), RUN_SUCCEEDED),
-    ]
-    return {"prometheus": metrics}
+        _metric(STEP_NODE_SECONDS, values, _per_second(NODES_INPUT), RUN_SUCCEEDED),
+        _metric(STEP_COST, values, _per_second(USD_INPUT), RUN_SUCCEEDED),
+    ]}
+
+
+def step_metric_inputs(template: dict[str, Any], *, step: str, placement: Placement, catalog: Catalog
+                       ) -> list[dict[str, str]]:
+    """The input parameters of a step's pod-level template (`template`, as its kind rendered it) that its shared
+    metrics read."""
+    if "resource" in template:  # a multi-node step: its MPIJob's replicas, each at its own placement
+        node_rate, usd_rate = reserved_rates(template, catalog)
+    else:  # the template's own pod, placed by `placement`: as reserved_rates reads it back, once per distinct pod
+        instance = catalog.compute_class(placement.compute_class).instances[0]
+        node_rate, usd_rate = _pod_rates(instance.name, instance.price(placement.capacity),
+                                         tuple(placement.requests.items()), tuple(placement.limits.items()))
+    after = placement.on_demand_after
+    fallback = _decimal(1 / after) if after is not None and after <= placement.interruption_retries else "0"
+    values = (step, placement.compute_class, placement.capacity, fallback, _decimal(node_rate), _decimal(usd_rate))
+    return [{"name": name, "value": value} for name, value in zip(METRIC_INPUTS, values, strict=True)]
 
 
 def workflow_metrics(*, team: str, job: str) -> dict[str, Any]:
@@ -151,6 +179,16 @@ def reserved_rates(template: dict[str, Any], catalog: Catalog) -> tuple[float, f
         nodes += share
         usd += share * instance.price(placed.capacity) / 3600
     return nodes, usd
+
+
+@lru_cache(maxsize=1024)  # a big job's steps ask for a few distinct pods
+def _pod_rates(instance: str, hourly: float, requests: tuple[tuple[str, str], ...],
+               limits: tuple[tuple[str, str], ...]) -> tuple[float, float]:
+    """What one second of a one-pod attempt asking for `requests` and `limits` reserves on `instance` (its price
+    `hourly`): node-seconds and estimated USD, as reserved_rates reckons them."""
+    pod_requests_, _ = pod_requests([{"resources": {"requests": dict(requests), "limits": dict(limits)}}], [])
+    share = node_share(pod_requests_, instance_allocatable(instance))
+    return share, share * hourly / 3600
 
 
 def _pods(template: dict[str, Any]) -> Iterator[tuple[int, dict[str, Decimal], CompiledPlacement]]:
@@ -178,9 +216,14 @@ def _metric(metric: Metric, labels: list[tuple[str, str]], value: str, when: str
     return out
 
 
-def _per_second(rate: float) -> str:
-    """An Argo expression: the run's `duration` (seconds, a string in Argo's metric scope) times `rate`."""
-    return "{{=asFloat(duration) * " + _decimal(rate) + "}}"
+def _input(name: str) -> str:
+    return "{{inputs.parameters." + name + "}}"
+
+
+def _per_second(rate_input: str) -> str:
+    """An Argo expression: the run's `duration` (seconds, a string in Argo's metric scope) times the rate in the
+    template's input `rate_input`."""
+    return "{{=asFloat(duration) * asFloat(inputs.parameters." + rate_input + ")}}"
 
 
 def _decimal(number: float) -> str:

@@ -6,19 +6,23 @@ Argo v4.0 and v3.7 alike.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Callable
 from typing import Any, Literal
 
+from wf.argo.defaults import self_contained
 from wf.compile import artifacts, cache, checkpoints, metrics
-from wf.compile.hardening import container_security, pod_security
+from wf.compile.hardening import CONTAINER_HARDENING, added_capabilities, pod_security
 from wf.compile.interruptions import (
-    APPLICATION_EXPRESSION,
-    INTERRUPTION_EXPRESSION,
+    APPLICATION_ANNOTATION,
+    INTERRUPTION_ANNOTATION,
     ON_DEMAND,
+    RETRY_EXPRESSIONS,
     SPOT_FALLBACK_ANNOTATION,
     capacity_expression,
+    retry_expression,
 )
 from wf.compile.kinds import kind_of
 from wf.compile.placement import Placement
@@ -100,6 +104,8 @@ def compile_job(
                                                   "a CronWorkflow needs a schedule (cron syntax)"))])
     namespace = queue.namespace if queue else job.metadata.namespace or namespace
     spec = _workflow_spec(job, placements, catalog, queue, namespace)
+    if kind == "WorkflowTemplate":
+        spec = self_contained(spec)  # other workflows may run its templates one by one (templateRef)
     labels = {**job.metadata.labels, JOB_LABEL: job.name}
     metadata: dict[str, Any] = {}
     if kind == "Workflow":
@@ -128,19 +134,28 @@ def _locate(job: TrainingJob, problem: Problem) -> Problem:
 
 def _workflow_spec(job: TrainingJob, placements: dict[str, Placement], catalog: Catalog,
                    queue: QueueAssignment | None, namespace: str | None) -> dict[str, Any]:
-    templates: list[dict[str, Any]] = [{"name": ENTRYPOINT, "dag": {"tasks": []}}]
+    templates: list[dict[str, Any]] = [{"name": ENTRYPOINT, "metrics": _no_metrics(), "dag": {"tasks": []}}]
     tasks = templates[0]["dag"]["tasks"]
     exit_tasks: list[dict[str, Any]] = []
     if job.spec.on_exit:
-        templates.append({"name": EXIT_HANDLER, "dag": {"tasks": exit_tasks}})
+        templates.append({"name": EXIT_HANDLER, "metrics": _no_metrics(), "dag": {"tasks": exit_tasks}})
     producers = {s.name: s for _, s in job.spec.step_entries()}
     volumes = _volumes(job, catalog)  # once: every multi-node step's replicas mount them all
     for dag, steps in ((tasks, job.spec.steps), (exit_tasks, job.spec.on_exit)):
         for step in steps:
             dag.append(_step(job, catalog, step, placements[step.name], producers, templates, volumes, queue))
-    spec: dict[str, Any] = {"entrypoint": ENTRYPOINT, "templates": templates, "podGC": dict(POD_GC),
-                            "ttlStrategy": dict(TTL), "metrics": metrics.workflow_metrics(team=_team(queue),
-                                                                                          job=job.name)}
+    spec: dict[str, Any] = {
+        "entrypoint": ENTRYPOINT,
+        # What every template shares, written once: Argo merges it into each template (strategic merge patch,
+        # the template's own fields winning; workflow/controller/operator.go, mergedTemplateDefaultsInto).
+        "templateDefaults": {
+            "metrics": metrics.shared_step_metrics(team=_team(queue), job=job.name),
+            # Argo's schema requires a container's image: the job's, which each step's container names anyway.
+            "container": {"image": _default_image(job), "securityContext": copy.deepcopy(CONTAINER_HARDENING)},
+        },
+        "workflowMetadata": {"annotations": dict(RETRY_EXPRESSIONS)},
+        "templates": templates, "podGC": dict(POD_GC), "ttlStrategy": dict(TTL),
+        "metrics": metrics.workflow_metrics(team=_team(queue), job=job.name)}
     if job.spec.on_exit:
         spec["onExit"] = EXIT_HANDLER
     if job.spec.parallelism:
@@ -169,6 +184,17 @@ def _workflow_spec(job: TrainingJob, placements: dict[str, Placement], catalog: 
     if volumes:
         spec["volumes"] = volumes
     return spec
+
+
+def _no_metrics() -> dict[str, Any]:
+    """A DAG's `metrics`: none, rather than the pod-level templates' from templateDefaults (an empty list replaces
+    them). A new dict each time: no YAML anchors in a manifest."""
+    return {"prometheus": []}
+
+
+def _default_image(job: TrainingJob) -> str:
+    """The job's image, else its first step's (a job without one names an image on every step)."""
+    return job.spec.image or next(s.image for _, s in job.spec.step_entries() if s.image)
 
 
 def _volumes(job: TrainingJob, catalog: Catalog) -> list[dict[str, Any]]:
@@ -239,7 +265,7 @@ def _step(job: TrainingJob, catalog: Catalog, step: Step, placement: Placement, 
     if retries:
         template = step.name + ATTEMPTS_SUFFIX
         wrappers.append(_wrapper(template, step, refs, producers, {
-            "retryStrategy": {"limit": retries, "expression": APPLICATION_EXPRESSION,
+            "retryStrategy": {"limit": retries, "expression": retry_expression(APPLICATION_ANNOTATION),
                               "backoff": dict(APPLICATION_BACKOFF)}}, checkpointed))
     loop = _loop(step)
     task: dict[str, Any] = {"name": step.name, "template": template}
@@ -273,15 +299,18 @@ def _step(job: TrainingJob, catalog: Catalog, step: Step, placement: Placement, 
         task["dependencies"] = list(step.needs)
     if step.when is not None:
         task["when"] = _rewrite(step.when, lambda r: _from_dag(r, False))
-    templates += wrappers
+    for wrapper in wrappers:
+        wrapper["metrics"] = _no_metrics()
     rendered = kind_of(step).render(job, step, catalog, placement,
                                     lambda p: _pod_template(job, catalog, step, p, refs, producers, queue),
                                     volumes, queue)
     if (memoize := cache.memoize(job, step, refs, producers, catalog)) is not None:
         rendered["memoize"] = memoize
-    # On the pod-level template alone: its Retry node is one run of the step, its children the attempts.
-    rendered["metrics"] = metrics.step_metrics(rendered, team=_team(queue), job=job.name, step=step.name,
-                                               placement=placement, catalog=catalog)
+    # On the pod-level template alone (the shared ones, spec.templateDefaults, read these inputs): its Retry node is
+    # one run of the step, its children the attempts.
+    rendered.setdefault("inputs", {}).setdefault("parameters", []).extend(
+        metrics.step_metric_inputs(rendered, step=step.name, placement=placement, catalog=catalog))
+    templates += wrappers
     templates.append(rendered)
     return task
 
@@ -385,14 +414,15 @@ def _pod_template(job: TrainingJob, catalog: Catalog, step: Step, placement: Pla
     if (grace := checkpoints.grace_seconds(job, step)) is not None:
         # The program saves on SIGTERM; the kubelet kills it this long after (lint keeps it inside Spot's notice).
         pod_patch["terminationGracePeriodSeconds"] = grace
-    container["securityContext"] = container_security(placement)
+    if added := added_capabilities(placement):
+        container["securityContext"] = added  # merged by Argo with the templateDefaults' CONTAINER_HARDENING
     template: dict[str, Any] = {
         "name": step.name,
         "metadata": metadata,
         "nodeSelector": placement.node_selector,
         "retryStrategy": {
             "limit": placement.interruption_retries,
-            "expression": INTERRUPTION_EXPRESSION,
+            "expression": retry_expression(INTERRUPTION_ANNOTATION),
             "backoff": dict(INTERRUPTION_BACKOFF),
         },
     }
@@ -416,7 +446,7 @@ def _pod_template(job: TrainingJob, catalog: Catalog, step: Step, placement: Pla
         # Template `timeout` counts Pending time too: a step that can't schedule fails instead of waiting forever.
         template["timeout"] = f"{parse_duration(step.timeout)}s"
     if pod_patch:
-        template["podSpecPatch"] = json.dumps(pod_patch)
+        template["podSpecPatch"] = json.dumps(pod_patch, separators=(",", ":"))
     return _with_literal_braces(template, job, step)
 
 

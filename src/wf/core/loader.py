@@ -63,6 +63,8 @@ class Document:
     stream: Stream
     # Keys given twice, as (line, key), when loaded leniently; the later value wins, as in Argo's own CLI.
     duplicates: list[tuple[int, Any]] = field(default_factory=list)
+    # 1-based line where the document starts: a finding about the whole document needs no second compose.
+    start_line: int = 1
 
     @property
     def node(self) -> Node:
@@ -72,6 +74,8 @@ class Document:
 
     def line_of(self, path: Sequence[PathKey]) -> int:
         """1-based line of the value at `path`, or of its deepest existing parent."""
+        if not path:
+            return self.start_line
         node = self.node
         for key in path:
             child = _child(node, key)
@@ -244,7 +248,7 @@ def parse_documents(text: str, file: str, strict: bool = True) -> list[Document]
                 continue  # nothing between two `---` (or after a trailing one) is no document
             builder = _Builder(file, strict)
             data = builder.build(node)
-            docs.append(Document(file, index, data, stream, builder.duplicates))
+            docs.append(Document(file, index, data, stream, builder.duplicates, node.start_mark.line + 1))
     except yaml.reader.ReaderError:
         raise InputError([_unreadable(text, file)]) from None
     except yaml.MarkedYAMLError as exc:

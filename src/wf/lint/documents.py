@@ -11,6 +11,7 @@ listed; when nothing at all is left to check (an empty folder, only other tools'
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -310,7 +311,8 @@ def _lint_argo(doc: Document, source: _CatalogOnDemand, result: LintResult) -> l
 
 
 def _size(doc: Document, manifest: dict[str, Any]) -> list[Problem]:
-    found = argo.size_problems(argo.json_size(manifest)) + argo.fanout_problems(manifest)
+    size = argo.json_size(manifest)
+    found = argo.size_problems(size) + argo.step_limit_problems(manifest, size) + argo.fanout_problems(manifest)
     return [p.in_file(doc.file, doc.line_of(())) for p in found]
 
 
@@ -322,11 +324,19 @@ def unschedulable(manifest: dict[str, Any], groups: list[NodeGroup]) -> list[Pro
         spec, at = spec.get("workflowSpec") or {}, ("spec", "workflowSpec")
     defaults = {**(spec.get("templateDefaults") or {})}
     out = []
+    # A job's steps ask for a few distinct pods (a class and its size): each is explained once.
+    reasons: dict[str, str | None] = {}
     for i, template in enumerate(spec.get("templates") or []):
         if not isinstance(template, dict) or not any(k in template for k in _POD_TEMPLATE_KEYS):
             continue
         pod = pod_constraints(spec, {**defaults, **template})
-        if pod is not None and (reason := explain(pod, groups)):
+        if pod is None:
+            continue
+        key = json.dumps([pod.node_selector, pod.affinity_terms, pod.tolerations, pod.requests], sort_keys=True,
+                         default=str)
+        if key not in reasons:
+            reasons[key] = explain(pod, groups)
+        if reason := reasons[key]:
             message = f"template {template.get('name')!r} cannot schedule: {reason}"
             out.append(Problem.at((*at, "templates", i), message))
     return out

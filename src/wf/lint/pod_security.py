@@ -8,12 +8,15 @@ compiled workflows are checked too, so the compiler and the catalog cannot disag
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
+from wf.argo.defaults import with_defaults
 from wf.compile.readback import read_placement
 from wf.core.constants import CRON_WORKFLOW
 from wf.core.errors import PathKey, Problem
@@ -44,9 +47,10 @@ def privileges(manifest: dict[str, Any], catalog: Catalog) -> list[Problem]:
         return []
     out: list[Problem] = []
     classes: list[str | None] = []
-    for i, template in enumerate(spec.get("templates") or []):
-        if not isinstance(template, dict):
+    for i, own in enumerate(spec.get("templates") or []):
+        if not isinstance(own, dict):
             continue
+        template = with_defaults(spec, own, fresh=False)  # what its templateDefaults give it, Argo asks for too
         pods = [(read_placement(template).compute_class, _pod_asks(template, (*at, "templates", i)))]
         pods += _resource_pods(template, (*at, "templates", i))
         for cls, asks in pods:
@@ -100,14 +104,26 @@ def _pod_asks(pod: dict[str, Any], at: Path) -> list[Ask]:
                             _allows_capability(name)))
     patch = pod.get("podSpecPatch")
     if isinstance(patch, str):
-        try:
-            parsed = yaml.safe_load(patch)
-        except yaml.YAMLError:
-            parsed = None  # Argo's schema check and the API server judge a patch that is not YAML
+        parsed = _parsed_patch(patch)
         if isinstance(parsed, dict):
             asks += [Ask((*at, "podSpecPatch"), f"podSpecPatch sets {a.what}", a.allowed)
                      for a in _pod_asks(parsed, (*at, "podSpecPatch"))]
     return asks
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_patch(patch: str) -> Any:
+    """A podSpecPatch as Argo reads it (YAML, JSON included), None when it is neither. Once per distinct text: a
+    job's steps share a few patches (its Spot fallback), and YAML's parser is slow enough to dominate a big job's
+    lint. JSON (what wf compiles) is tried first, being YAML as well and far quicker to parse; callers only read."""
+    try:
+        return json.loads(patch)
+    except ValueError:
+        pass
+    try:
+        return yaml.safe_load(patch)
+    except yaml.YAMLError:
+        return None  # Argo's schema check and the API server judge a patch that is not YAML
 
 
 def _allows_path(path: str) -> Callable[[PodSecurity], bool]:

@@ -74,7 +74,7 @@ import yaml
 from wf.argo.manifest import manifest_text
 from wf.compile import checkpoints
 from wf.compile.checkpoints import ITEM, item_reference
-from wf.compile.hardening import pod_security
+from wf.compile.hardening import container_security, pod_security
 from wf.compile.interruptions import MPI_WORKER_FAILED, ON_DEMAND
 from wf.compile.kinds.base import Cleanup, Demand, PodRenderer
 from wf.compile.placement import Placement, place_pod, place_step
@@ -332,6 +332,7 @@ def _template(job: TrainingJob, step: Step, catalog: Catalog, worker: Placement,
     def replica(placement: Placement, replicas: int, runs_command: bool) -> dict[str, Any]:
         pod = render_pod(placement)
         main = {k: v for k, v in pod["container"].items() if k != "command"}
+        main["securityContext"] = container_security(placement)  # whole: the workflow's templateDefaults stop at Argo
         main["name"] = ARGO_MAIN_CONTAINER  # the operator takes the first; `wf logs` reads Argo's main container
         if runs_command:
             # As the pod template has it: its references read the template's inputs. Workers run the operator's
