@@ -193,10 +193,11 @@ def _fake_go(tmp_path: Path, fail_on: str = "", module_dir: Path = Path("/nonexi
         f"""#!/bin/sh
 echo "$*" >> {tmp_path}/go.log
 echo "$GOTOOLCHAIN" >> {tmp_path}/toolchain.log
+echo "$CGO_ENABLED $*" >> {tmp_path}/cgo.log
 if [ "$1" = "{fail_on}" ]; then echo "simulated compiler error" >&2; exit 1; fi
 if [ "$1" = "mod" ] && [ "$2" = "init" ]; then echo "module $3" > go.mod; fi
 if [ "$1" = "mod" ] && [ "$2" = "download" ]; then
-  echo '{{"Dir": "{module_dir}", "Origin": {{"Hash": "0123456789abcdef"}}}}'
+  echo '{{"Dir": "{module_dir}", "GoMod": "{module_dir}/go.mod", "Origin": {{"Hash": "0123456789abcdef"}}}}'
 fi
 if [ "$1" = "build" ]; then
   out=""; prev=""
@@ -226,3 +227,29 @@ def test_cached_binaries_need_no_go_toolchain(tmp_path: Path, monkeypatch: pytes
     (build.binary_path("etcd", cache)).unlink()
     with pytest.raises(ClusterError, match="Go toolchain"):
         build.build_all(cache=cache)
+
+
+def test_real_node_components_are_optional_and_only_runc_uses_cgo(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    real = ("kubelet", "containerd", "runc", "cni-plugins")
+    by_name = {c.name: c for c in build.components()}
+    assert all(by_name[n].optional for n in real)
+    # The kubelet is its own build of the same Kubernetes module: asking for it rebuilds none of the four others.
+    assert by_name["kubelet"].module == by_name["kubernetes"].module
+    assert by_name["kubelet"].tag == by_name["kubernetes"].tag
+    assert not set(by_name["kubelet"].packages) & set(by_name["kubernetes"].packages)
+    module = tmp_path / "module"
+    module.mkdir()
+    (module / "go.mod").write_text(UPSTREAM_GO_MOD)
+    monkeypatch.setenv("PATH", str(_fake_go(tmp_path, module_dir=module)))
+    cache = tmp_path / "cache"
+    for comp in build.components():
+        if comp.name not in real:
+            _cached(comp, cache)
+    assert not any(r.built for r in build.build_all(cache=cache))
+    results = build.build_all(list(real), cache=cache)
+    assert [r.component.name for r in results if r.built] == list(real)
+    assert build.binary_path("ctr", cache).is_file() and build.binary_path("bridge", cache).is_file()
+    builds = [line for line in (tmp_path / "cgo.log").read_text().splitlines() if " build " in line]
+    assert [line.split()[0] for line in builds] == ["0", "0", "1", "0"]  # runc's nsenter is C
+    assert "github.com/opencontainers/runc" in builds[2]

@@ -36,6 +36,12 @@ MPI_OPERATOR_RELEASE = "0.6.0"
 PROMETHEUS_RELEASE = "3.16.0"
 # Prometheus 3.x publishes its Go module as v0.3<minor>.<patch> (v0.316.0 is 3.16.0).
 PROMETHEUS_MODULE_VERSION = "0.316.0"
+# A real node's runtime (wf.cluster.realnode). containerd 2.3.x, not 2.4.x: it is built against the same
+# k8s.io/* 0.36 modules as our Kubernetes (one CRI API, shared Go build cache), and Kubernetes 1.36's kubelet
+# needs containerd 2.x.
+CONTAINERD_RELEASE = "2.3.7"
+RUNC_RELEASE = "1.5.3"
+CNI_PLUGINS_RELEASE = "1.10.0"
 
 _K8S_VERSION_PKGS = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
 _BUILD_DATE = "1970-01-01T00:00:00Z"  # fixed, so rebuilding the same version gives the same bytes
@@ -162,6 +168,8 @@ class Component:
     # Files or directories of the module kept beside the binaries (e.g. CRDs the cluster installs), by module
     # path; each lands in assets_dir under its last path element.
     assets: tuple[str, ...] = ()
+    # Needs cgo (runc's nsenter is C that runs before the Go runtime starts); every other component is static Go.
+    cgo: bool = False
 
     @property
     def tag(self) -> str:
@@ -246,6 +254,55 @@ def components() -> list[Component]:
             ),
             version_ldflags=_k8s_ldflags(KUBERNETES_RELEASE),
             replace_staging_with=k8s_minor,
+        ),
+        # A real node's kubelet: its own component, so the four binaries above are not rebuilt when a real node
+        # is first asked for; the same module version shares their Go build cache.
+        Component(
+            name="kubelet",
+            version=KUBERNETES_RELEASE,
+            module="k8s.io/kubernetes",
+            packages=("k8s.io/kubernetes/cmd/kubelet",),
+            version_ldflags=_k8s_ldflags(KUBERNETES_RELEASE),
+            replace_staging_with=k8s_minor,
+            optional=True,
+        ),
+        # A real node's container runtime: the daemon, its runc shim and `ctr` (how wf imports local images).
+        Component(
+            name="containerd",
+            version=CONTAINERD_RELEASE,
+            module="github.com/containerd/containerd/v2",
+            packages=tuple(f"github.com/containerd/containerd/v2/cmd/{c}"
+                           for c in ("containerd", "containerd-shim-runc-v2", "ctr")),
+            version_ldflags=(f"-X github.com/containerd/containerd/v2/version.Version=v{CONTAINERD_RELEASE}",),
+            commit_variable="github.com/containerd/containerd/v2/version.Revision",
+            # As upstream's static release: no cgo, so no btrfs snapshotter (overlayfs is what a real node uses).
+            tags=("urfave_cli_no_docs", "no_btrfs", "osusergo", "netgo"),
+            optional=True,
+        ),
+        # The OCI runtime. Without the `seccomp` tag: libseccomp's headers are not installed here, and wf's pods
+        # ask for no seccomp profile (a real node with RuntimeDefault profiles needs the tag and libseccomp-dev).
+        Component(
+            name="runc",
+            version=RUNC_RELEASE,
+            module="github.com/opencontainers/runc",
+            packages=("github.com/opencontainers/runc",),
+            names=("runc",),
+            commit_variable="main.gitCommit",
+            tags=("urfave_cli_no_docs",),
+            cgo=True,
+            optional=True,
+        ),
+        # Pod networking on a real node: a bridge inside the cluster's own network namespace.
+        Component(
+            name="cni-plugins",
+            version=CNI_PLUGINS_RELEASE,
+            module="github.com/containernetworking/plugins",
+            packages=tuple(f"github.com/containernetworking/plugins/plugins/{p}"
+                           for p in ("main/bridge", "main/loopback", "ipam/host-local")),
+            version_ldflags=(
+                f"-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=v{CNI_PLUGINS_RELEASE}",
+            ),
+            optional=True,
         ),
         # etcd's version is a constant in go.etcd.io/etcd/api/v3/version, so it needs no stamping.
         Component(
@@ -422,7 +479,7 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
     started = time.monotonic()
     env = {
         **os.environ,
-        "CGO_ENABLED": "0",
+        "CGO_ENABLED": "1" if comp.cgo else "0",
         "GOFLAGS": "-trimpath -buildvcs=false",
         "GOTOOLCHAIN": comp.toolchain or "local",
     }

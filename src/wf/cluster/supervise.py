@@ -24,6 +24,7 @@ import yaml
 
 from wf.argo.size import ARGO_MAX_WORKFLOW_SIZE_ENV
 from wf.cluster import build, processes
+from wf.cluster.nodes import REAL_NODE_LABEL
 from wf.cluster.tuning import CONTROLLER_ARGS, KWOK_OPTIONS, KWOKCTL_OPTIONS, TUNING, requeue_time
 from wf.core.errors import ClusterError
 from wf.render.platform import CONTROLLER_NAMESPACE
@@ -170,8 +171,17 @@ class Supervisor:
         flags = {name: dict(values) for name, values in TUNING.items()}
         # The API server reaches kwok's kubelet endpoint (pod logs) at the node's InternalIP.
         flags.setdefault("kwok-controller", {})["node-ip"] = processes.LOOPBACK
+        # kwok plays every node but real ones (wf.cluster.realnode), whose kubelet would fight it.
+        flags["kwok-controller"]["manage-nodes-with-label-selector"] = f"!{REAL_NODE_LABEL}"
+        # The API server reaches a real node's kubelet (logs, exec) as the cluster's admin; kwok ignores it.
+        pki = self.kwok_cluster_dir / "pki"
+        flags.setdefault("kube-apiserver", {}).update(
+            {"kubelet-client-certificate": str(pki / "admin.crt"), "kubelet-client-key": str(pki / "admin.key")})
+        # kwokctl's binary runtime passes --manage-all-nodes=true, which a selector conflicts with: replace it.
+        overrides = {"kwok-controller": [{"key": "manage-all-nodes", "value": "false", "override": True}]}
         patches = [
-            {"name": name, "extraArgs": [{"key": k, "value": v} for k, v in values.items()]}
+            {"name": name,
+             "extraArgs": [*({"key": k, "value": v} for k, v in values.items()), *overrides.get(name, [])]}
             for name, values in flags.items()
         ]
         kwokctl = {
