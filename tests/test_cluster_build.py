@@ -242,14 +242,23 @@ def test_real_node_components_are_optional_and_only_runc_uses_cgo(tmp_path: Path
     module.mkdir()
     (module / "go.mod").write_text(UPSTREAM_GO_MOD)
     monkeypatch.setenv("PATH", str(_fake_go(tmp_path, module_dir=module)))
+    pkg_config = tmp_path / "fakebin" / "pkg-config"
+    pkg_config.write_text('#!/bin/sh\necho "$*" >> ' + str(tmp_path / "pkg-config.log") + '\nexit 1\n')
+    pkg_config.chmod(0o755)
     cache = tmp_path / "cache"
     for comp in build.components():
         if comp.name not in real:
             _cached(comp, cache)
     assert not any(r.built for r in build.build_all(cache=cache))
+    # runc links libseccomp (wf's pods ask for the runtime's default seccomp profile): without its headers the
+    # build stops before compiling and says which Debian package has them.
+    with pytest.raises(ClusterError, match="apt-get install libseccomp-dev"):
+        build.build_all(["runc"], cache=cache)
+    assert (tmp_path / "pkg-config.log").read_text().split() == ["--exists", "libseccomp"]
+    pkg_config.write_text("#!/bin/sh\nexit 0\n")
     results = build.build_all(list(real), cache=cache)
     assert [r.component.name for r in results if r.built] == list(real)
     assert build.binary_path("ctr", cache).is_file() and build.binary_path("bridge", cache).is_file()
     builds = [line for line in (tmp_path / "cgo.log").read_text().splitlines() if " build " in line]
     assert [line.split()[0] for line in builds] == ["0", "0", "1", "0"]  # runc's nsenter is C
-    assert "github.com/opencontainers/runc" in builds[2]
+    assert "github.com/opencontainers/runc" in builds[2] and "seccomp" in builds[2]

@@ -114,3 +114,29 @@ def test_a_catalog_with_only_accelerated_groups_has_no_place_for_a_real_node(
     monkeypatch.setattr(realnode, "node_groups", lambda _: [g for g in node_groups(catalog) if g.accelerator])
     with pytest.raises(ClusterError, match="without accelerators"):
         realnode.real_node_group(catalog)
+
+
+def test_up_without_root_says_so_in_one_line_exits_3_and_starts_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from wf.cli.app import main
+
+    monkeypatch.setenv("WF_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setattr(realnode.os, "geteuid", lambda: 1000)
+    with pytest.raises(SystemExit) as ended:
+        main(["cluster", "up", "--name", "unit", "--real-nodes", "1"])
+    assert ended.value.code == 3
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "real nodes need root" in lines[0] and "Traceback" not in lines[0]
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_missing_cgroup_controller_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for controller in realnode._V1_CONTROLLERS:
+        if controller != "pids":
+            (tmp_path / controller).mkdir()
+            (tmp_path / controller / "cgroup.procs").write_text("")
+    monkeypatch.setattr(realnode, "_CGROUP_ROOT", tmp_path)
+    monkeypatch.setattr(realnode.os, "geteuid", lambda: 0)
+    if "overlay" not in Path("/proc/filesystems").read_text().split():
+        pytest.skip("this machine lacks overlay, which is checked first")
+    assert realnode.missing_requirement() == f"real nodes need the cgroup controllers pids (not mounted under {tmp_path})"

@@ -170,6 +170,8 @@ class Component:
     assets: tuple[str, ...] = ()
     # Needs cgo (runc's nsenter is C that runs before the Go runtime starts); every other component is static Go.
     cgo: bool = False
+    # C libraries a cgo build links, as (pkg-config name, the Debian package with its headers).
+    c_libraries: tuple[tuple[str, str], ...] = ()
 
     @property
     def tag(self) -> str:
@@ -279,8 +281,9 @@ def components() -> list[Component]:
             tags=("urfave_cli_no_docs", "no_btrfs", "osusergo", "netgo"),
             optional=True,
         ),
-        # The OCI runtime. Without the `seccomp` tag: libseccomp's headers are not installed here, and wf's pods
-        # ask for no seccomp profile (a real node with RuntimeDefault profiles needs the tag and libseccomp-dev).
+        # The OCI runtime, with seccomp: every pod wf compiles asks for the runtime's default profile, which a runc
+        # without it refuses to run. Upstream's default tags, less libpathrs (a Rust library; runc falls back to
+        # its Go implementation).
         Component(
             name="runc",
             version=RUNC_RELEASE,
@@ -288,8 +291,9 @@ def components() -> list[Component]:
             packages=("github.com/opencontainers/runc",),
             names=("runc",),
             commit_variable="main.gitCommit",
-            tags=("urfave_cli_no_docs",),
+            tags=("seccomp", "urfave_cli_no_docs"),
             cgo=True,
+            c_libraries=(("libseccomp", "libseccomp-dev"),),
             optional=True,
         ),
         # Pod networking on a real node: a bridge inside the cluster's own network namespace.
@@ -447,7 +451,9 @@ def build_all(
                 progress(comp, "cached", 0.0)
             continue
         # Only now is Go needed: a machine with every binary cached runs without a toolchain.
-        _build(_go_binary(), comp, cache, progress)
+        go = _go_binary()
+        _check_c_libraries(comp)
+        _build(go, comp, cache, progress)
         results.append(BuildResult(comp, True, time.monotonic() - started))
     return results
 
@@ -462,6 +468,14 @@ def _keep_asset(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
     for path in (target, *target.rglob("*")):  # copied from the module cache, which is read-only
         path.chmod(path.stat().st_mode | 0o200)
+
+
+def _check_c_libraries(comp: Component) -> None:
+    for library, package in comp.c_libraries:
+        found = shutil.which("pkg-config") and subprocess.run(["pkg-config", "--exists", library]).returncode == 0
+        if not found:
+            raise ClusterError(f"building {comp.name} needs the C library {library} and pkg-config: "
+                               f"apt-get install {package} pkg-config")
 
 
 def _go_binary() -> str:

@@ -157,7 +157,6 @@ state = {q(str(self.run_dir / "state"))}
 
 [plugins."io.containerd.cri.v1.runtime"]
   netns_mounts_under_state_dir = true
-  enable_cdi = false
   [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
@@ -265,10 +264,11 @@ state = {q(str(self.run_dir / "state"))}
         _run(["ip", "-n", self.netns, "link", "set", "lo", "up"], "bringing up its loopback")
 
     def _hierarchies(self) -> list[Path]:
-        """Where the node's cgroup directory goes: the v2 root, or every mounted v1 hierarchy."""
+        """Where the node's cgroup directory goes: the v2 root, or every mounted v1 hierarchy and, on a hybrid
+        machine, the v2 one beside them (runc makes its cgroups there too)."""
         if _cgroup_v2():
             return [_CGROUP_ROOT]
-        return [h for h in sorted(_CGROUP_ROOT.iterdir()) if (h / "cgroup.procs").is_file() and h.name != "unified"]
+        return [h for h in sorted(_CGROUP_ROOT.iterdir()) if (h / "cgroup.procs").is_file()]
 
     def _make_cgroups(self) -> None:
         for hierarchy in self._hierarchies():
