@@ -139,4 +139,5 @@ def test_a_missing_cgroup_controller_is_named(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(realnode.os, "geteuid", lambda: 0)
     if "overlay" not in Path("/proc/filesystems").read_text().split():
         pytest.skip("this machine lacks overlay, which is checked first")
-    assert realnode.missing_requirement() == f"real nodes need the cgroup controllers pids (not mounted under {tmp_path})"
+    expected = f"real nodes need the cgroup controllers pids (not mounted under {tmp_path})"
+    assert realnode.missing_requirement() == expected
