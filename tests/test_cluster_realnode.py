@@ -63,7 +63,9 @@ def test_containerd_keeps_its_state_sockets_and_pod_namespaces_to_the_node(tmp_p
     assert plugins["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"] == images.PAUSE
     runtime = plugins["io.containerd.cri.v1.runtime"]
     assert runtime["netns_mounts_under_state_dir"] is True
-    assert runtime["containerd"]["runtimes"]["runc"]["options"]["BinaryName"].endswith("/runc")
+    runc = runtime["containerd"]["runtimes"]["runc"]["options"]
+    assert runc["BinaryName"].endswith("/runc") and Path(runc["Root"]).is_relative_to(node.run_dir)
+    assert isinstance(runtime["restrict_oom_score_adj"], bool)
     assert Path(runtime["cni"]["conf_dir"]).is_relative_to(node.dir)
     assert plugins["io.containerd.grpc.v1.cri"]["stream_server_address"] == "127.0.0.1"
 

@@ -253,6 +253,8 @@ def test_kwok_leaves_real_nodes_to_their_kubelet_and_the_api_server_reaches_kube
     pki = cluster.supervisor.kwok_cluster_dir / "pki"
     assert apiserver["kubelet-client-certificate"] == str(pki / "admin.crt")
     assert apiserver["kubelet-client-key"] == str(pki / "admin.key")
+    # Never a node's Hostname, which the API server would look up in the machine's DNS.
+    assert apiserver["kubelet-preferred-address-types"] == "InternalIP"
 
 
 def test_real_nodes_must_be_zero_or_more_before_anything_starts(tmp_path: Path) -> None:

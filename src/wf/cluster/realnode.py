@@ -53,6 +53,12 @@ _CGROUP_ROOT = Path("/sys/fs/cgroup")
 _NETNS_DIR = Path("/run/netns")
 _RUN_ROOT = Path("/run/wf")
 _CONTAINER_LOGS = Path("/var/log/containers")
+# Fixed paths the kubelet and containerd use whatever they are told (the device plugin socket, libcni's result
+# cache, the shims' sockets, ctr's fifos): `stop` removes what is left of them once nothing uses it, deepest first.
+_FIXED_SOCKETS = (Path("/var/lib/kubelet/device-plugins/kubelet.sock"),)
+_FIXED_DIRS = (Path("/var/lib/kubelet/device-plugins"), Path("/var/lib/kubelet"), Path("/var/lib/cni/results"),
+               Path("/var/lib/cni"), Path("/run/containerd/s"), Path("/run/containerd/fifo"), Path("/run/containerd"),
+               _CONTAINER_LOGS, _RUN_ROOT)
 # What the kubelet needs of cgroup v1 (each a mounted hierarchy) or v2 (each in the root's cgroup.controllers).
 _V1_CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "pids", "devices", "freezer")
 _V2_CONTROLLERS = ("cpu", "cpuset", "memory", "pids")
@@ -60,6 +66,7 @@ _POD_SUBNET = "10.88.0.0/24"  # inside the node's own network namespace only
 _BRIDGE = "wf0"
 _ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
 _TOOLS = ("ip", "nsenter", "mount", "umount", "openssl")
+_CAP_SYS_RESOURCE = 24  # linux/capability.h
 
 
 def missing_requirement() -> str | None:
@@ -157,12 +164,14 @@ state = {q(str(self.run_dir / "state"))}
 
 [plugins."io.containerd.cri.v1.runtime"]
   netns_mounts_under_state_dir = true
+  restrict_oom_score_adj = {str(not _may_lower_oom_scores()).lower()}
   [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
         BinaryName = {q(str(runc))}
+        Root = {q(str(self.run_dir / "runc"))}
         SystemdCgroup = false
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = [{q(str(bins))}]
@@ -348,6 +357,7 @@ state = {q(str(self.run_dir / "state"))}
                                   cwd=self.dir)
         self._wait(lambda: _http_ok(f"http://{processes.LOOPBACK}:{ports.healthz}/healthz"), KUBELET, kubelet,
                    timeout)
+        self._wait(lambda: _set_loopback_address(cluster_kubeconfig, name), KUBELET, kubelet, timeout)
         (self.dir / "ports.json").write_text(json.dumps({"kubelet": ports.kubelet, "healthz": ports.healthz,
                                                          "name": name}))
         return ports
@@ -410,6 +420,7 @@ state = {q(str(self.run_dir / "state"))}
                 raise ClusterError(f"cannot remove cgroup {path}: {exc}") from None
         self._remove_container_log_links()
         shutil.rmtree(self.run_dir, ignore_errors=True)
+        _remove_unused_fixed_paths()
 
     def _kill_cgroup_processes(self, say: Say) -> None:
         """Whatever still runs in the node's cgroups (shims, containers) is ours: SIGKILL until none is left."""
@@ -439,6 +450,58 @@ state = {q(str(self.run_dir / "state"))}
         for link in _CONTAINER_LOGS.iterdir():
             if link.is_symlink() and os.readlink(link).startswith(ours):
                 link.unlink()
+
+
+def _set_loopback_address(kubeconfig: Path, name: str) -> bool:
+    """Give the registered Node the address 127.0.0.1, where its kubelet listens and the API server must reach
+    it; False while the kubelet has not registered it yet. The kubelet refuses a loopback --node-ip ("nodeIP can't
+    be loopback address", logged at every status update) and then leaves the node's addresses as they are, so
+    this one stays; without --node-ip it would publish the machine's own address instead."""
+    from kubernetes import client as kclient
+    from kubernetes.client.exceptions import ApiException
+
+    from wf.controller.client import Target, connect
+
+    api_client = connect(Target(kubeconfig=str(kubeconfig))).api_client
+    # No Hostname address: the API server would try it first and ask the machine's DNS for the node's name.
+    addresses = [{"type": "InternalIP", "address": processes.LOOPBACK}]
+    try:
+        kclient.CoreV1Api(api_client).patch_node_status(name, {"status": {"addresses": addresses}})
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    finally:
+        api_client.close()
+    return True
+
+
+def _remove_unused_fixed_paths() -> None:
+    """The fixed paths (_FIXED_SOCKETS, _FIXED_DIRS) that nothing uses any more: a socket nobody listens on, an
+    empty directory. Another kubelet's or containerd's are in use, so they stay."""
+    import socket
+
+    for path in _FIXED_SOCKETS:
+        if path.is_socket():
+            with socket.socket(socket.AF_UNIX) as probe:
+                try:
+                    probe.connect(str(path))
+                except OSError:
+                    path.unlink(missing_ok=True)
+    for directory in _FIXED_DIRS:
+        with contextlib.suppress(OSError):  # absent, or not empty: in use
+            directory.rmdir()
+
+
+def _may_lower_oom_scores() -> bool:
+    """Whether we hold CAP_SYS_RESOURCE, which lowering a process's oom_score_adj takes (the pod sandbox's is
+    -998). Some sandboxed machines deny it even to root; containerd then keeps every container's score at or above
+    its own (`restrict_oom_score_adj`), or runc fails to start any pod ("failed to update /proc/self/oom_score_adj:
+    Permission denied")."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> _CAP_SYS_RESOURCE & 1)
+    return False
 
 
 def _mounts_under(roots: list[str]) -> list[str]:

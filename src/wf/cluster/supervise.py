@@ -175,8 +175,11 @@ class Supervisor:
         flags["kwok-controller"]["manage-nodes-with-label-selector"] = f"!{REAL_NODE_LABEL}"
         # The API server reaches a real node's kubelet (logs, exec) as the cluster's admin; kwok ignores it.
         pki = self.kwok_cluster_dir / "pki"
+        # Only at a node's InternalIP (127.0.0.1 for every node here): its default tries the Hostname first,
+        # which would send a DNS query for the node's name off the machine.
         flags.setdefault("kube-apiserver", {}).update(
-            {"kubelet-client-certificate": str(pki / "admin.crt"), "kubelet-client-key": str(pki / "admin.key")})
+            {"kubelet-client-certificate": str(pki / "admin.crt"), "kubelet-client-key": str(pki / "admin.key"),
+             "kubelet-preferred-address-types": "InternalIP"})
         # kwokctl's binary runtime passes --manage-all-nodes=true, which a selector conflicts with: replace it.
         overrides = {"kwok-controller": [{"key": "manage-all-nodes", "value": "false", "override": True}]}
         patches = [
