@@ -231,7 +231,8 @@ def test_cached_binaries_need_no_go_toolchain(tmp_path: Path, monkeypatch: pytes
 
 def test_real_node_components_are_optional_and_only_runc_uses_cgo(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    real = ("kubelet", "containerd", "runc", "cni-plugins")
+    from wf.cluster.realnode import COMPONENTS as real
+
     by_name = {c.name: c for c in build.components()}
     assert all(by_name[n].optional for n in real)
     # The kubelet is its own build of the same Kubernetes module: asking for it rebuilds none of the four others.
@@ -258,7 +259,7 @@ def test_real_node_components_are_optional_and_only_runc_uses_cgo(tmp_path: Path
     pkg_config.write_text("#!/bin/sh\nexit 0\n")
     results = build.build_all(list(real), cache=cache)
     assert [r.component.name for r in results if r.built] == list(real)
-    assert build.binary_path("ctr", cache).is_file() and build.binary_path("bridge", cache).is_file()
+    assert all(build.binary_path(b, cache).is_file() for b in ("kubelet", "ctr", "runc", "bridge", "argoexec"))
     builds = [line for line in (tmp_path / "cgo.log").read_text().splitlines() if " build " in line]
-    assert [line.split()[0] for line in builds] == ["0", "0", "1", "0"]  # runc's nsenter is C
+    assert [line.split()[0] for line in builds] == ["0", "0", "1", "0", "0"]  # runc's nsenter is C
     assert "github.com/opencontainers/runc" in builds[2] and "seccomp" in builds[2]

@@ -143,3 +143,24 @@ def test_a_missing_cgroup_controller_is_named(tmp_path: Path, monkeypatch: pytes
         pytest.skip("this machine lacks overlay, which is checked first")
     expected = f"real nodes need the cgroup controllers pids (not mounted under {tmp_path})"
     assert realnode.missing_requirement() == expected
+
+
+def test_argoexec_image_is_laid_out_as_upstreams_under_the_name_the_controller_uses(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from wf.cluster import build
+    from wf.cluster.supervise import EXECUTOR_IMAGE
+
+    monkeypatch.setenv("WF_CACHE_DIR", str(tmp_path))
+    binary = build.binary_path("argoexec")
+    binary.parent.mkdir(parents=True)
+    binary.write_bytes(b"\x7fELF argoexec")
+    assert EXECUTOR_IMAGE == images.ARGOEXEC == f"quay.io/argoproj/argoexec:v{build.ARGO_RELEASE}"
+    members = _members(images.archive(images.ARGOEXEC, tmp_path).read_bytes())
+    [entry] = json.loads(members["index.json"])["manifests"]
+    assert entry["annotations"]["io.containerd.image.name"] == EXECUTOR_IMAGE
+    manifest = json.loads(_blob(members, entry["digest"]))
+    assert json.loads(_blob(members, manifest["config"]["digest"]))["config"]["Entrypoint"] == ["argoexec"]
+    with tarfile.open(fileobj=io.BytesIO(_blob(members, manifest["layers"][0]["digest"]))) as tar:
+        entries = {m.name: m for m in tar.getmembers()}
+    assert entries["bin/argoexec"].size == len(b"\x7fELF argoexec") and entries["bin/argoexec"].mode == 0o755
+    assert entries["tmp"].isdir() and entries["tmp"].mode == 0o1777

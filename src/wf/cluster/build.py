@@ -230,14 +230,14 @@ def _k8s_ldflags(version: str) -> tuple[str, ...]:
     return tuple(flags)
 
 
-def _argo_ldflags(version: str) -> tuple[str, ...]:
+def _argo_ldflags(version: str, patched: bool = True) -> tuple[str, ...]:
     root = "github.com/argoproj/argo-workflows/v4"
     return (
         f"-X {root}.version=v{version}",
         f"-X {root}.gitTag=v{version}",
         # Our build patches three files (_ARGO_HEALTH_PATCH, _ARGO_METRICS_PATCH, _ARGO_SERVER_PATCH), so it is
         # not the clean upstream tree; the version then reads "v4.0.7+<commit>.dirty", saying exactly that.
-        f"-X {root}.gitTreeState=dirty",
+        f"-X {root}.gitTreeState={'dirty' if patched else 'clean'}",
         f"-X {root}.buildDate={_BUILD_DATE}",
     )
 
@@ -335,6 +335,17 @@ def components() -> list[Component]:
             patches=(_ARGO_HEALTH_PATCH, _ARGO_METRICS_PATCH, _ARGO_SERVER_PATCH),
             placeholders=("ui/dist/app/index.html",),
             commit_variable="github.com/argoproj/argo-workflows/v4.gitCommit",
+        ),
+        # Argo's executor (init, wait and the emissary in every workflow pod) for real nodes' image (wf.cluster.
+        # images): its own component, so asking for it does not rebuild the controller; unpatched (it serves nothing).
+        Component(
+            name="argoexec",
+            version=ARGO_RELEASE,
+            module="github.com/argoproj/argo-workflows/v4",
+            packages=("github.com/argoproj/argo-workflows/v4/cmd/argoexec",),
+            version_ldflags=_argo_ldflags(ARGO_RELEASE, patched=False),
+            commit_variable="github.com/argoproj/argo-workflows/v4.gitCommit",
+            optional=True,
         ),
         # Karpenter's kwok provider: the real provisioning and disruption controllers with simulated
         # instances, for a local cluster whose nodes come and go (`wf cluster up --nodes autoscaler`).

@@ -9,6 +9,9 @@ same files give the same digests.
 Images (cached under ~/.cache/wf/images/<name>/<tag>/image.tar):
   wf.local/pause      the pod sandbox: a static Go program that waits for SIGTERM (pause.go, built here)
   wf.local/busybox    Debian's busybox-static, with a link per applet: sh, echo, sleep, ... for test pods
+  quay.io/argoproj/argoexec:v<Argo>   Argo's executor from our build (component `argoexec`), under the name the
+                      controller gives its init and wait containers, laid out as upstream's image (/bin/argoexec,
+                      entrypoint `argoexec`, a /tmp for its files)
 """
 
 from __future__ import annotations
@@ -25,12 +28,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from wf.cluster import build
 from wf.core.errors import ClusterError
 
 REGISTRY = "wf.local"  # a name no registry answers to: these images exist only where they were imported
 PAUSE = f"{REGISTRY}/pause:1"
 BUSYBOX_PACKAGE = "busybox-static"
 BUSYBOX = f"{REGISTRY}/busybox:1"
+# The name Argo's controller gives its executor containers (wf.cluster.supervise): found locally, never pulled.
+ARGOEXEC = f"quay.io/argoproj/argoexec:v{build.ARGO_RELEASE}"
 _PAUSE_SOURCE = Path(__file__).with_name("pause.go")
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -40,12 +46,13 @@ _OCI_LAYER = "application/vnd.oci.image.layer.v1.tar"
 
 @dataclass(frozen=True)
 class File:
-    """One entry of a layer: a regular file's bytes, or a symbolic link's target."""
+    """One entry of a layer: a regular file's bytes, a symbolic link's target, or a directory."""
 
     path: str  # inside the image, absolute
     data: bytes = b""
     mode: int = 0o755
     link: str | None = None
+    directory: bool = False
 
 
 def _digest(data: bytes) -> str:
@@ -73,6 +80,9 @@ def layer(files: Sequence[File]) -> bytes:
         info = tarfile.TarInfo(f.path.lstrip("/"))
         if f.link is not None:
             info.type, info.linkname, info.mode = tarfile.SYMTYPE, f.link, 0o777
+            entries.append((info, None))
+        elif f.directory:
+            info.type, info.mode = tarfile.DIRTYPE, f.mode
             entries.append((info, None))
         else:
             info.size, info.mode = len(f.data), f.mode
@@ -155,14 +165,20 @@ def _busybox_archive(work: Path) -> bytes:
     return oci_archive(BUSYBOX, files, cmd=["sh"])
 
 
-_BUILDERS = {PAUSE: _pause_archive, BUSYBOX: _busybox_archive}
+def _argoexec_archive(_: Path) -> bytes:
+    binary = build.binary_path("argoexec")
+    files = [File("/bin/argoexec", binary.read_bytes()), File("/tmp", mode=0o1777, directory=True)]
+    return oci_archive(ARGOEXEC, files, entrypoint=["argoexec"])
+
+
+_BUILDERS = {PAUSE: _pause_archive, BUSYBOX: _busybox_archive, ARGOEXEC: _argoexec_archive}
 IMAGES = tuple(_BUILDERS)  # what every real node imports
 
 
 def archive(name: str, cache: Path) -> Path:
     """The cached OCI archive of one of IMAGES, built first if missing."""
     repository, tag = name.removeprefix(f"{REGISTRY}/").rsplit(":", 1)
-    target = cache / "images" / repository / tag / "image.tar"
+    target = cache / "images" / repository.replace("/", "_") / tag / "image.tar"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

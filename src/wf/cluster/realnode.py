@@ -47,7 +47,7 @@ Say = Callable[[str], None]
 
 KUBELET = "kubelet"
 CONTAINERD = "containerd"
-COMPONENTS = ("kubelet", "containerd", "runc", "cni-plugins")  # the optional builds a real node needs
+COMPONENTS = ("kubelet", "containerd", "runc", "cni-plugins", "argoexec")  # the optional builds a real node needs
 K8S_NAMESPACE = "k8s.io"  # containerd's namespace for the CRI's images and containers
 _CGROUP_ROOT = Path("/sys/fs/cgroup")
 _NETNS_DIR = Path("/run/netns")

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from wf.argo.size import ARGO_MAX_WORKFLOW_SIZE_ENV
-from wf.cluster import build, processes
+from wf.cluster import build, images, processes
 from wf.cluster.nodes import REAL_NODE_LABEL
 from wf.cluster.tuning import CONTROLLER_ARGS, KWOK_OPTIONS, KWOKCTL_OPTIONS, TUNING, requeue_time
 from wf.core.errors import ClusterError
@@ -34,8 +34,8 @@ Say = Callable[[str], None]
 CONTROLLER = "workflow-controller"
 # Reports the outputs of simulated pods as Argo's executor would (wf/sim_executor.py).
 SIM_EXECUTOR = "sim-executor"
-# Nothing is pulled under kwok; the image name only has to look like Argo's.
-EXECUTOR_IMAGE = f"quay.io/argoproj/argoexec:v{build.ARGO_RELEASE}"
+# Nothing is pulled under kwok; a real node has it imported (wf.cluster.images).
+EXECUTOR_IMAGE = images.ARGOEXEC
 STAGES_FILE = Path(__file__).with_name("kwok-stages.yaml")
 # kwokctl's component names in the order processes must stop (dependents first).
 STOP_ORDER = ("kwok-controller", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
