@@ -242,6 +242,10 @@ def test_real_node_components_are_optional_and_only_runc_uses_cgo(tmp_path: Path
     module = tmp_path / "module"
     module.mkdir()
     (module / "go.mod").write_text(UPSTREAM_GO_MOD)
+    argoexec = next(c for c in build.components() if c.name == "argoexec")
+    [(link, target)] = argoexec.links
+    (module / link).parent.mkdir(parents=True)
+    (module / link).with_name(target).write_text("package osspecific\n")
     monkeypatch.setenv("PATH", str(_fake_go(tmp_path, module_dir=module)))
     pkg_config = tmp_path / "fakebin" / "pkg-config"
     pkg_config.write_text('#!/bin/sh\necho "$*" >> ' + str(tmp_path / "pkg-config.log") + '\nexit 1\n')
@@ -263,3 +267,6 @@ def test_real_node_components_are_optional_and_only_runc_uses_cgo(tmp_path: Path
     builds = [line for line in (tmp_path / "cgo.log").read_text().splitlines() if " build " in line]
     assert [line.split()[0] for line in builds] == ["0", "0", "1", "0", "0"]  # runc's nsenter is C
     assert "github.com/opencontainers/runc" in builds[2] and "seccomp" in builds[2]
+    # The module zip leaves out upstream's symlinked signal_linux.go: argoexec is built from a copy that has it.
+    assert "-replace=github.com/argoproj/argo-workflows/v4=./patched/" in (tmp_path / "go.log").read_text()
+    assert argoexec.patches_stamp(cache).read_text() == argoexec.patches_fingerprint

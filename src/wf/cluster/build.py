@@ -162,9 +162,11 @@ class Component:
     # Built only when asked for by name (by `build` or by a cluster that uses it), not by a plain `build`.
     optional: bool = False
     # Empty files made in the module's copy where a `go:embed` needs files its zip leaves out (built ones, as
-    # Argo's UI), as upstream's Makefile makes them for a build without the UI (STATIC_FILES=false); needs patches
-    # (only a patched build works on a copy).
+    # Argo's UI), as upstream's Makefile makes them for a build without the UI (STATIC_FILES=false).
     placeholders: tuple[str, ...] = ()
+    # Symbolic links of upstream's tree, as (path, target): a module zip leaves symlinks out, so a file upstream
+    # builds from one (Argo's signal_linux.go -> signal_darwin.go) is missing; made again in the module's copy.
+    links: tuple[tuple[str, str], ...] = ()
     # Files or directories of the module kept beside the binaries (e.g. CRDs the cluster installs), by module
     # path; each lands in assets_dir under its last path element.
     assets: tuple[str, ...] = ()
@@ -200,8 +202,14 @@ class Component:
 
     @property
     def patches_fingerprint(self) -> str:
-        return hashlib.sha256(json.dumps([[astuple(p) for p in self.patches], list(self.placeholders)]).encode()
+        return hashlib.sha256(json.dumps([[astuple(p) for p in self.patches], list(self.placeholders),
+                                          [list(link) for link in self.links]]).encode()
                               ).hexdigest()[:16]
+
+    @property
+    def modified(self) -> bool:
+        """Built from a copy of the module that differs from its zip (patches, placeholders, links)."""
+        return bool(self.patches or self.placeholders or self.links)
 
     def patches_stamp(self, cache: Path) -> Path:
         """Records the patches the cached binaries were built with: a build from other patches is stale."""
@@ -212,7 +220,7 @@ class Component:
         return (
             all((self.bin_dir(cache) / b).is_file() for b in self.binaries)
             and all(self.asset(cache, a).exists() for a in self.assets)
-            and (not self.patches or (stamp.is_file() and stamp.read_text() == self.patches_fingerprint))
+            and (not self.modified or (stamp.is_file() and stamp.read_text() == self.patches_fingerprint))
         )
 
 
@@ -337,7 +345,8 @@ def components() -> list[Component]:
             commit_variable="github.com/argoproj/argo-workflows/v4.gitCommit",
         ),
         # Argo's executor (init, wait and the emissary in every workflow pod) for real nodes' image (wf.cluster.
-        # images): its own component, so asking for it does not rebuild the controller; unpatched (it serves nothing).
+        # images): its own component, so asking for it does not rebuild the controller; unpatched (it serves nothing),
+        # but with the one source file upstream has as a symlink, which the module zip leaves out.
         Component(
             name="argoexec",
             version=ARGO_RELEASE,
@@ -345,6 +354,7 @@ def components() -> list[Component]:
             packages=("github.com/argoproj/argo-workflows/v4/cmd/argoexec",),
             version_ldflags=_argo_ldflags(ARGO_RELEASE, patched=False),
             commit_variable="github.com/argoproj/argo-workflows/v4.gitCommit",
+            links=(("workflow/executor/osspecific/signal_linux.go", "signal_darwin.go"),),
             optional=True,
         ),
         # Karpenter's kwok provider: the real provisioning and disruption controllers with simulated
@@ -527,7 +537,7 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
 
         if not (src / "go.mod").exists():
             run("init", [go, "mod", "init", f"local.wf/build/{comp.name}"])
-        elif comp.patches:
+        elif comp.modified:
             # An earlier build pointed the module at its patched copy, removed once built: point it back.
             run("forget patched sources", [go, "mod", "edit", f"-dropreplace={comp.module}"])
         download = [go, "mod", "download", "-json", f"{comp.module}@{comp.tag}"]
@@ -543,8 +553,8 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
         if comp.commit_variable and commit:
             version_flags.append(f"-X {comp.commit_variable}={commit}")
         ldflags = " ".join(("-s", "-w", *version_flags))
-        if comp.patches:
-            patched = _patched_copy(src, Path(info["Dir"]), comp.patches, comp.placeholders)
+        if comp.modified:
+            patched = _patched_copy(src, Path(info["Dir"]), comp)
             run("use patched sources", [go, "mod", "edit", f"-replace={comp.module}=./{patched.relative_to(src)}"])
         # One package: name the output explicitly (a module path like .../server/v3 would name it "server").
         output = str(staging_bin / comp.binaries[0]) if len(comp.packages) == 1 else str(staging_bin) + os.sep
@@ -558,7 +568,7 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
         final.mkdir(parents=True, exist_ok=True)
         for name in comp.binaries:
             os.replace(staging_bin / name, final / name)
-        if comp.patches:
+        if comp.modified:
             comp.patches_stamp(cache).write_text(comp.patches_fingerprint)
             shutil.rmtree(src / "patched")  # 70+ MB, recreated by the next build anyway
         out.write(f"# built {comp.name} {comp.version} in {time.monotonic() - started:.0f}s\n")
@@ -566,9 +576,8 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
         progress(comp, "done", time.monotonic() - started)
 
 
-def _patched_copy(src: Path, module_dir: Path, patches: tuple[SourcePatch, ...],
-                  placeholders: tuple[str, ...] = ()) -> Path:
-    """A writable copy of the module with the patches applied and the placeholders made (the module cache is
+def _patched_copy(src: Path, module_dir: Path, comp: Component) -> Path:
+    """A writable copy of the module with the patches applied, the placeholders and links made (the module cache is
     read-only, and `go build -overlay` refuses to replace files inside it)."""
     copy = src / "patched" / module_dir.name.split("@")[0]
     if copy.exists():
@@ -576,12 +585,16 @@ def _patched_copy(src: Path, module_dir: Path, patches: tuple[SourcePatch, ...],
     shutil.copytree(module_dir, copy)
     for path in (copy, *copy.rglob("*")):
         path.chmod(path.stat().st_mode | 0o200)
-    for patch in patches:
+    for patch in comp.patches:
         target = copy / patch.file
         target.write_text(patch.apply(target.read_text()))
-    for placeholder in placeholders:
+    for placeholder in comp.placeholders:
         (copy / placeholder).parent.mkdir(parents=True, exist_ok=True)
         (copy / placeholder).touch()
+    for link, link_target in comp.links:
+        if (copy / link).exists():
+            raise ClusterError(f"{comp.name}: {link} is in the module now; drop it from the component's links")
+        (copy / link).symlink_to(link_target)
     return copy
 
 
