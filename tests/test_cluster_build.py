@@ -193,10 +193,11 @@ def _fake_go(tmp_path: Path, fail_on: str = "", module_dir: Path = Path("/nonexi
         f"""#!/bin/sh
 echo "$*" >> {tmp_path}/go.log
 echo "$GOTOOLCHAIN" >> {tmp_path}/toolchain.log
+echo "$CGO_ENABLED $*" >> {tmp_path}/cgo.log
 if [ "$1" = "{fail_on}" ]; then echo "simulated compiler error" >&2; exit 1; fi
 if [ "$1" = "mod" ] && [ "$2" = "init" ]; then echo "module $3" > go.mod; fi
 if [ "$1" = "mod" ] && [ "$2" = "download" ]; then
-  echo '{{"Dir": "{module_dir}", "Origin": {{"Hash": "0123456789abcdef"}}}}'
+  echo '{{"Dir": "{module_dir}", "GoMod": "{module_dir}/go.mod", "Origin": {{"Hash": "0123456789abcdef"}}}}'
 fi
 if [ "$1" = "build" ]; then
   out=""; prev=""
@@ -226,3 +227,46 @@ def test_cached_binaries_need_no_go_toolchain(tmp_path: Path, monkeypatch: pytes
     (build.binary_path("etcd", cache)).unlink()
     with pytest.raises(ClusterError, match="Go toolchain"):
         build.build_all(cache=cache)
+
+
+def test_real_node_components_are_optional_and_only_runc_uses_cgo(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from wf.cluster.realnode import COMPONENTS as real
+
+    by_name = {c.name: c for c in build.components()}
+    assert all(by_name[n].optional for n in real)
+    # The kubelet is its own build of the same Kubernetes module: asking for it rebuilds none of the four others.
+    assert by_name["kubelet"].module == by_name["kubernetes"].module
+    assert by_name["kubelet"].tag == by_name["kubernetes"].tag
+    assert not set(by_name["kubelet"].packages) & set(by_name["kubernetes"].packages)
+    module = tmp_path / "module"
+    module.mkdir()
+    (module / "go.mod").write_text(UPSTREAM_GO_MOD)
+    argoexec = next(c for c in build.components() if c.name == "argoexec")
+    [(link, target)] = argoexec.links
+    (module / link).parent.mkdir(parents=True)
+    (module / link).with_name(target).write_text("package osspecific\n")
+    monkeypatch.setenv("PATH", str(_fake_go(tmp_path, module_dir=module)))
+    pkg_config = tmp_path / "fakebin" / "pkg-config"
+    pkg_config.write_text('#!/bin/sh\necho "$*" >> ' + str(tmp_path / "pkg-config.log") + '\nexit 1\n')
+    pkg_config.chmod(0o755)
+    cache = tmp_path / "cache"
+    for comp in build.components():
+        if comp.name not in real:
+            _cached(comp, cache)
+    assert not any(r.built for r in build.build_all(cache=cache))
+    # runc links libseccomp (wf's pods ask for the runtime's default seccomp profile): without its headers the
+    # build stops before compiling and says which Debian package has them.
+    with pytest.raises(ClusterError, match="apt-get install libseccomp-dev"):
+        build.build_all(["runc"], cache=cache)
+    assert (tmp_path / "pkg-config.log").read_text().split() == ["--exists", "libseccomp"]
+    pkg_config.write_text("#!/bin/sh\nexit 0\n")
+    results = build.build_all(list(real), cache=cache)
+    assert [r.component.name for r in results if r.built] == list(real)
+    assert all(build.binary_path(b, cache).is_file() for b in ("kubelet", "ctr", "runc", "bridge", "argoexec"))
+    builds = [line for line in (tmp_path / "cgo.log").read_text().splitlines() if " build " in line]
+    assert [line.split()[0] for line in builds] == ["0", "0", "1", "0", "0"]  # runc's nsenter is C
+    assert "github.com/opencontainers/runc" in builds[2] and "seccomp" in builds[2]
+    # The module zip leaves out upstream's symlinked signal_linux.go: argoexec is built from a copy that has it.
+    assert "-replace=github.com/argoproj/argo-workflows/v4=./patched/" in (tmp_path / "go.log").read_text()
+    assert argoexec.patches_stamp(cache).read_text() == argoexec.patches_fingerprint

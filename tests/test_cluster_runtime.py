@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from wf.cluster import processes
+from wf.cluster.nodes import REAL_NODE_LABEL
 from wf.cluster.runtime import LocalCluster, cluster_namespaces
 from wf.cluster.supervise import STAGES_FILE, serving_port
 from wf.cluster.tuning import KWOK_OPTIONS, KWOKCTL_OPTIONS, TUNING
@@ -106,7 +107,9 @@ def test_kwokctl_config_carries_the_scale_tuning(tmp_path: Path) -> None:
     cluster.workdir.mkdir(parents=True)
     docs = cluster.supervisor.kwokctl_config()
     patches = {p["name"]: {a["key"]: a["value"] for a in p["extraArgs"]} for p in docs[0]["componentsPatches"]}
-    assert patches["kwok-controller"] == {**TUNING["kwok-controller"], "node-ip": "127.0.0.1"}
+    assert patches["kwok-controller"] == {**TUNING["kwok-controller"], "node-ip": "127.0.0.1",
+                                          "manage-nodes-with-label-selector": "!wf.dev/real-node",
+                                          "manage-all-nodes": "false"}
     for component, flags in TUNING.items():
         assert flags.items() <= patches[component].items()
     assert KWOKCTL_OPTIONS.items() <= docs[0]["options"].items()
@@ -236,3 +239,26 @@ def test_argo_requeues_quickly_on_test_sized_clusters_and_less_often_at_the_plat
 
     assert requeue_time(2) == requeue_time(SMALL_CLUSTER_NODES_PER_GROUP) == "1s"  # make run, e2e, rehearsals
     assert requeue_time(246) == "5s"  # the scale benchmark's 3,198 nodes
+
+
+def test_kwok_leaves_real_nodes_to_their_kubelet_and_the_api_server_reaches_kubelets_as_admin(tmp_path: Path) -> None:
+    cluster = LocalCluster("unit", root=tmp_path)
+    cluster.workdir.mkdir(parents=True)
+    [kwokctl, *_] = cluster.supervisor.kwokctl_config()
+    args = {p["name"]: p["extraArgs"] for p in kwokctl["componentsPatches"]}
+    # kwokctl passes --manage-all-nodes=true itself; kwok refuses it together with a selector, so it is replaced.
+    assert {"key": "manage-all-nodes", "value": "false", "override": True} in args["kwok-controller"]
+    assert {"key": "manage-nodes-with-label-selector", "value": f"!{REAL_NODE_LABEL}"} in args["kwok-controller"]
+    apiserver = {a["key"]: a["value"] for a in args["kube-apiserver"]}
+    pki = cluster.supervisor.kwok_cluster_dir / "pki"
+    assert apiserver["kubelet-client-certificate"] == str(pki / "admin.crt")
+    assert apiserver["kubelet-client-key"] == str(pki / "admin.key")
+    # Never a node's Hostname, which the API server would look up in the machine's DNS.
+    assert apiserver["kubelet-preferred-address-types"] == "InternalIP"
+
+
+def test_real_nodes_must_be_zero_or_more_before_anything_starts(tmp_path: Path) -> None:
+    cluster = LocalCluster("unit", root=tmp_path)
+    with pytest.raises(InputError, match="--real-nodes"):
+        cluster.up(real_nodes=-1)
+    assert not cluster.workdir.exists()

@@ -146,6 +146,12 @@ def up_cmd(
         typer.Option("--queues/--no-queues",
                      help="Run Kueue with the catalog's teams and quotas [default: as before, else off]."),
     ] = None,
+    real_nodes: Annotated[
+        int | None,
+        typer.Option("--real-nodes", min=0,
+                     help="Real nodes (kubelet, containerd, runc on this machine; Linux, root) in a cpu class's "
+                          "node group, whose pods really run [default: as before, else 0]."),
+    ] = None,
 ) -> None:
     """Start the local cluster (or repair a dead component of a running one) and merge its context.
 
@@ -176,6 +182,7 @@ def up_cmd(
             autoscaler=autoscaler,
             queues=queues,
             catalog_namespaces=not no_team_namespaces,
+            real_nodes=real_nodes,
         )
     )
     print_line(f"cluster {name} is up in {time.monotonic() - started:.0f}s: context {state.context} (namespace wf), "

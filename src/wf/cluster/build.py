@@ -36,6 +36,12 @@ MPI_OPERATOR_RELEASE = "0.6.0"
 PROMETHEUS_RELEASE = "3.16.0"
 # Prometheus 3.x publishes its Go module as v0.3<minor>.<patch> (v0.316.0 is 3.16.0).
 PROMETHEUS_MODULE_VERSION = "0.316.0"
+# A real node's runtime (wf.cluster.realnode). containerd 2.3.x, not 2.4.x: it is built against the same
+# k8s.io/* 0.36 modules as our Kubernetes (one CRI API, shared Go build cache), and Kubernetes 1.36's kubelet
+# needs containerd 2.x.
+CONTAINERD_RELEASE = "2.3.7"
+RUNC_RELEASE = "1.5.3"
+CNI_PLUGINS_RELEASE = "1.10.0"
 
 _K8S_VERSION_PKGS = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
 _BUILD_DATE = "1970-01-01T00:00:00Z"  # fixed, so rebuilding the same version gives the same bytes
@@ -156,12 +162,18 @@ class Component:
     # Built only when asked for by name (by `build` or by a cluster that uses it), not by a plain `build`.
     optional: bool = False
     # Empty files made in the module's copy where a `go:embed` needs files its zip leaves out (built ones, as
-    # Argo's UI), as upstream's Makefile makes them for a build without the UI (STATIC_FILES=false); needs patches
-    # (only a patched build works on a copy).
+    # Argo's UI), as upstream's Makefile makes them for a build without the UI (STATIC_FILES=false).
     placeholders: tuple[str, ...] = ()
+    # Symbolic links of upstream's tree, as (path, target): a module zip leaves symlinks out, so a file upstream
+    # builds from one (Argo's signal_linux.go -> signal_darwin.go) is missing; made again in the module's copy.
+    links: tuple[tuple[str, str], ...] = ()
     # Files or directories of the module kept beside the binaries (e.g. CRDs the cluster installs), by module
     # path; each lands in assets_dir under its last path element.
     assets: tuple[str, ...] = ()
+    # Needs cgo (runc's nsenter is C that runs before the Go runtime starts); every other component is static Go.
+    cgo: bool = False
+    # C libraries a cgo build links, as (pkg-config name, the Debian package with its headers).
+    c_libraries: tuple[tuple[str, str], ...] = ()
 
     @property
     def tag(self) -> str:
@@ -190,8 +202,14 @@ class Component:
 
     @property
     def patches_fingerprint(self) -> str:
-        return hashlib.sha256(json.dumps([[astuple(p) for p in self.patches], list(self.placeholders)]).encode()
+        return hashlib.sha256(json.dumps([[astuple(p) for p in self.patches], list(self.placeholders),
+                                          [list(link) for link in self.links]]).encode()
                               ).hexdigest()[:16]
+
+    @property
+    def modified(self) -> bool:
+        """Built from a copy of the module that differs from its zip (patches, placeholders, links)."""
+        return bool(self.patches or self.placeholders or self.links)
 
     def patches_stamp(self, cache: Path) -> Path:
         """Records the patches the cached binaries were built with: a build from other patches is stale."""
@@ -202,7 +220,7 @@ class Component:
         return (
             all((self.bin_dir(cache) / b).is_file() for b in self.binaries)
             and all(self.asset(cache, a).exists() for a in self.assets)
-            and (not self.patches or (stamp.is_file() and stamp.read_text() == self.patches_fingerprint))
+            and (not self.modified or (stamp.is_file() and stamp.read_text() == self.patches_fingerprint))
         )
 
 
@@ -220,14 +238,14 @@ def _k8s_ldflags(version: str) -> tuple[str, ...]:
     return tuple(flags)
 
 
-def _argo_ldflags(version: str) -> tuple[str, ...]:
+def _argo_ldflags(version: str, patched: bool = True) -> tuple[str, ...]:
     root = "github.com/argoproj/argo-workflows/v4"
     return (
         f"-X {root}.version=v{version}",
         f"-X {root}.gitTag=v{version}",
         # Our build patches three files (_ARGO_HEALTH_PATCH, _ARGO_METRICS_PATCH, _ARGO_SERVER_PATCH), so it is
         # not the clean upstream tree; the version then reads "v4.0.7+<commit>.dirty", saying exactly that.
-        f"-X {root}.gitTreeState=dirty",
+        f"-X {root}.gitTreeState={'dirty' if patched else 'clean'}",
         f"-X {root}.buildDate={_BUILD_DATE}",
     )
 
@@ -246,6 +264,57 @@ def components() -> list[Component]:
             ),
             version_ldflags=_k8s_ldflags(KUBERNETES_RELEASE),
             replace_staging_with=k8s_minor,
+        ),
+        # A real node's kubelet: its own component, so the four binaries above are not rebuilt when a real node
+        # is first asked for; the same module version shares their Go build cache.
+        Component(
+            name="kubelet",
+            version=KUBERNETES_RELEASE,
+            module="k8s.io/kubernetes",
+            packages=("k8s.io/kubernetes/cmd/kubelet",),
+            version_ldflags=_k8s_ldflags(KUBERNETES_RELEASE),
+            replace_staging_with=k8s_minor,
+            optional=True,
+        ),
+        # A real node's container runtime: the daemon, its runc shim and `ctr` (how wf imports local images).
+        Component(
+            name="containerd",
+            version=CONTAINERD_RELEASE,
+            module="github.com/containerd/containerd/v2",
+            packages=tuple(f"github.com/containerd/containerd/v2/cmd/{c}"
+                           for c in ("containerd", "containerd-shim-runc-v2", "ctr")),
+            version_ldflags=(f"-X github.com/containerd/containerd/v2/version.Version=v{CONTAINERD_RELEASE}",),
+            commit_variable="github.com/containerd/containerd/v2/version.Revision",
+            # As upstream's static release: no cgo, so no btrfs snapshotter (overlayfs is what a real node uses).
+            tags=("urfave_cli_no_docs", "no_btrfs", "osusergo", "netgo"),
+            optional=True,
+        ),
+        # The OCI runtime, with seccomp: every pod wf compiles asks for the runtime's default profile, which a runc
+        # without it refuses to run. Upstream's default tags, less libpathrs (a Rust library; runc falls back to
+        # its Go implementation).
+        Component(
+            name="runc",
+            version=RUNC_RELEASE,
+            module="github.com/opencontainers/runc",
+            packages=("github.com/opencontainers/runc",),
+            names=("runc",),
+            commit_variable="main.gitCommit",
+            tags=("seccomp", "urfave_cli_no_docs"),
+            cgo=True,
+            c_libraries=(("libseccomp", "libseccomp-dev"),),
+            optional=True,
+        ),
+        # Pod networking on a real node: a bridge inside the cluster's own network namespace.
+        Component(
+            name="cni-plugins",
+            version=CNI_PLUGINS_RELEASE,
+            module="github.com/containernetworking/plugins",
+            packages=tuple(f"github.com/containernetworking/plugins/plugins/{p}"
+                           for p in ("main/bridge", "main/loopback", "ipam/host-local")),
+            version_ldflags=(
+                f"-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=v{CNI_PLUGINS_RELEASE}",
+            ),
+            optional=True,
         ),
         # etcd's version is a constant in go.etcd.io/etcd/api/v3/version, so it needs no stamping.
         Component(
@@ -274,6 +343,19 @@ def components() -> list[Component]:
             patches=(_ARGO_HEALTH_PATCH, _ARGO_METRICS_PATCH, _ARGO_SERVER_PATCH),
             placeholders=("ui/dist/app/index.html",),
             commit_variable="github.com/argoproj/argo-workflows/v4.gitCommit",
+        ),
+        # Argo's executor (init, wait and the emissary in every workflow pod) for real nodes' image (wf.cluster.
+        # images): its own component, so asking for it does not rebuild the controller; unpatched (it serves nothing),
+        # but with the one source file upstream has as a symlink, which the module zip leaves out.
+        Component(
+            name="argoexec",
+            version=ARGO_RELEASE,
+            module="github.com/argoproj/argo-workflows/v4",
+            packages=("github.com/argoproj/argo-workflows/v4/cmd/argoexec",),
+            version_ldflags=_argo_ldflags(ARGO_RELEASE, patched=False),
+            commit_variable="github.com/argoproj/argo-workflows/v4.gitCommit",
+            links=(("workflow/executor/osspecific/signal_linux.go", "signal_darwin.go"),),
+            optional=True,
         ),
         # Karpenter's kwok provider: the real provisioning and disruption controllers with simulated
         # instances, for a local cluster whose nodes come and go (`wf cluster up --nodes autoscaler`).
@@ -390,7 +472,9 @@ def build_all(
                 progress(comp, "cached", 0.0)
             continue
         # Only now is Go needed: a machine with every binary cached runs without a toolchain.
-        _build(_go_binary(), comp, cache, progress)
+        go = _go_binary()
+        _check_c_libraries(comp)
+        _build(go, comp, cache, progress)
         results.append(BuildResult(comp, True, time.monotonic() - started))
     return results
 
@@ -405,6 +489,14 @@ def _keep_asset(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
     for path in (target, *target.rglob("*")):  # copied from the module cache, which is read-only
         path.chmod(path.stat().st_mode | 0o200)
+
+
+def _check_c_libraries(comp: Component) -> None:
+    for library, package in comp.c_libraries:
+        found = shutil.which("pkg-config") and subprocess.run(["pkg-config", "--exists", library]).returncode == 0
+        if not found:
+            raise ClusterError(f"building {comp.name} needs the C library {library} and pkg-config: "
+                               f"apt-get install {package} pkg-config")
 
 
 def _go_binary() -> str:
@@ -422,7 +514,7 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
     started = time.monotonic()
     env = {
         **os.environ,
-        "CGO_ENABLED": "0",
+        "CGO_ENABLED": "1" if comp.cgo else "0",
         "GOFLAGS": "-trimpath -buildvcs=false",
         "GOTOOLCHAIN": comp.toolchain or "local",
     }
@@ -445,7 +537,7 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
 
         if not (src / "go.mod").exists():
             run("init", [go, "mod", "init", f"local.wf/build/{comp.name}"])
-        elif comp.patches:
+        elif comp.modified:
             # An earlier build pointed the module at its patched copy, removed once built: point it back.
             run("forget patched sources", [go, "mod", "edit", f"-dropreplace={comp.module}"])
         download = [go, "mod", "download", "-json", f"{comp.module}@{comp.tag}"]
@@ -461,8 +553,8 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
         if comp.commit_variable and commit:
             version_flags.append(f"-X {comp.commit_variable}={commit}")
         ldflags = " ".join(("-s", "-w", *version_flags))
-        if comp.patches:
-            patched = _patched_copy(src, Path(info["Dir"]), comp.patches, comp.placeholders)
+        if comp.modified:
+            patched = _patched_copy(src, Path(info["Dir"]), comp)
             run("use patched sources", [go, "mod", "edit", f"-replace={comp.module}=./{patched.relative_to(src)}"])
         # One package: name the output explicitly (a module path like .../server/v3 would name it "server").
         output = str(staging_bin / comp.binaries[0]) if len(comp.packages) == 1 else str(staging_bin) + os.sep
@@ -476,7 +568,7 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
         final.mkdir(parents=True, exist_ok=True)
         for name in comp.binaries:
             os.replace(staging_bin / name, final / name)
-        if comp.patches:
+        if comp.modified:
             comp.patches_stamp(cache).write_text(comp.patches_fingerprint)
             shutil.rmtree(src / "patched")  # 70+ MB, recreated by the next build anyway
         out.write(f"# built {comp.name} {comp.version} in {time.monotonic() - started:.0f}s\n")
@@ -484,9 +576,8 @@ def _build(go: str, comp: Component, cache: Path, progress: Progress | None) -> 
         progress(comp, "done", time.monotonic() - started)
 
 
-def _patched_copy(src: Path, module_dir: Path, patches: tuple[SourcePatch, ...],
-                  placeholders: tuple[str, ...] = ()) -> Path:
-    """A writable copy of the module with the patches applied and the placeholders made (the module cache is
+def _patched_copy(src: Path, module_dir: Path, comp: Component) -> Path:
+    """A writable copy of the module with the patches applied, the placeholders and links made (the module cache is
     read-only, and `go build -overlay` refuses to replace files inside it)."""
     copy = src / "patched" / module_dir.name.split("@")[0]
     if copy.exists():
@@ -494,12 +585,16 @@ def _patched_copy(src: Path, module_dir: Path, patches: tuple[SourcePatch, ...],
     shutil.copytree(module_dir, copy)
     for path in (copy, *copy.rglob("*")):
         path.chmod(path.stat().st_mode | 0o200)
-    for patch in patches:
+    for patch in comp.patches:
         target = copy / patch.file
         target.write_text(patch.apply(target.read_text()))
-    for placeholder in placeholders:
+    for placeholder in comp.placeholders:
         (copy / placeholder).parent.mkdir(parents=True, exist_ok=True)
         (copy / placeholder).touch()
+    for link, link_target in comp.links:
+        if (copy / link).exists():
+            raise ClusterError(f"{comp.name}: {link} is in the module now; drop it from the component's links")
+        (copy / link).symlink_to(link_target)
     return copy
 
 

@@ -169,3 +169,23 @@ def _delete_unwanted_nodes(client: Any, wanted: set[str]) -> None:
         annotations = dict(node.metadata.annotations or {})
         if annotations.get(SIMULATED_ANNOTATION) == "true" and node.metadata.name not in wanted:
             nodes.delete(name=node.metadata.name)
+
+
+def delete_nodes(kubeconfig: Path, names: Sequence[str]) -> None:
+    """Delete these Node objects (a real node that was stopped); one already gone is fine."""
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.dynamic import DynamicClient
+
+    from wf.controller.client import Target, connect
+
+    api_client = connect(Target(kubeconfig=str(kubeconfig))).api_client
+    try:
+        nodes = DynamicClient(api_client).resources.get(api_version="v1", kind="Node")
+        for name in names:
+            try:
+                nodes.delete(name=name)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+    finally:
+        api_client.close()

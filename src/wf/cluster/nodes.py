@@ -14,6 +14,8 @@ from wf.model.instances import instance_type
 from wf.model.nodegroups import NodeGroup, node_groups
 
 SIMULATED_ANNOTATION = "wf.dev/simulated"
+# On a real node (wf.cluster.realnode): kwok manages every node without it, so it leaves this one to its kubelet.
+REAL_NODE_LABEL = "wf.dev/real-node"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
@@ -21,10 +23,11 @@ def node_name(group: NodeGroup, index: int) -> str:
     return f"{group.name}-{index}"
 
 
-def node_manifest(group: NodeGroup, index: int) -> dict[str, Any]:
-    """Node `index` of `group`; instance types rotate so mixed groups show each of their types."""
+def node_manifest(group: NodeGroup, index: int, name: str | None = None) -> dict[str, Any]:
+    """Node `index` of `group` (named `name`, default `node_name`); instance types rotate so mixed groups show
+    each of their types. A real node takes its labels and taints from here too."""
     itype = group.instance_types[index % len(group.instance_types)]
-    name = node_name(group, index)
+    name = name or node_name(group, index)
     allocatable = group.allocatable(itype)
     facts = instance_type(itype)
     # Capacity is the machine; allocatable is what remains after kube/system reservations.

@@ -96,3 +96,29 @@ def wait_workloads_ready(
 
 def _accounts(core: Any, namespace: str) -> set[str]:
     return {sa.metadata.name for sa in core.list_namespaced_service_account(namespace).items}
+
+
+def wait_nodes_ready(kubeconfig_path: Path, names: Sequence[str], timeout: float, say: Say) -> None:
+    """Until each named node (a real one, whose kubelet registers it) exists and is Ready."""
+    from kubernetes import client as kclient
+
+    from wf.controller.client import Target, connect
+
+    if not names:
+        return
+    say(f"waiting for real node(s) {', '.join(names)} to be Ready")
+    api_client = connect(Target(kubeconfig=str(kubeconfig_path))).api_client
+    core = kclient.CoreV1Api(api_client)
+    deadline = time.monotonic() + timeout
+    pending = list(names)
+    try:
+        while time.monotonic() < deadline:
+            ready = {n.metadata.name for n in core.list_node().items
+                     if any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))}
+            pending = [n for n in names if n not in ready]
+            if not pending:
+                return
+            time.sleep(0.5)
+    finally:
+        api_client.close()
+    raise ClusterError(f"real node(s) not Ready after {timeout:.0f}s: {', '.join(pending)}")

@@ -16,6 +16,7 @@ Layout of a cluster's work directory (default ~/.local/share/wf/clusters/<name>)
                           (wf.cluster.postgres)
   argo-server/            Argo Server's kubeconfig (wf.cluster.argo_server)
   catalog.yaml            the catalog the nodes mirror (a later `up` without --catalog keeps it)
+  real-nodes/<i>/         a real node's containerd, kubelet, CNI and pod logs (wf.cluster.realnode)
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wf.cluster import argo_server as local_argo_server
-from wf.cluster import build, karpenter_kwok, kubeconfig, mpi, processes
+from wf.cluster import build, karpenter_kwok, kubeconfig, mpi, processes, realnode
 from wf.cluster import kueue as local_kueue
 from wf.cluster import postgres as local_postgres
 from wf.cluster import prometheus as local_prometheus
-from wf.cluster.readiness import wait_api_ready, wait_workloads_ready
+from wf.cluster.readiness import wait_api_ready, wait_nodes_ready, wait_workloads_ready
 from wf.cluster.supervise import CONTROLLER, SIM_EXECUTOR, ComponentStatus, ControllerPorts, Say, Supervisor
 from wf.core.errors import ClusterError, InputError
 from wf.render.platform import CONTROLLER_NAMESPACE, WORKFLOW_NAMESPACE, workflow_namespaces
@@ -64,6 +65,7 @@ class ClusterState:
     prometheus_port: int | None = None
     postgres_port: int | None = None  # Argo's archive and offloaded node status
     argo_server_port: int | None = None  # the archive's API
+    real_nodes: int = 0  # nodes whose pods really run (wf.cluster.realnode)
 
     @property
     def argo_server_url(self) -> str | None:
@@ -179,7 +181,14 @@ class LocalCluster:
         out.append(ComponentStatus(name=local_prometheus.NAME, pid=metrics.pid(),
                                    port=state.prometheus_port if state else None, log=str(metrics.log),
                                    running=metrics.running()))
+        for node in self._real_nodes(state.real_nodes if state else 0):
+            label = node.node_name() or f"real node {node.index}"
+            out += [ComponentStatus(name=f"{component} ({label})", pid=pid, port=port, log=str(log), running=running)
+                    for component, pid, port, log, running in node.processes()]
         return out
+
+    def _real_nodes(self, count: int) -> list[realnode.RealNode]:
+        return [realnode.RealNode(self.workdir, i) for i in range(count)]
 
     def _autoscaler_status(self) -> ComponentStatus:
         pid = processes.read_pid(karpenter_kwok.pid_file(self.workdir))
@@ -217,6 +226,7 @@ class LocalCluster:
         autoscaler: str | None = None,
         queues: bool | None = None,
         catalog_namespaces: bool = True,
+        real_nodes: int | None = None,
     ) -> ClusterState:
         """Create the cluster, or repair a dead component of an existing one; then make sure the platform
         objects, nodes and the controller are there. Idempotent: on an existing cluster, what is not given
@@ -232,6 +242,11 @@ class LocalCluster:
             nodes_per_group = previous.nodes_per_group if previous else (0 if autoscaler else 1)
         if nodes_per_group < 0:
             raise InputError("--nodes-per-group must be 0 or more")
+        real_nodes = (previous.real_nodes if previous else 0) if real_nodes is None else real_nodes
+        if real_nodes < 0:
+            raise InputError("--real-nodes must be 0 or more")
+        if real_nodes and (missing := realnode.missing_requirement()):
+            raise ClusterError(missing)
         catalog = self._catalog(catalog_path)  # a bad catalog fails before anything starts
         if queues is None:  # as before: Kueue keeps running on a cluster that has it
             queues = self._kueue().enabled()
@@ -240,7 +255,8 @@ class LocalCluster:
         namespaces = cluster_namespaces(catalog, previous.namespaces if previous else (), namespaces,
                                         catalog_namespaces=catalog_namespaces, queues=queues)
         build.build_all(progress=build_progress)
-        if optional := [*([autoscaler] if autoscaler else []), *([local_kueue.NAME] if queues else [])]:
+        if optional := [*([autoscaler] if autoscaler else []), *([local_kueue.NAME] if queues else []),
+                        *(realnode.COMPONENTS if real_nodes else [])]:
             build.build_all(optional, progress=build_progress)
         self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.catalog_file.write_text(catalog.to_yaml())
@@ -304,9 +320,34 @@ class LocalCluster:
         prometheus_port = self._prometheus().ensure(ports.metrics, kueue_metrics, state.prometheus_port, say)
         state = replace(state, prometheus_port=prometheus_port)
         self._save_state(state)
+        state = self._ensure_real_nodes(state, previous.real_nodes if previous else 0, real_nodes, catalog, timeout,
+                                        say)
         if merge_into:
             kubeconfig.merge(self._kubeconfig_entry(), merge_into)
             say(f"context {state.context} merged into {merge_into}")
+        return state
+
+    def _ensure_real_nodes(self, state: ClusterState, before: int, wanted: int, catalog: Catalog, timeout: float,
+                           say: Say) -> ClusterState:
+        """Start the real nodes not running (all of a node, its kubelet or containerd dead, is started again),
+        stop those beyond `wanted`; the state records them as they come, so `down` finds a half-started one."""
+        from wf.cluster.install import delete_nodes
+
+        group = realnode.real_node_group(catalog)
+        pki = self.supervisor.kwok_cluster_dir / "pki"
+        for node in self._real_nodes(before)[wanted:]:
+            node.stop(say)
+            if name := node.node_name():
+                delete_nodes(self.kubeconfig, [name])
+        state = replace(state, real_nodes=max(before, wanted))
+        self._save_state(state)
+        for node in self._real_nodes(wanted):
+            if not all(running for *_, running in node.processes()):
+                node.stop(say)
+                node.start(cluster_kubeconfig=self.kubeconfig, kwok_pki=pki, group=group, say=say, timeout=timeout)
+        wait_nodes_ready(self.kubeconfig, [realnode.node_name(group, i) for i in range(wanted)], timeout, say)
+        state = replace(state, real_nodes=wanted)
+        self._save_state(state)
         return state
 
     def _log_tails(self, lines: int = 5) -> str:
@@ -345,6 +386,8 @@ class LocalCluster:
             say(f"cluster {self.name} does not exist")
             return
         state = self.state()
+        for node in self._real_nodes(state.real_nodes if state else 0):
+            node.stop(say)  # first: its pods would otherwise outlive the cluster
         queues = self._kueue()
         if pid := queues.pid():
             say(f"stopping kueue (pid {pid})")

@@ -23,7 +23,8 @@ from typing import Any
 import yaml
 
 from wf.argo.size import ARGO_MAX_WORKFLOW_SIZE_ENV
-from wf.cluster import build, processes
+from wf.cluster import build, images, processes
+from wf.cluster.nodes import REAL_NODE_LABEL
 from wf.cluster.tuning import CONTROLLER_ARGS, KWOK_OPTIONS, KWOKCTL_OPTIONS, TUNING, requeue_time
 from wf.core.errors import ClusterError
 from wf.render.platform import CONTROLLER_NAMESPACE
@@ -33,8 +34,8 @@ Say = Callable[[str], None]
 CONTROLLER = "workflow-controller"
 # Reports the outputs of simulated pods as Argo's executor would (wf/sim_executor.py).
 SIM_EXECUTOR = "sim-executor"
-# Nothing is pulled under kwok; the image name only has to look like Argo's.
-EXECUTOR_IMAGE = f"quay.io/argoproj/argoexec:v{build.ARGO_RELEASE}"
+# Nothing is pulled under kwok; a real node has it imported (wf.cluster.images).
+EXECUTOR_IMAGE = images.ARGOEXEC
 STAGES_FILE = Path(__file__).with_name("kwok-stages.yaml")
 # kwokctl's component names in the order processes must stop (dependents first).
 STOP_ORDER = ("kwok-controller", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
@@ -170,8 +171,20 @@ class Supervisor:
         flags = {name: dict(values) for name, values in TUNING.items()}
         # The API server reaches kwok's kubelet endpoint (pod logs) at the node's InternalIP.
         flags.setdefault("kwok-controller", {})["node-ip"] = processes.LOOPBACK
+        # kwok plays every node but real ones (wf.cluster.realnode), whose kubelet would fight it.
+        flags["kwok-controller"]["manage-nodes-with-label-selector"] = f"!{REAL_NODE_LABEL}"
+        # The API server reaches a real node's kubelet (logs, exec) as the cluster's admin; kwok ignores it.
+        pki = self.kwok_cluster_dir / "pki"
+        # Only at a node's InternalIP (127.0.0.1 for every node here): its default tries the Hostname first,
+        # which would send a DNS query for the node's name off the machine.
+        flags.setdefault("kube-apiserver", {}).update(
+            {"kubelet-client-certificate": str(pki / "admin.crt"), "kubelet-client-key": str(pki / "admin.key"),
+             "kubelet-preferred-address-types": "InternalIP"})
+        # kwokctl's binary runtime passes --manage-all-nodes=true, which a selector conflicts with: replace it.
+        overrides = {"kwok-controller": [{"key": "manage-all-nodes", "value": "false", "override": True}]}
         patches = [
-            {"name": name, "extraArgs": [{"key": k, "value": v} for k, v in values.items()]}
+            {"name": name,
+             "extraArgs": [*({"key": k, "value": v} for k, v in values.items()), *overrides.get(name, [])]}
             for name, values in flags.items()
         ]
         kwokctl = {
