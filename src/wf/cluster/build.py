@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import astuple, dataclass
 from pathlib import Path
+from typing import Any
 
 from wf.core.errors import ClusterError
 
@@ -202,9 +203,10 @@ class Component:
 
     @property
     def patches_fingerprint(self) -> str:
-        return hashlib.sha256(json.dumps([[astuple(p) for p in self.patches], list(self.placeholders),
-                                          [list(link) for link in self.links]]).encode()
-                              ).hexdigest()[:16]
+        parts: list[Any] = [[astuple(p) for p in self.patches], list(self.placeholders)]
+        if self.links:  # only then: the builds of components without links keep their stamps
+            parts.append([list(link) for link in self.links])
+        return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
     @property
     def modified(self) -> bool:
