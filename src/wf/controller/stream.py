@@ -23,7 +23,10 @@ from typing import Any, Protocol
 from wf.controller.client import Kube, is_transient
 from wf.core.constants import WORKFLOW
 
-LIST_PAGE = 10  # workflows per list request: a relist of big workflows is held a page at a time, not whole
+# Objects per list request: a relist is held a page at a time, not whole. Workflows are big (a day's run up to
+# 173 KB each): ten at a time; pods and nodes are small: kubectl's chunk size, so a list of 8,000 is 16 requests.
+WORKFLOW_PAGE = 10
+LIST_PAGE = 500
 WATCH_SECONDS = 240  # the server ends each watch after this; we resume from the last resourceVersion
 # The kube-apiserver's watch cache sends each watcher that asked for them a bookmark about every minute
 # (k8s.io/apiserver pkg/storage/cacher: bookmarkFrequency); two missed in a row mean a dead connection.
@@ -70,9 +73,10 @@ class KubeTransport:
     thousands of pods would spend most of its CPU building and dropping model objects."""
 
     def __init__(self, list_call: Callable[..., Any], label_selector: str = "", field_selector: str = "",
-                 silence: float = SILENCE_SECONDS) -> None:
+                 silence: float = SILENCE_SECONDS, page: int = LIST_PAGE) -> None:
         self.list_call = list_call
         self.silence = silence
+        self.page = page
         self.selectors = {
             k: v for k, v in (("label_selector", label_selector), ("field_selector", field_selector)) if v
         }
@@ -83,13 +87,13 @@ class KubeTransport:
     def workflows(cls, kube: Kube, namespace: str, label_selector: str = "", field_selector: str = "") -> KubeTransport:
         list_call = functools.partial(kube.custom.list_namespaced_custom_object, WORKFLOW.group, WORKFLOW.version,
                                       namespace, WORKFLOW.plural)
-        return cls(list_call, label_selector, field_selector)
+        return cls(list_call, label_selector, field_selector, page=WORKFLOW_PAGE)
 
     def pages(self) -> Iterator[tuple[list[dict[str, Any]], str]]:
         """The list, a page at a time with its resourceVersion (the same for every page of one list)."""
         token: str | None = None
         while True:
-            kwargs: dict[str, Any] = {"limit": LIST_PAGE, **self.selectors}
+            kwargs: dict[str, Any] = {"limit": self.page, **self.selectors}
             if token:
                 kwargs["_continue"] = token
             page = json.loads(_gone_on_410(self.list_call, _preload_content=False,
