@@ -30,6 +30,7 @@ from wf.model.catalog import Catalog, load_catalog
 from wf.render import platform
 
 from .conftest import ClusterHandle, become_subreaper, build_with_progress, connected, example_namespaces, stop_cluster
+from .test_prometheus import eventually, prometheus_api
 
 pytestmark = pytest.mark.cluster
 
@@ -55,6 +56,10 @@ def platform_cluster(tmp_path_factory: pytest.TempPathFactory,
                            namespace=platform.WORKFLOW_NAMESPACE, cluster=cluster, state=state,
                            up_seconds=time.monotonic() - started)
     try:
+        # A Prometheus just started lists no target until its discovery's first update (at most every 5 s): the
+        # check would rightly say it scrapes nothing yet.
+        eventually(lambda: prometheus_api(handle, "targets", state="active")["activeTargets"],
+                   "the cluster's Prometheus lists its targets")
         yield handle, load_catalog(CATALOG)
     finally:
         stop_cluster(handle)
@@ -68,7 +73,9 @@ def kube(platform_cluster: tuple[ClusterHandle, Catalog]) -> Iterator[Kube]:
 
 def check(handle: ClusterHandle) -> tuple[int, list[dict[str, str]]]:
     """`wf platform check -o json` against the cluster (and its Prometheus): exit code and findings."""
-    env = {k: v for k, v in os.environ.items() if k != "WF_PROMETHEUS_URL"} | {"KUBECONFIG": str(handle.kubeconfig)}
+    # WF_DATA_HOME: the fixture's cluster lives under <root>/clusters, where the CLI finds its Prometheus.
+    env = {k: v for k, v in os.environ.items() if k != "WF_PROMETHEUS_URL"} | {
+        "KUBECONFIG": str(handle.kubeconfig), "WF_DATA_HOME": str(handle.cluster.workdir.parent.parent)}
     result = subprocess.run([sys.executable, "-m", "wf", "platform", "check", "--context", handle.context,
                              "--catalog", str(CATALOG), "-o", "json"],
                             capture_output=True, text=True, env=env, timeout=120)
