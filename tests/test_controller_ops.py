@@ -84,3 +84,30 @@ def test_a_multi_node_steps_launcher_and_workers_with_their_nodes_and_capacity()
     console.print(replicas_table("bert-m2p", found))
     text = console.export_text()
     assert "launcher" in text and "cpu-od-1" in text and "on-demand" in text
+
+
+def test_a_retry_the_controller_raced_is_planned_again_from_what_the_workflow_holds_now() -> None:
+    from wf.controller.ops import retry_workflow
+
+    class Raced(Custom):
+        def __init__(self) -> None:
+            super().__init__()
+            self.version = 0
+
+        def get_namespaced_custom_object(self, *args: Any) -> dict[str, Any]:
+            self.version += 1
+            return workflow("bert-x7k2p", "Failed", rv=str(self.version))
+
+        def replace_namespaced_custom_object(self, *args: Any) -> dict[str, Any]:
+            self.calls.append(("replace", (args[-1]["metadata"]["resourceVersion"],), {}))
+            if len(self.calls) == 1:  # the controller wrote the workflow between our read and our PUT
+                raise ApiException(status=409, reason="Conflict")
+            return args[-1]
+
+    custom = Raced()
+    core = SimpleNamespace(delete_namespaced_pod=lambda *a: None,
+                           list_namespaced_pod=lambda *a, **k: SimpleNamespace(items=[]))
+    retried = retry_workflow(SimpleNamespace(custom=custom, core=core, namespace="wf", context="test",
+                                             server="https://127.0.0.1:6443"), "bert-x7k2p")
+    assert custom.calls == [("replace", ("1",), {}), ("replace", ("2",), {})]  # the second from a fresh read
+    assert retried["status"]["phase"] == "Running"

@@ -41,6 +41,7 @@ from wf.core.constants import (
 )
 from wf.core.errors import InputError
 
+RETRY_CONFLICTS = 5  # reads and PUTs of a retried workflow the controller keeps writing meanwhile
 POD_GONE_WAIT_SECONDS = 60
 FOLLOW_DRAIN_SECONDS = 3.0
 
@@ -245,30 +246,47 @@ def retry_workflow(kube: Kube, name: str, namespace: str | None = None,
 
     ns = namespace or kube.namespace
     workflow = get_workflow(kube, name, ns)
-    new, pods = retry_plan(workflow)
     with api_errors(kube, f"retrying workflow {name}", ns):
-        for pod in pods:
+        for conflicts in range(RETRY_CONFLICTS):
+            new = _release_failed_steps(kube, name, ns, workflow, sleep)
             try:
-                kube.core.delete_namespaced_pod(pod, ns)
+                # Optimistic concurrency: the PUT carries the resourceVersion we read, so a concurrent change fails.
+                return kube.custom.replace_namespaced_custom_object(WORKFLOW.group, WORKFLOW.version, ns,
+                                                                    WORKFLOW.plural, name, new)
             except ApiException as exc:
-                if exc.status != 404:
+                # The controller (its archiving, a late task result) wrote the workflow after we read it: plan the
+                # retry again from what it holds now.
+                if exc.status != 409 or conflicts == RETRY_CONFLICTS - 1:
                     raise
-        # Pod names are derived from node names, so a new attempt reuses the old pod's name: if the old pod
-        # were still there the controller would adopt its failure. Wait until they are gone.
-        deadline = time.monotonic() + POD_GONE_WAIT_SECONDS
-        remaining = set(pods)
-        while remaining and time.monotonic() < deadline:
-            pods = kube.core.list_namespaced_pod(ns, label_selector=f"{ARGO_WORKFLOW_LABEL}={name}").items
-            present = {p.metadata.name for p in pods}
-            remaining &= present
-            if remaining:
-                sleep(1.0)
+            workflow = get_workflow(kube, name, ns)
+    raise AssertionError("unreachable: the last conflict is raised above")
+
+
+def _release_failed_steps(kube: Kube, name: str, ns: str, workflow: dict[str, Any],
+                          sleep: Callable[[float], None]) -> dict[str, Any]:
+    """The retried workflow planned from `workflow`, once the pods of the steps it runs again are gone."""
+    from kubernetes.client.exceptions import ApiException
+
+    new, pods = retry_plan(workflow)
+    for pod in pods:
+        try:
+            kube.core.delete_namespaced_pod(pod, ns)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+    # Pod names are derived from node names, so a new attempt reuses the old pod's name: if the old pod
+    # were still there the controller would adopt its failure. Wait until they are gone.
+    deadline = time.monotonic() + POD_GONE_WAIT_SECONDS
+    remaining = set(pods)
+    while remaining and time.monotonic() < deadline:
+        present = {p.metadata.name for p in kube.core.list_namespaced_pod(
+            ns, label_selector=f"{ARGO_WORKFLOW_LABEL}={name}").items}
+        remaining &= present
         if remaining:
-            raise InputError(f"pods {', '.join(sorted(remaining))} of {name} are still being deleted; "
-                             "try again shortly")
-        # Optimistic concurrency: the PUT carries the resourceVersion we read, so a concurrent change fails (409).
-        return kube.custom.replace_namespaced_custom_object(WORKFLOW.group, WORKFLOW.version, ns, WORKFLOW.plural,
-                                                            name, new)
+            sleep(1.0)
+    if remaining:
+        raise InputError(f"pods {', '.join(sorted(remaining))} of {name} are still being deleted; try again shortly")
+    return new
 
 
 def rerun_workflow(kube: Kube, name: str, step: str, parameters: dict[str, str] | None = None,
