@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -92,6 +94,33 @@ def test_existing_binaries_are_skipped(tmp_path: Path, monkeypatch: pytest.Monke
     assert [r.built for r in results] == [False]
     assert seen == [("etcd", "cached")]
     assert not (tmp_path / "go.log").exists()
+
+
+def test_a_build_waits_for_another_build_of_the_same_component_and_takes_its_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(_fake_go(tmp_path)))
+    cache = tmp_path / "cache"
+    etcd = next(c for c in build.components() if c.name == "etcd")
+    etcd.lock_file(cache).parent.mkdir(parents=True)
+    waiting = threading.Event()
+    results: list[build.BuildResult] = []
+
+    def progress(_: build.Component, step: str, __: float) -> None:
+        if step.startswith("waiting"):
+            waiting.set()
+
+    with etcd.lock_file(cache).open("w") as other:  # the other build's lock, held
+        fcntl.flock(other, fcntl.LOCK_EX)
+        waiter = threading.Thread(target=lambda: results.extend(build.build_all(["etcd"], cache=cache,
+                                                                                progress=progress)))
+        waiter.start()
+        assert waiting.wait(10)
+        etcd.bin_dir(cache).mkdir(parents=True)  # what the other build leaves when it is done
+        (etcd.bin_dir(cache) / "etcd").write_text("")
+    waiter.join(10)
+    assert [r.built for r in results] == [False]
+    assert not (tmp_path / "go.log").exists()  # Go never ran
 
 
 def test_build_runs_go_with_argv_lists_and_moves_binaries_into_place(

@@ -8,6 +8,8 @@ for every component keeps one code path. Binaries already present are skipped, s
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -15,7 +17,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
@@ -212,6 +214,9 @@ class Component:
     def modified(self) -> bool:
         """Built from a copy of the module that differs from its zip (patches, placeholders, links)."""
         return bool(self.patches or self.placeholders or self.links)
+
+    def lock_file(self, cache: Path) -> Path:
+        return cache / "src" / self.name / f"{self.version}.lock"
 
     def patches_stamp(self, cache: Path) -> Path:
         """Records the patches the cached binaries were built with: a build from other patches is stale."""
@@ -473,12 +478,33 @@ def build_all(
             if progress:
                 progress(comp, "cached", 0.0)
             continue
-        # Only now is Go needed: a machine with every binary cached runs without a toolchain.
-        go = _go_binary()
-        _check_c_libraries(comp)
-        _build(go, comp, cache, progress)
+        with _building(comp, cache, progress):
+            # Another process may have built it while this one waited for the lock.
+            if comp.is_built(cache):
+                results.append(BuildResult(comp, False, time.monotonic() - started))
+                continue
+            # Only now is Go needed: a machine with every binary cached runs without a toolchain.
+            go = _go_binary()
+            _check_c_libraries(comp)
+            _build(go, comp, cache, progress)
         results.append(BuildResult(comp, True, time.monotonic() - started))
     return results
+
+
+@contextlib.contextmanager
+def _building(comp: Component, cache: Path, progress: Progress | None) -> Iterator[None]:
+    """Hold the component's build lock: two `wf cluster build`s (or test sessions) on one cache would otherwise
+    write the same wrapper module at once. The lock is released by the kernel if the holder dies."""
+    lock = comp.lock_file(cache)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if progress:
+                progress(comp, "waiting for another build of it", 0.0)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def _keep_asset(source: Path, target: Path) -> None:
