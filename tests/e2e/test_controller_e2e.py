@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from wf.controller.client import Kube
-from wf.controller.steps import parse_time
 from wf.controller.stream import WORKFLOW_PAGE
 from wf.core.constants import SIM_DURATION, SIM_EXIT_CODE, WORKFLOW
+from wf.core.units import parse_time
 
 ClusterHandle = Any  # tests/e2e/conftest.py's handle: .kubeconfig, .context, .namespace, .cluster
 
