@@ -1,5 +1,5 @@
-"""Operations on existing workflows through the Kubernetes API alone (no Argo server): get, list, logs,
-retry, stop, suspend, resume, delete."""
+"""Operations on existing workflows through the Kubernetes API alone (no Argo server): get, logs, retry, stop,
+suspend, resume, delete (listing them: `listing`)."""
 
 from __future__ import annotations
 
