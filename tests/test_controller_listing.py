@@ -11,7 +11,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from controller_fakes import workflow
-from wf.controller.client import Kube
+from wf.controller.client import DEFAULT_TIMEOUT, Kube
 from wf.controller.listing import LISTING_PAGE, list_workflows, listing_page
 from wf.core.constants import WORKFLOW
 from wf.core.errors import ClusterError
@@ -103,6 +103,7 @@ def test_wf_list_reads_every_page_newest_first_with_only_the_shown_fields() -> N
     for _, _, kwargs in custom.calls:
         assert kwargs["limit"] == LISTING_PAGE and kwargs["label_selector"] == "wf.dev/job=bert"
         assert kwargs["_preload_content"] is False  # the bytes, not the client's own decoding
+        assert kwargs["_request_timeout"] == DEFAULT_TIMEOUT  # an ordinary request's, not a watch's
 
 
 def test_a_whole_list_of_every_namespace_keeps_each_workflow_whole() -> None:

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any, TypedDict
 
-from wf.controller.client import Kube, api_errors
+from wf.controller.client import DEFAULT_TIMEOUT, Kube, api_errors
 from wf.controller.stream import Gone, KubeTransport
 from wf.core.constants import WORKFLOW
 from wf.core.errors import ClusterError
@@ -92,7 +92,9 @@ def iter_workflows(kube: Kube, namespace: str | None = None, *, all_namespaces: 
     where = None if all_namespaces else ns
     with api_errors(kube, "listing workflows", where):
         try:
-            for items, _ in KubeTransport(list_call, label_selector, page=page, decode=decode).pages():
+            # An ordinary request's read timeout, not a watch's silence bound: a dead server is an error here.
+            pages = KubeTransport(list_call, label_selector, silence=DEFAULT_TIMEOUT[1], page=page, decode=decode)
+            for items, _ in pages.pages():
                 items.reverse()
                 while items:
                     yield items.pop()  # handed over: what the caller keeps of it is all that stays
