@@ -15,8 +15,9 @@ No cluster: a process of its own serves what the commands read on 127.0.0.1 (ben
   once ("pod deleted") and ran again;
 * the Nodes the attempts ran on (for cost), no checkpoint ledger, no multi-node replicas;
 * 1,000 workflows in one namespace for `wf list`: the report benchmark's day (benchmarks/report.py: 32 steps
-  each, about 120 KB of JSON a workflow), the list paged as the API server pages it; its floor, a Python process
-  that fetches the same pages and parses them (`json.loads`), keeping nothing.
+  each, about 120 KB of JSON a workflow), the list paged as the API server pages it; its peer, a plain Python
+  client that fetches the same pages and parses them whole (`json.loads`), keeping nothing (the floor of any
+  client that reads whole objects: `wf list` reads only the fields it shows).
 
 `--src` picks the source tree the children run, so two versions are measured in the same turns.
 """
@@ -171,7 +172,7 @@ def handler(items: int, listed: int) -> type[ApiHandler]:
     return Handler
 
 
-FLOOR = """import json, sys, urllib.request
+PEER = """import json, sys, urllib.request
 token = ""
 while True:
     page = json.loads(urllib.request.urlopen(f"{sys.argv[1]}?limit=100&continue={token}").read())
@@ -201,8 +202,8 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                 [*wf, "get", FAN_OUT, "-o", "wide", "--catalog", str(CATALOG), "--argo-server",
                  f"http://127.0.0.1:{port}", *target],
             f"wf list ({args.workflows:,} workflows)": [*wf, "list", "-n", LISTED, *target],
-            # The least any Python client of the Kubernetes API does for that list: fetch its pages, parse them.
-            "floor: the list's pages fetched and parsed": [sys.executable, "-c", FLOOR,
+            # The least a Python client that reads whole objects does for that list: fetch its pages, parse them.
+            "peer: the list's pages fetched and parsed whole": [sys.executable, "-c", PEER,
                                                            f"http://127.0.0.1:{port}/apis/{WORKFLOW.api_version}/"
                                                            f"namespaces/{LISTED}/{WORKFLOW.plural}"],
         }
@@ -212,13 +213,16 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
         subprocess.run([sys.executable, "-m", "compileall", "-q", args.src], env=env, check=True,
                        stdout=subprocess.DEVNULL)
         results: dict[str, list[Measured]] = {name: [] for name in commands}
+        load = [os.getloadavg()[0]]  # the machine is shared: what else ran beside the turns
         for _ in range(args.runs):  # in turns: a busy moment of the machine hits every command alike
             for name, command in commands.items():
                 results[name].append(measured := measure(command, env))
                 if measured.exit_code != 0:
                     sys.stderr.write(measured.stderr.decode()[-3000:])
+        load.append(os.getloadavg()[0])
     floor = statistics.median(r.wall_seconds for r in results["wf --help"])
     return {"items": args.items, "workflows": args.workflows, "runs": args.runs, "src": args.src,
+            "load_average_before_after": load,
             "commands": {name: _row(runs, floor) for name, runs in results.items()}}
 
 

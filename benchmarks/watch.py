@@ -26,12 +26,13 @@ from typing import Any
 import yaml
 
 from wf.controller.client import Kube, Target, connect
-from wf.controller.steps import TERMINAL_PHASES, parse_time
+from wf.controller.steps import TERMINAL_PHASES
 from wf.controller.stream import KubeTransport, NamespaceStream
 from wf.controller.submit import BATCH_LABEL, load_jobs, submit_jobs
 from wf.controller.view import PlainDisplay
 from wf.controller.watch import watch_workflows
 from wf.core.constants import WORKFLOW
+from wf.core.units import parse_time
 
 DURATIONS = ("2s", "5s", "10s", "20s", "30s")  # spread the ends over time, as real jobs do
 

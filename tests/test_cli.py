@@ -352,10 +352,10 @@ def _workflow(name: str, phase: str) -> dict[str, Any]:
 def test_list_offers_kubectls_name_and_wide(monkeypatch: pytest.MonkeyPatch,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     from wf.cli import workflows
-    from wf.controller import ops
+    from wf.controller import listing, ops
 
     monkeypatch.setattr(workflows, "connect", lambda target: None)
-    monkeypatch.setattr(ops, "list_workflows", lambda *a, **k: [_workflow("bert-a", "Running"),
+    monkeypatch.setattr(listing, "list_workflows", lambda *a, **k: [_workflow("bert-a", "Running"),
                                                                  _workflow("bert-b", "Failed")])
     assert run_main("list", "-o", "name") == 0
     assert capsys.readouterr().out == "workflow/bert-a\nworkflow/bert-b\n"

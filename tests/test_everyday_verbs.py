@@ -3,6 +3,7 @@ by selection, `wf suspend`/`wf resume` and `-o name`, against fake API clients."
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -210,9 +211,9 @@ class DeleteCustom:
         self.items = items
         self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
 
-    def list_namespaced_custom_object(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        self.calls.append(("list", args, {"label_selector": kwargs["label_selector"]}))
-        return {"items": list(self.items), "metadata": {}}
+    def list_namespaced_custom_object(self, *args: Any, **kwargs: Any) -> SimpleNamespace:
+        self.calls.append(("list", args, {"label_selector": kwargs.get("label_selector", "")}))
+        return SimpleNamespace(data=json.dumps({"items": list(self.items), "metadata": {"resourceVersion": "1"}}))
 
     def delete_namespaced_custom_object(self, *args: Any, **kwargs: Any) -> None:
         self.calls.append(("delete", args, kwargs))

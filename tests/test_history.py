@@ -403,14 +403,14 @@ def test_the_report_reads_offloaded_steps_and_the_runs_whose_live_object_is_gone
     from datetime import UTC, datetime
 
     from wf.cli import report
-    from wf.controller import ops
+    from wf.controller import listing
 
     kept, gone = _run("bert-a", "uid-a"), _run("bert-b", "uid-b")
     away = {"metadata": {"name": "wide-c", "namespace": "wf", "uid": "uid-c"},
             "status": {"phase": "Succeeded", "offloadNodeStatusVersion": "fnv:1"}}
     hydrated = {**away, "status": {"phase": "Succeeded", "nodes": {"wide-c": {"id": "wide-c", "type": "DAG"}}}}
     pages: dict[str, list[dict[str, Any]]] = {"wf": [kept, away], "team-b": []}
-    monkeypatch.setattr(ops, "iter_workflows", lambda kube, namespace, page: iter(pages[namespace]))
+    monkeypatch.setattr(listing, "iter_workflows", lambda kube, namespace, page: iter(pages[namespace]))
     # The archive holds every finished run, the live ones too: those are read once, from the cluster.
     server = FakeArgoServer([kept, gone, hydrated])
     archive = Archive("http://127.0.0.1:2746", "--argo-server", fetch=server)

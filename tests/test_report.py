@@ -426,7 +426,7 @@ def run_main(*args: str) -> int:
 def cluster(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """A cluster holding the fixtures' workflows (list them with the fake's iter_workflows)."""
     from wf.cli import report as command
-    from wf.controller import ops
+    from wf.controller import listing
 
     held = fixtures()
 
@@ -435,7 +435,7 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
     monkeypatch.delenv(command.PROMETHEUS_ENV, raising=False)
     monkeypatch.setattr(command, "connect", lambda target: Kube())
-    monkeypatch.setattr(ops, "iter_workflows", lambda kube, namespace=None, **_: iter(
+    monkeypatch.setattr(listing, "iter_workflows", lambda kube, namespace=None, **_: iter(
         [w for w in held if namespace is None or w["metadata"]["namespace"] == namespace]))
     monkeypatch.setattr(command, "_facts", lambda kube, catalog, team: Facts(NODES))
     monkeypatch.setattr(command, "datetime", type("Clock", (), {"now": staticmethod(lambda tz=None: NOW)}))

@@ -12,8 +12,8 @@ import pytest
 
 from wf.argo.nodes import workflow_nodes
 from wf.controller.client import Kube
-from wf.controller.steps import parse_time
 from wf.core.constants import SIM_EXIT_CODE
+from wf.core.units import parse_time
 
 from .test_controller_e2e import job_file, step, wf_cli
 from .test_retries import _get

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -17,9 +18,9 @@ import pytest
 import yaml
 
 from wf.controller.client import Kube
-from wf.controller.steps import parse_time
 from wf.controller.stream import WORKFLOW_PAGE
 from wf.core.constants import SIM_DURATION, SIM_EXIT_CODE, WORKFLOW
+from wf.core.units import parse_time
 
 ClusterHandle = Any  # tests/e2e/conftest.py's handle: .kubeconfig, .context, .namespace, .cluster
 
@@ -117,8 +118,14 @@ def test_a_failed_step_exits_1_naming_it(local_cluster: ClusterHandle, tmp_path:
     assert got.returncode == 0 and "train: Failed" in got.stdout
     as_json = wf_cli(local_cluster, "get", name, "-o", "json")
     assert '"phase": "Failed"' in as_json.stdout
-    listed = wf_cli(local_cluster, "list")
-    assert name in listed.stdout and "Failed" in listed.stdout
+    # list decodes only the fields it shows of each workflow: they are the whole object's, as the API server sent it
+    whole = json.loads(as_json.stdout)
+    listed = wf_cli(local_cluster, "list", "-o", "wide")
+    (row,) = (line.split() for line in listed.stdout.splitlines() if line.split()[:1] == [name])
+    status = whole["status"]
+    assert row[:3] == [name, "Failed", status.get("progress", "-")], listed.stdout
+    assert row[5] == whole["metadata"]["labels"]["wf.dev/job"] == "fails", row
+    assert row[6:8] == [status["startedAt"], status["finishedAt"]], row
 
 
 def test_watch_survives_the_api_server_restarting(local_cluster: ClusterHandle, kube: Kube, tmp_path: Path) -> None:

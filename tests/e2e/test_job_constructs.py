@@ -17,8 +17,8 @@ import pytest
 
 from wf.cluster.executor import OUTPUTS_ANNOTATION
 from wf.controller.client import Kube
-from wf.controller.steps import parse_time
 from wf.core.constants import SIM_DURATION, SIM_EXIT_CODE, STEP_LABEL
+from wf.core.units import parse_time
 
 from .test_controller_e2e import job_file, step
 from .test_retries import (

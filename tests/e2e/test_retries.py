@@ -19,8 +19,8 @@ import pytest
 
 from wf.compile.workflow import ATTEMPTS_SUFFIX
 from wf.controller.client import Kube
-from wf.controller.steps import parse_time
 from wf.core.constants import CAPACITY_LABEL, SIM_DURATION, SIM_EXIT_CODE
+from wf.core.units import parse_time
 
 from .test_controller_e2e import job_file, step
 

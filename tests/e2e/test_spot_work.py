@@ -17,9 +17,10 @@ from wf.compile.interruptions import is_interruption
 from wf.compile.workflow import ATTEMPTS_SUFFIX
 from wf.controller.checkpoints import read_ledger
 from wf.controller.client import Kube
-from wf.controller.steps import parse_time, pod_name, workflow_view
+from wf.controller.steps import pod_name, workflow_view
 from wf.controller.watch import Insight
 from wf.core.constants import SIM_CHECKPOINTS, SIM_DURATION
+from wf.core.units import parse_time
 
 from .test_controller_e2e import job_file, step
 from .test_retries import (

@@ -144,7 +144,7 @@ def _workflows(kube: Kube, namespaces: list[str] | None, archive: Archive | None
     (Argo Server): the steps of workflows too big for their object put back, then the runs started after
     `started_after` whose live object is gone (Argo's TTL), whole."""
     from wf.argo.nodes import offloaded
-    from wf.controller.ops import iter_workflows
+    from wf.controller.listing import iter_workflows
 
     pages = ([iter_workflows(kube, all_namespaces=True, page=PAGE)] if namespaces is None else
              [iter_workflows(kube, namespace, page=PAGE) for namespace in namespaces])

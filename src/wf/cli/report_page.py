@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from wf.cli.output import emit, print_error
 from wf.controller.report import OUTCOMES, Digest, StepBars, Usage
-from wf.controller.view import duration, money
+from wf.controller.view import money
 from wf.core.errors import InputError, WfError
+from wf.core.units import duration
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure, FigureBase

@@ -33,8 +33,7 @@ AllNamespaces = Annotated[bool, typer.Option("-A", "--all-namespaces", help="Eve
 
 
 def _ago(timestamp: str | None, now: datetime) -> str:
-    from wf.controller.steps import parse_time
-    from wf.controller.view import duration
+    from wf.core.units import duration, parse_time
 
     when = parse_time(timestamp)
     return f"{duration((now - when).total_seconds())} ago" if when else "-"

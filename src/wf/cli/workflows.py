@@ -356,9 +356,8 @@ def list_command(
     Argo's archive instead of the live objects."""
     from rich.table import Table
 
-    from wf.controller.ops import list_workflows, listing
-    from wf.controller.steps import parse_time
-    from wf.controller.view import duration
+    from wf.controller.listing import list_workflows
+    from wf.core.units import duration, parse_time
 
     seconds = _seconds("--since", since)
     now = datetime.now(UTC)
@@ -374,7 +373,7 @@ def list_command(
     else:
         whole = output in (Output.yaml.value, Output.json.value)  # a table or names need a few fields of each
         items = list_workflows(kube, target.namespace, all_namespaces=all_namespaces, label_selector=selector,
-                               reduce=None if whole else listing)
+                               listed_only=not whole)
         if after is not None:
             items = [w for w in items if (started := parse_time((w.get("status") or {}).get("startedAt"))) is None
                      or started >= after]
@@ -558,7 +557,8 @@ def delete_command(
 ) -> None:
     """Delete workflows by name, or those -l, --completed and --older-than select (together: all of them hold),
     with their pods and MPIJobs. A bare `wf delete` selects nothing and is refused."""
-    from wf.controller.ops import delete_workflow, deletion_candidates, get_workflow, list_workflows
+    from wf.controller.listing import list_workflows
+    from wf.controller.ops import delete_workflow, deletion_candidates, get_workflow
 
     selecting = bool(selector or completed or older_than)
     if names and selecting:

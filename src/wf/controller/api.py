@@ -134,7 +134,7 @@ def get(name: str, *, namespace: str | None = None, context: str | None = None, 
 def list_workflows(*, namespace: str | None = None, all_namespaces: bool = False, selector: str = "",
                    context: str | None = None, kubeconfig: str | None = None,
                    kube: Kube | None = None) -> list[dict[str, Any]]:
-    from wf.controller.ops import list_workflows as list_
+    from wf.controller.listing import list_workflows as list_
 
     client = _kube(kube, context=context, kubeconfig=kubeconfig)
     return list_(client, namespace, all_namespaces=all_namespaces, label_selector=selector)

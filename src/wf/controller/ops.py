@@ -1,5 +1,5 @@
-"""Operations on existing workflows through the Kubernetes API alone (no Argo server): get, list, logs,
-retry, stop, suspend, resume, delete."""
+"""Operations on existing workflows through the Kubernetes API alone (no Argo server): get, logs, retry, stop,
+suspend, resume, delete (listing them: `listing`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from wf.controller.steps import (
     TERMINAL_PHASES,
     Attempt,
     StepRow,
-    parse_time,
     pod_name,
     templates_by_name,
     workflow_view,
@@ -40,6 +39,7 @@ from wf.core.constants import (
     ApiKind,
 )
 from wf.core.errors import InputError
+from wf.core.units import parse_time
 
 RETRY_CONFLICTS = 5  # reads and PUTs of a retried workflow the controller keeps writing meanwhile
 POD_GONE_WAIT_SECONDS = 60
@@ -61,59 +61,6 @@ def get_workflow(kube: Kube, name: str, namespace: str | None = None) -> dict[st
             if exc.status == 404:
                 raise WorkflowNotFound(f"no workflow {name!r} in namespace {ns} ({kube.context})") from None
             raise
-
-
-LISTING_PAGE = 100  # whole workflows held at once while a listing keeps only what it shows of each
-
-
-def list_workflows(kube: Kube, namespace: str | None = None, *, all_namespaces: bool = False,
-                   label_selector: str = "", reduce: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-                   ) -> list[dict[str, Any]]:
-    """Workflows, newest first; with `reduce`, each reduced as its page arrives (`listing`: a day's thousand
-    workflows of 32 steps are 100 MB of JSON, their nodes five times that as Python objects)."""
-    if reduce is None:
-        items = list(iter_workflows(kube, namespace, all_namespaces=all_namespaces, label_selector=label_selector))
-    else:
-        items = [reduce(w) for w in iter_workflows(kube, namespace, all_namespaces=all_namespaces,
-                                                   label_selector=label_selector, page=LISTING_PAGE)]
-    items.sort(key=lambda w: w["metadata"].get("creationTimestamp", ""), reverse=True)
-    return items
-
-
-def listing(workflow: dict[str, Any]) -> dict[str, Any]:
-    """What `wf list` shows of a workflow (its name, namespace, age, job, phase, progress, times and message):
-    a workflow without its steps and templates (pure)."""
-    metadata, status = workflow.get("metadata") or {}, workflow.get("status") or {}
-    return {"metadata": {k: metadata[k] for k in ("name", "namespace", "creationTimestamp", "labels")
-                         if k in metadata},
-            "status": {k: status[k] for k in ("phase", "progress", "startedAt", "finishedAt", "message")
-                       if k in status}}
-
-
-def iter_workflows(kube: Kube, namespace: str | None = None, *, all_namespaces: bool = False,
-                   label_selector: str = "", page: int = 500) -> Iterator[dict[str, Any]]:
-    """Workflows a page at a time, in the API server's order: a caller that keeps a digest of each (`wf report`)
-    holds one page of whole objects, not all of them."""
-    ns = namespace or kube.namespace
-    token = None
-    with api_errors(kube, "listing workflows", None if all_namespaces else ns):
-        while True:
-            kwargs: dict[str, Any] = {"limit": page, "label_selector": label_selector}
-            if token:
-                kwargs["_continue"] = token
-            if all_namespaces:
-                listed = kube.custom.list_cluster_custom_object(WORKFLOW.group, WORKFLOW.version, WORKFLOW.plural,
-                                                                **kwargs)
-            else:
-                listed = kube.custom.list_namespaced_custom_object(WORKFLOW.group, WORKFLOW.version, ns,
-                                                                   WORKFLOW.plural, **kwargs)
-            items = listed.pop("items", None) or []
-            token = (listed.get("metadata") or {}).get("continue")
-            items.reverse()
-            while items:
-                yield items.pop()  # handed over: what the caller keeps of it is all that stays
-            if not token:
-                break
 
 
 def stop_workflow(kube: Kube, name: str, namespace: str | None = None) -> dict[str, Any]:

@@ -39,9 +39,9 @@ from wf.controller.checkpoints import AttemptRecord
 from wf.controller.client import http_address
 from wf.controller.cost import JobCost, NodeFacts, job_cost
 from wf.controller.queue import Workload
-from wf.controller.steps import Attempt, StepRow, WorkflowView, parse_time, pod_name, with_facts, workflow_view
+from wf.controller.steps import Attempt, StepRow, WorkflowView, pod_name, with_facts, workflow_view
 from wf.core.errors import ClusterError, InputError
-from wf.core.units import parse_duration
+from wf.core.units import parse_duration, parse_time
 from wf.model.catalog import Catalog
 from wf.model.quotas import flavor_quotas
 

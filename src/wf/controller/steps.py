@@ -21,17 +21,12 @@ from wf.compile.kinds import kind_of_template
 from wf.compile.readback import CompiledPlacement
 from wf.controller.checkpoints import AttemptRecord, Saved
 from wf.core.constants import ARGO_POD_NAME_FORMAT_ANNOTATION
+from wf.core.units import parse_time
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed", "Error"})
 FAILED_PHASES = frozenset({"Failed", "Error"})
 _STEP_TYPES = ("Retry", "Pod", "Skipped")
 _MAX_POD_PREFIX = 253 - 10  # Kubernetes name limit minus the hash suffix (Argo's maxPrefixLength)
-
-
-def parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 @dataclass(frozen=True)

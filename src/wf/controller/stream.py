@@ -70,13 +70,16 @@ class Backoff:
 class KubeTransport:
     """One collection through the API server (a list call such as `core.list_pod_for_all_namespaces`),
     filtered by label and field selectors. Bodies are read as JSON, not as the client's models: a watch of
-    thousands of pods would spend most of its CPU building and dropping model objects."""
+    thousands of pods would spend most of its CPU building and dropping model objects. `decode` turns a list
+    page's bytes into its object: a caller that keeps a few fields of each item decodes only those."""
 
     def __init__(self, list_call: Callable[..., Any], label_selector: str = "", field_selector: str = "",
-                 silence: float = SILENCE_SECONDS, page: int = LIST_PAGE) -> None:
+                 silence: float = SILENCE_SECONDS, page: int = LIST_PAGE,
+                 decode: Callable[[bytes], dict[str, Any]] = json.loads) -> None:
         self.list_call = list_call
         self.silence = silence
         self.page = page
+        self.decode = decode
         self.selectors = {
             k: v for k, v in (("label_selector", label_selector), ("field_selector", field_selector)) if v
         }
@@ -96,8 +99,8 @@ class KubeTransport:
             kwargs: dict[str, Any] = {"limit": self.page, **self.selectors}
             if token:
                 kwargs["_continue"] = token
-            page = json.loads(_gone_on_410(self.list_call, _preload_content=False,
-                                           _request_timeout=(CONNECT_TIMEOUT, self.silence), **kwargs).data)
+            page = self.decode(_gone_on_410(self.list_call, _preload_content=False,
+                                            _request_timeout=(CONNECT_TIMEOUT, self.silence), **kwargs).data)
             token = (page.get("metadata") or {}).get("continue")
             items, version = page.get("items") or [], str(page["metadata"]["resourceVersion"])
             del page  # one page in memory at a time: the caller drops its items before asking for the next

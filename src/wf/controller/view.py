@@ -25,20 +25,12 @@ from wf.controller.events import Key, WatchState
 from wf.controller.ops import Replica
 from wf.controller.steps import StepRow, WorkflowView
 from wf.controller.summary import CACHED, Summary, phase_of, running_seconds, summarize
+from wf.core.units import duration
 
 _PHASE_STYLE = {"Succeeded": "green", "Failed": "red", "Error": "red", "Running": "cyan", "Pending": "yellow",
                 "Omitted": "dim", "Skipped": "dim", "Deleted": "red", CACHED: "green"}
 STEP_VIEW_LIMIT = 1  # up to this many workflows are shown step by step; more get the summary
 REDRAW_SECONDS = 0.25
-
-
-def duration(seconds: float) -> str:
-    seconds = int(seconds)
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 def stamp() -> str:

@@ -1,11 +1,14 @@
-"""Kubernetes quantities and Go-style durations, parsed without importing the Kubernetes client.
+"""Kubernetes quantities, Go-style durations and the API's times, parsed and shown without importing the
+Kubernetes client or wf's models.
 
-`kubernetes.utils.parse_quantity` would pull the whole client (0.4 s) onto the `wf compile` path.
+`kubernetes.utils.parse_quantity` would pull the whole client (0.4 s) onto the `wf compile` path, and `wf list`
+needs a workflow's times without the step views (and the catalog's models they import).
 """
 
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 
@@ -67,3 +70,20 @@ def parse_duration(value: str | int) -> int:
     if seconds < 1:
         raise ValueError(f"{value!r} is shorter than a second")
     return int(seconds)
+
+
+def parse_time(value: str | None) -> datetime | None:
+    """An API time (RFC 3339, as `creationTimestamp` or Argo's `startedAt`); None when not (yet) set."""
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def duration(seconds: float) -> str:
+    """A time span as the tables show it: 42s, 3m07s, 2h05m."""
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
