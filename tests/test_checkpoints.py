@@ -330,3 +330,15 @@ def test_phase_two_starts_from_phase_one_s_checkpoint_and_resumes_from_its_own(c
     (checkpoints / "ckpt_8601.pt").unlink()
     code, _ = _run_wrapper(tmp_path, command, {**env, RESUME_ENV: "true", "FAKE_SAVES": "ckpt_7438.pt"})
     assert code == 143  # exit 0 short of phase 2's last step
+
+
+def test_a_multi_node_step_s_volume_must_reach_its_launcher_s_class(catalog: Catalog, make_job: Any) -> None:
+    """The launcher (on cpu) mounts the step's checkpoint volume with the workers (on gaudi)."""
+    job = make_job([{"name": "pretrain", "command": ["mpirun", "x"], "compute": "gaudi", "nodes": 2,
+                     "checkpoint": {"store": "fsx"}}], retries=1)
+    with pytest.raises(InputError, match=r"spec.steps\[0\].checkpoint.store: volume 'fsx' is not reachable from "
+                                         r"compute class 'cpu', where the MPI launcher runs and mounts it; it serves "
+                                         r"gaudi"):
+        compile_job(job, with_volume(catalog, computeClasses=["gaudi"]))
+    compile_job(job, with_volume(catalog, computeClasses=["gaudi", "cpu"]))
+    compile_job(job, with_volume(catalog))
