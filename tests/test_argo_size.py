@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
+
+import pytest
+import yaml
 
 from wf.argo import ARGO_MAX_WORKFLOW_BYTES, ETCD_MAX_REQUEST_BYTES, json_size, size_problems, step_limit_problems
 from wf.argo.size import NEAR_STEP_LIMIT, STATUS_BYTES_PER_STEP
 from wf.compile.workflow import compile_job
 from wf.model.catalog import Catalog
+
+CATALOG_FILE = Path(__file__).resolve().parents[1] / "eksctl" / "catalog.yaml"
 
 
 def test_limits_are_the_upstream_defaults() -> None:
@@ -72,3 +79,34 @@ def test_a_plain_cpu_step_costs_at_most_1200_bytes(catalog: Catalog, make_job: A
         return json_size(compile_job(make_job(steps), catalog))
 
     assert (size(200) - size(100)) / 100 <= 1_200
+
+
+def test_wf_lint_names_argo_s_limit_in_steps_for_a_job_near_it(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 34: `wf lint` of a job spec (not only of a manifest) says how many steps of it Argo's 1 MiB holds, at
+    the job's line, and lets a smaller one pass; a warning, not an error."""
+    from wf.cli.app import main
+
+    def job(steps: int) -> Path:
+        path = tmp_path / f"chain-{steps}.yaml"
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "wf/v1", "kind": "TrainingJob", "metadata": {"name": f"chain-{steps}"},
+            "spec": {"image": "python:3.12", "compute": "cpu", "steps": [
+                {"name": f"s{i}", "command": ["python", "train.py", "--shard", str(i)],
+                 **({"needs": [f"s{i - 1}"]} if i else {})} for i in range(steps)]}}, sort_keys=False))
+        return path
+
+    def lint(path: Path) -> tuple[int, str]:
+        with pytest.raises(SystemExit) as exit_:
+            main(["lint", str(path), "--catalog", str(CATALOG_FILE)])
+        out, err = capsys.readouterr()
+        return int(exit_.value.code or 0), out + err
+
+    code, output = lint(job(720))
+    [warning] = [line for line in output.splitlines() if "maximum workflow size" in line]
+    assert code == 0, output
+    holds = int(re.search(r"holds about ([\d,]+) steps", warning)[1].replace(",", ""))  # type: ignore[index]
+    assert warning.startswith(f"{tmp_path / 'chain-720.yaml'}:1: ") and "720 steps: " in warning
+    assert 720 < holds < 720 / NEAR_STEP_LIMIT and "1,048,576 bytes (1.00 MiB)" in warning
+    code, output = lint(job(500))
+    assert code == 0 and "maximum workflow size" not in output, output

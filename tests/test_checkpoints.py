@@ -212,3 +212,133 @@ def test_a_checkpoint_volume_is_mounted_where_any_volume_may_be(catalog: Catalog
     data["artifacts"]["checkpoints"] = {"volumes": {"fsx": {"claim": "fsx", "mountPath": mount}}}
     with pytest.raises(ValidationError, match=re.escape(words)):
         Catalog.model_validate(data)
+
+
+# The flagship examples' wrappers, run with bash as their pods run them: the compiled command with the job's
+# parameters, its input artifact and the kubelet's $(VAR) expansion filled in, `mpirun` a stand-in that records
+# its arguments and saves checkpoints as run_pretraining.py does (on SIGTERM too, then exit 0).
+_FAKE_MPIRUN = r'''#!/usr/bin/env python3
+import json, os, signal, sys, time
+out = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--output_dir="))
+with open(os.environ["FAKE_LOG"], "a") as log:
+    log.write(json.dumps(sys.argv[1:]) + "\n")
+def save(names):
+    for name in names.split():
+        with open(os.path.join(out, name), "w") as f:
+            f.write(name)
+if os.environ.get("FAKE_ON_TERM"):
+    signal.signal(signal.SIGTERM, lambda *_: (time.sleep(0.3), save(os.environ["FAKE_ON_TERM"]), sys.exit(0)))
+    open(os.environ["FAKE_LOG"] + ".started", "w").close()
+    time.sleep(60)
+save(os.environ.get("FAKE_SAVES", ""))
+sys.exit(int(os.environ.get("FAKE_EXIT", "0")))
+'''
+
+
+def _example_command(name: str, step: str, catalog: Catalog, parameters: dict[str, str]) -> list[str]:
+    manifest = compile_job(load_job(ROOT / "examples" / f"{name}.yaml"), catalog)
+    template = _templates(manifest)[step]
+    if "resource" in template:  # a multi-node step: the launcher runs the command
+        mpijob = yaml.safe_load(template["resource"]["manifest"])
+        command = mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
+    else:
+        command = template["container"]["command"]
+    values = {f"{{{{workflow.parameters.{p['name']}}}}}": parameters.get(p["name"], p.get("value", ""))
+              for p in manifest["spec"]["arguments"]["parameters"]}
+    values |= {a["path"]: parameters[a["name"]] for a in (template.get("inputs") or {}).get("artifacts") or []}
+    filled = []
+    for arg in command:
+        for reference, value in values.items():
+            arg = arg.replace(reference, value)
+        filled.append(arg)
+    return filled
+
+
+def _run_wrapper(tmp_path: Path, command: list[str], env: dict[str, str], on_term: bool = False
+                 ) -> tuple[int, list[list[str]]]:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / "mpirun"
+    fake.write_text(_FAKE_MPIRUN)
+    fake.chmod(0o755)
+    log = tmp_path / "mpirun.log"
+    log.unlink(missing_ok=True)
+    full = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_LOG": str(log), **env}
+    # The kubelet expands $(VAR) in a container's command from its environment.
+    command = [re.sub(r"\$\((\w+)\)", lambda m: full.get(m[1], m[0]), arg) for arg in command]
+    process = subprocess.Popen(command, env=full, start_new_session=True)
+    if on_term:  # Argo's executor signals the command's process group
+        deadline = time.monotonic() + 30
+        while not Path(f"{log}.started").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.killpg(process.pid, signal.SIGTERM)
+    code = process.wait(timeout=60)
+    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return code, calls
+
+
+@pytest.mark.parametrize(("example", "step"), [("bert-large-pretrain", "pretrain-phase1"),
+                                               ("bert-large-multinode", "pretrain-phase1")])
+def test_a_flagship_training_step_resumes_only_when_wf_resume_says_and_a_checkpoint_is_there(
+        example: str, step: str, catalog: Catalog, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    command = _example_command(example, step, catalog, {"results": str(results), "phase1_steps": "400"})
+    checkpoints = tmp_path / "ckpt"
+    checkpoints.mkdir()
+    env = {DIR_ENV: str(checkpoints), RESUME_ENV: "false", "FAKE_SAVES": "ckpt_200.pt ckpt_400.pt"}
+    code, [call] = _run_wrapper(tmp_path, command, env)
+    assert code == 0 and "--resume_from_checkpoint" not in call
+    assert f"--output_dir={checkpoints}" in call and call[-1] == "--use_torch_compile"  # the program's own arguments
+    if example == "bert-large-pretrain":  # the final checkpoint, handed on as phase 1's artifact
+        assert (results / "phase1" / "ckpt_400.pt").read_text() == "ckpt_400.pt"
+    code, [call] = _run_wrapper(tmp_path, command, {**env, RESUME_ENV: "true"})  # a retry finds ckpt_200/400
+    assert code == 0 and call[-1] == "--resume_from_checkpoint"
+    for saved in checkpoints.iterdir():
+        saved.unlink()
+    code, [call] = _run_wrapper(tmp_path, command, {**env, RESUME_ENV: "true"})  # died before its first save
+    assert code == 0 and "--resume_from_checkpoint" not in call
+    code, _ = _run_wrapper(tmp_path, command, {**env, "FAKE_EXIT": "3"})
+    assert code == 3
+    # SIGTERM: the wrapper waits while the program saves, and the program's exit 0 short of the last step is 143.
+    for saved in checkpoints.iterdir():
+        saved.unlink()
+    code, _ = _run_wrapper(tmp_path, command, {**env, "FAKE_ON_TERM": "ckpt_237.pt"}, on_term=True)
+    assert code == 143 and (checkpoints / "ckpt_237.pt").exists()
+
+
+def test_phase_two_starts_from_phase_one_s_checkpoint_and_resumes_from_its_own(catalog: Catalog,
+                                                                               tmp_path: Path) -> None:
+    phase1 = tmp_path / "phase1.pt"
+    phase1.write_text("phase 1")
+    command = _example_command("bert-large-pretrain", "pretrain-phase2", catalog, {
+        "phase1_steps": "7038", "phase2_steps": "1563", "pretrain-phase1_checkpoint": str(phase1)})
+    checkpoints = tmp_path / "ckpt"
+    env = {DIR_ENV: str(checkpoints), RESUME_ENV: "false", "FAKE_SAVES": "ckpt_7238.pt ckpt_8601.pt"}
+    code, [call] = _run_wrapper(tmp_path, command, env)
+    assert code == 0 and "--resume_from_checkpoint" in call and "--phase2" in call
+    assert (checkpoints / "ckpt_7038.pt").read_text() == "phase 1"  # where upstream's phase 2 resumes from
+    (checkpoints / "ckpt_7038.pt").unlink()
+    code, _ = _run_wrapper(tmp_path, command, {**env, RESUME_ENV: "true"})
+    assert code == 0 and not (checkpoints / "ckpt_7038.pt").exists()  # its own checkpoints, not phase 1's again
+    code, _ = _run_wrapper(tmp_path, command, {**env, RESUME_ENV: "true", "FAKE_SAVES": "ckpt_7238.pt"})
+    assert code == 0  # ckpt_8601.pt is still there from the run before
+    (checkpoints / "ckpt_8601.pt").unlink()
+    code, _ = _run_wrapper(tmp_path, command, {**env, RESUME_ENV: "true", "FAKE_SAVES": "ckpt_7438.pt"})
+    assert code == 143  # exit 0 short of phase 2's last step
+
+
+def test_a_multi_node_step_s_volume_must_reach_its_launcher_s_class(catalog: Catalog, make_job: Any) -> None:
+    """The launcher (on cpu) mounts the step's checkpoint volume with the workers (on gaudi)."""
+    job = make_job([{"name": "pretrain", "command": ["mpirun", "x"], "compute": "gaudi", "nodes": 2,
+                     "checkpoint": {"store": "fsx"}}], retries=1)
+    with pytest.raises(InputError, match=r"spec.steps\[0\].checkpoint.store: volume 'fsx' is not reachable from "
+                                         r"compute class 'cpu', where the MPI launcher runs and mounts it; it serves "
+                                         r"gaudi"):
+        compile_job(job, with_volume(catalog, computeClasses=["gaudi"]))
+    compile_job(job, with_volume(catalog, computeClasses=["gaudi", "cpu"]))
+    compile_job(job, with_volume(catalog))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from wf.cli.app import main
 
@@ -125,3 +126,62 @@ def test_file_line_prints_literally_whatever_the_line(
     code, out, err, _ = run(capsys, command, str(job), "--catalog", str(CATALOG))
     assert code == (2 if command == "compile" else 1)
     assert f"{job}:{line}: spec.steps[1].needs[0]: unknown step 'trian'" in out + err
+
+
+_PARAMETERIZED_JOB = """\
+apiVersion: wf/v1
+kind: TrainingJob
+metadata: {name: hostile}
+spec:
+  parameters: {out: /outputs, run: scratch, tag: "1.0"}
+  image: ghcr.io/team/train:{{workflow.parameters.tag}}
+  compute: cpu
+  volumes:
+    - {name: scratch, mountPath: '/{{workflow.parameters.run}}', emptyDir: {}}
+  steps:
+    - name: train
+      command: [python, train.py, --out, '{{workflow.parameters.out}}']
+      outputs:
+        artifacts:
+          model: '{{workflow.parameters.out}}/model'
+"""
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    (["out=/var/run/secrets"], "{job}:15: spec.steps[0].outputs.artifacts.model: with -p out='/var/run/secrets': "
+                               "'/var/run/secrets/model' reaches /var/run/secrets"),
+    (["out=/x/../var/run/secrets"], "{job}:15: spec.steps[0].outputs.artifacts.model: with -p "
+                                    "out='/x/../var/run/secrets': '/x/../var/run/secrets/model' has a '..' segment"),
+    (["run=var/run/argo"], "{job}:9: spec.volumes[0].mountPath: with -p run='var/run/argo': '/var/run/argo' is "
+                           "inside /var/run/argo"),
+    (["tag=1.0 rc"], "{job}:6: spec.image: with -p tag='1.0 rc': 'ghcr.io/team/train:1.0 rc': not an image reference"),
+    (["tag=1.0\x1b[31m"], ": -p 'tag': control character U+001B is not allowed in a parameter"),
+])
+def test_submit_holds_a_parameter_from_the_command_line_to_the_files_rules(
+        given: list[str], expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused before any request reaches the cluster (the kubeconfig's server listens nowhere: a request would
+    exit 3): exit 2, the field's line, the -p value and the rule."""
+    job = tmp_path / "job.yaml"
+    job.write_text(_PARAMETERIZED_JOB)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "none",
+        "clusters": [{"name": "none", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "none", "user": {"token": "unused"}}],
+        "contexts": [{"name": "none", "context": {"cluster": "none", "user": "none", "namespace": "wf"}}]}))
+    args = [a for value in given for a in ("-p", value)]
+    code, out, err, _ = run(capsys, "submit", str(job), *args, "--catalog", str(CATALOG),
+                            "--kubeconfig", str(kubeconfig))
+    assert code == 2, out + err
+    assert not any(leak in err for leak in _LEAKS), err
+    assert expected.format(job=job) in err, err
+
+
+def test_parameters_the_rules_accept_and_those_no_path_or_image_reads_pass(tmp_path: Path) -> None:
+    from wf.controller.submit import check_parameters
+    from wf.jobspec.job import load_job
+
+    job = tmp_path / "job.yaml"
+    job.write_text(_PARAMETERIZED_JOB)
+    check_parameters([load_job(job)], {"out": "/outputs/run-2", "tag": "1.1", "run": "data"})
+    check_parameters([load_job(job)], {"other": "/var/run/secrets"})  # unknown: refused later, by name

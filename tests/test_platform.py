@@ -88,6 +88,37 @@ def test_local_cluster_installs_the_same_objects_but_argo_s_rate_limit_and_metri
     assert local_argo == manifest
 
 
+def test_local_cluster_binds_every_checkpoint_claim_the_examples_mount_in_every_workflow_namespace(
+        catalog: Catalog) -> None:
+    """The claims are the platform's to provision on EKS (not the bundle's); locally each is bound to a volume of
+    its own, named by the claim, which names no claim itself (re-applied, a claimRef without the binder's uid
+    would leave the claim Lost)."""
+    from wf.compile.workflow import compile_job
+    from wf.jobspec.job import load_job
+
+    namespaces = platform.workflow_namespaces(catalog)
+    local = platform.local_objects(catalog, namespaces)
+    claims = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in local
+              if o["kind"] == "PersistentVolumeClaim"}
+    volumes = {o["metadata"]["name"]: o for o in local if o["kind"] == "PersistentVolume"}
+    assert catalog.artifacts and catalog.artifacts.checkpoints.volumes
+    wanted = {v.claim for v in catalog.artifacts.checkpoints.volumes.values()}
+    assert set(claims) == {(ns, c) for ns in namespaces for c in wanted}
+    for claim in claims.values():
+        volume = volumes.pop(claim["spec"]["volumeName"])
+        assert "claimRef" not in volume["spec"]
+        assert volume["spec"]["storageClassName"] == claim["spec"]["storageClassName"] == ""
+        assert volume["spec"]["capacity"] == claim["spec"]["resources"]["requests"]
+        assert set(claim["spec"]["accessModes"]) <= set(volume["spec"]["accessModes"])
+    assert not volumes
+    assert not [o for docs in bundle(catalog).values() for o in docs if "PersistentVolume" in o["kind"]]
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    mounted = {v["persistentVolumeClaim"]["claimName"] for path in examples.glob("*.yaml")
+               for v in compile_job(load_job(path), catalog)["spec"].get("volumes") or []
+               if "persistentVolumeClaim" in v}
+    assert mounted and mounted <= wanted
+
+
 def test_kustomization_lists_every_file_once_pinned_upstream_and_no_object_twice(catalog: Catalog) -> None:
     files = bundle(catalog)
     kustomization = platform.kustomization(catalog, pinned_versions(), files)

@@ -69,10 +69,11 @@ def submit(jobs: Any, *, dry_run: bool = False, parameters: dict[str, str] | Non
     Stopped part way (Ctrl-C included): SubmitInterrupted, saying what was created, what may have been and what
     was not."""
     from wf.controller.catalog_source import resolve_catalog
-    from wf.controller.submit import load_jobs, submit_jobs
+    from wf.controller.submit import check_parameters, load_jobs, submit_jobs
 
     sources = list(jobs) if isinstance(jobs, (list, tuple)) else [jobs]
     loaded = load_jobs(sources)
+    check_parameters(loaded, parameters or {})
     client = _kube(kube, context=context, kubeconfig=kubeconfig, eks_cluster=eks_cluster, region=region,
                    role_arn=role_arn)
     # A project's job files name its catalog (its project file), wherever the command runs.

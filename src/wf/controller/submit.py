@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from wf.controller.client import Kube, api_errors, cluster_error, is_transient
 from wf.core.constants import ARGO_KINDS, CRON_WORKFLOW, DOMAIN, SUBMISSION_LABEL
 from wf.core.errors import ClusterError, InputError, WfError
+from wf.core.loader import unreadable_character
 
 if TYPE_CHECKING:
     from wf.compile.workflow import Kind
@@ -112,6 +113,8 @@ def parse_parameters(pairs: list[str]) -> dict[str, str]:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise InputError(f"-p expects key=value, got {pair!r}")
+        if bad := unreadable_character(pair):
+            raise InputError(f"-p {key!r}: {bad} is not allowed in a parameter, as in a job file's text")
         out[key] = value
     return out
 
@@ -184,6 +187,21 @@ def prepare(job: Any, catalog: Any, kube_namespace: str, namespace_flag: str | N
     submission = as_submission(manifest, str(Path(path).resolve()) if isinstance(path, (str, Path)) else str(path),
                                batch)
     return manifest, namespace, submission
+
+
+def check_parameters(jobs: list[Any], parameters: dict[str, str]) -> None:
+    """Refuse -p values that make a path or an image of a job (TrainingJob objects) what its file may not hold,
+    with the line of the field that reads each, before any cluster is reached: a value given on the command line
+    passes the rules a value in the file does."""
+    from wf.jobspec.job import parameter_problems
+
+    problems = []
+    for job in jobs:
+        given = {k: v for k, v in parameters.items() if k in job.spec.parameters}
+        doc = job.document
+        problems += [doc.locate(p) if doc else p.in_file(str(job.source)) for p in parameter_problems(job.spec, given)]
+    if problems:
+        raise InputError(problems)
 
 
 def client_name(prefix: str, submission: str) -> str:

@@ -271,7 +271,14 @@ def _unreadable(text: str, file: str) -> Problem:
         return Problem(file, None, None, "invalid YAML: a character YAML does not read")
     line, code = text.count("\n", 0, found.start()) + 1, ord(found[0])
     hint = f"; in a value, write it as an escape in double quotes (\"\\x{code:02x}\")" if 0 < code < 0x100 else ""
-    return Problem(file, line, None, f"control character U+{code:04X} is not allowed in YAML text{hint}")
+    return Problem(file, line, None, f"{unreadable_character(found[0])} is not allowed in YAML text{hint}")
+
+
+def unreadable_character(text: str) -> str | None:
+    """The first character of `text` YAML does not read, in words ("control character U+001B"), or None: a value
+    given outside a file (a command line's) is held to what a file's text may hold."""
+    found = _NOT_YAML.search(text)
+    return f"control character U+{ord(found[0]):04X}" if found else None
 
 
 def load_documents(path: str | Path, strict: bool = True) -> list[Document]:

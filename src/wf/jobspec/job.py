@@ -175,6 +175,13 @@ class _Parts:
 def _default_problems(spec: JobSpec) -> list[Problem]:
     """The images and paths that a job parameter completes, checked with its default as a literal one is: a
     default into Argo's places, or that makes no image reference, would not run either."""
+    return parameter_problems(spec, spec.parameters, "the default ")
+
+
+def parameter_problems(spec: JobSpec, values: dict[str, str], given: str = "-p ") -> list[Problem]:
+    """The images and paths that the parameters in `values` complete (the other parameters at their defaults),
+    checked as literal ones are; `given` says where the values came from in the message (a `-p` value on the
+    command line passes the rules a value in the file does)."""
     checks: list[tuple[tuple[PathKey, ...], str, Callable[[str], str]]] = [(("spec", "image"), spec.image,
                                                                           check_image)]
     checks += [(("spec", "volumes", i, "mountPath"), v.mount_path, mount_path) for i, v in enumerate(spec.volumes)]
@@ -185,14 +192,14 @@ def _default_problems(spec: JobSpec) -> list[Problem]:
             checks += [((*at, "outputs", kind, name), path, output_path) for name, path in paths.items()]
     out: list[Problem] = []
     for at, text, check in checks:
-        resolved, used = references.with_defaults(text, spec.parameters) if "{{" in text else (text, [])
-        if not used or "{{" in resolved:  # the rest is decided when the job runs
+        resolved, used = references.with_defaults(text, {**spec.parameters, **values}) if "{{" in text else (text, [])
+        if not set(used) & set(values) or "{{" in resolved:  # the rest is decided when the job runs
             continue
         try:
             check(resolved)
         except ValueError as exc:
-            defaults = ", ".join(f"{name}={spec.parameters[name]!r}" for name in dict.fromkeys(used))
-            out.append(Problem.at(at, f"with the default {defaults}: {exc}"))
+            named = ", ".join(f"{name}={values[name]!r}" for name in dict.fromkeys(used) if name in values)
+            out.append(Problem.at(at, f"with {given}{named}: {exc}"))
     return out
 
 

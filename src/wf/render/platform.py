@@ -431,12 +431,42 @@ def configmaps(catalog: Catalog, namespaces: Sequence[str]) -> list[dict[str, An
     return out
 
 
+# What a claim of the local cluster's checkpoint volumes asks for: FSx for Lustre's smallest file system.
+LOCAL_CHECKPOINT_VOLUME_SIZE = "1200Gi"
+
+
+def local_checkpoint_claims(catalog: Catalog, namespaces: Sequence[str]) -> list[dict[str, Any]]:
+    """The catalog's checkpoint volumes on the local cluster: their claim in every workflow namespace, each bound to
+    a volume of its own, so a step that keeps checkpoints on one is scheduled as on EKS (the scheduler holds a pod
+    whose claim is unbound). On EKS the platform provisions them (the FSx or EFS CSI driver), not the bundle.
+    The claim names its volume and the volume no claim: a volume's claimRef is one field, so applying it again
+    without the uid the binder adds would leave the bound claim Lost. Simulated nodes mount nothing, so the
+    hostPath is never made; what steps save there is the twin's checkpoint ledger (wf.controller.checkpoints)."""
+    out: list[dict[str, Any]] = []
+    for name, volume in (catalog.artifacts.checkpoints.volumes.items() if catalog.artifacts else []):
+        for ns in namespaces:
+            size = {"storage": LOCAL_CHECKPOINT_VOLUME_SIZE}
+            bound = f"{volume.claim}-{ns}"
+            out += [
+                {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": bound},
+                 "spec": {"capacity": size, "accessModes": ["ReadWriteMany"], "storageClassName": "",
+                          "persistentVolumeReclaimPolicy": "Retain",
+                          "hostPath": {"path": f"/wf/local-checkpoints/{ns}/{name}"}}},
+                {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                 "metadata": {"name": volume.claim, "namespace": ns},
+                 "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": bound,
+                          "resources": {"requests": size}}},
+            ]
+    return out
+
+
 def local_objects(catalog: Catalog, namespaces: Sequence[str], database: ArgoDatabase | None = None
                   ) -> list[dict[str, Any]]:
     """What the local cluster applies from the rendering, in apply order (namespaces first). Kueue's objects and
     the teams' roles come later, once Kueue's webhooks serve (wf.cluster.kueue)."""
     return _unique([*_namespaces(catalog, namespaces), *step_cache_rbac(namespaces),
-                    argo_configmap(catalog, local=True, database=database), *configmaps(catalog, namespaces)])
+                    argo_configmap(catalog, local=True, database=database), *configmaps(catalog, namespaces),
+                    *local_checkpoint_claims(catalog, namespaces)])
 
 
 def local_marker(versions: Versions, kueue_running: bool) -> dict[str, Any]:

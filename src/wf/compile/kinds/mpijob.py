@@ -205,9 +205,21 @@ def _problems(job: TrainingJob, index: int, catalog: Catalog, placement: Placeme
     if groups and step.nodes > largest:
         out.append(Problem.at((*at, "nodes"), f"{step.nodes} nodes do not fit in one zone of compute class "
                                               f"{cls.name!r}: its node groups hold at most {largest} nodes (maxSize)"))
-    if launcher_class(catalog, cls) is None:
+    launcher = launcher_class(catalog, cls)
+    if launcher is None:
         out.append(Problem.at((*at, "nodes"),
                               f"the catalog has no CPU class on {cls.resolved_arch} for the MPI launcher"))
+        return out
+    # The launcher mounts the step's checkpoint volume with the workers (the command's wrapper may read it).
+    checkpoint = checkpoints.checkpoint_of(job, step)
+    store = catalog.artifacts.checkpoints.volumes if catalog.artifacts else {}
+    volume = store.get(checkpoint.store) if checkpoint is not None else None
+    if checkpoint is not None and volume is not None and volume.compute_classes is not None \
+            and launcher.name not in volume.compute_classes:
+        out.append(Problem.at((*at, "checkpoint", "store") if step.checkpoint else ("spec", "checkpoint", "store"),
+                              f"volume {checkpoint.store!r} is not reachable from compute class {launcher.name!r}, "
+                              f"where the MPI launcher runs and mounts it; it serves "
+                              f"{', '.join(volume.compute_classes)}"))
     return out
 
 
