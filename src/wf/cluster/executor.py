@@ -49,6 +49,15 @@ after it is done, as it ends resource pods. A pod that ends before (its node los
 one it passed on its way, recorded for the next attempt; a step without a location keeps nothing and starts over.
 Signals are not simulated, so no checkpoint is saved on SIGTERM.
 
+MPIJob replicas. A checkpointed multi-node step's program is its launcher's (mpirun's): the launcher carries
+`sim.wf.dev/checkpoints` and is played as above, its ledger record under the name of Argo's resource pod that created
+its MPIJob (what `wf get` reads by the attempt). mpirun fails within seconds when a rank's daemon goes with its node;
+the simulated launcher does the same: when a worker stops running while its launcher runs (its pod deleted, being
+deleted or failed, or its Node deleted: wf.controller.gangs), this process marks the MPIJob as having lost a worker
+(what the step's failure condition reads first, an interruption sign), then fails the launcher with Open MPI's
+message for a lost daemon. Replicas are watched in one stream of their own, so a launcher's end is read before the
+operator's cleanup of its workers, which is no loss.
+
 Lost pods. A pod Running when its node was deleted is deleted by the pod GC once its node has stayed away for
 its quarantine (40-60 s). When a node of the same name is created before that (a new machine under the old name),
 nothing deletes it and kwok would play its program on: this process marks such a pod `sim.wf.dev/lost` and the kwok
