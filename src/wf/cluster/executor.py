@@ -1073,6 +1073,8 @@ def serve(kubeconfig: Path) -> None:
             if exc.status != 404:  # 404: the launcher went meanwhile
                 log.warning("MPIJob %s/%s lost worker %s: %s %s", loss.namespace, loss.mpijob, loss.worker,
                             exc.status, exc.reason)
+        except (HTTPError, OSError) as exc:  # the API server away: the attempt ends when Argo reads a failure
+            log.warning("MPIJob %s/%s lost worker %s: %s", loss.namespace, loss.mpijob, loss.worker, exc)
 
     def replica(kind: str, pod: dict[str, Any]) -> None:
         """An MPIJob's launcher or worker: a launcher may play a checkpointing program; a worker that stops while its
