@@ -604,3 +604,41 @@ def test_a_launchers_program_is_recorded_under_the_attempt_argo_knows_its_pod_by
     (run,) = alone.runs.values()
     assert (run.attempt, run.location, run.resumed) == ("bert-train-1-launcher-x7", None, Saved())
     assert not created
+
+
+def test_mpirun_losing_a_rank_marks_the_mpijob_before_it_fails_the_launcher() -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    from wf.cluster.executor import MPIRUN_EXIT_CODE, mpirun_fails
+    from wf.controller.gangs import LostWorker
+
+    calls: list[tuple[str, str, dict[str, Any]]] = []
+
+    class Api:
+        mpijob_status = 200
+
+        def patch_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, name: str,
+                                           body: dict[str, Any]) -> None:
+            calls.append(("mpijob", name, body))
+            if self.mpijob_status != 200:
+                raise ApiException(status=self.mpijob_status)
+
+        def patch_namespaced_pod(self, name: str, namespace: str, body: dict[str, Any]) -> None:
+            calls.append(("pod", name, body))
+
+    api = Api()
+    loss = LostWorker("wf", "bert-train-1", "bert-train-1-worker-1", "bert-train-1-launcher-x7",
+                      "its node dl1-1 was deleted")
+    mpirun_fails(api, api, loss)
+    (_, job, mark), (_, launcher, failed) = calls
+    assert job == "bert-train-1"
+    assert mark["metadata"]["annotations"]["wf-worker-lost"] == "bert-train-1-worker-1: its node dl1-1 was deleted"
+    annotations = failed["metadata"]["annotations"]
+    assert launcher == "bert-train-1-launcher-x7" and annotations[SIM_DURATION] == "0s"  # at once
+    assert annotations[SIM_EXIT_CODE] == MPIRUN_EXIT_CODE != "0"
+    assert "hostname:  bert-train-1-worker-1" in annotations[SIM_MESSAGE]
+    # The MPIJob gone (its workflow stopped): no mpirun left to fail.
+    calls.clear()
+    api.mpijob_status = 404
+    mpirun_fails(api, api, loss)
+    assert [c[0] for c in calls] == ["mpijob"]

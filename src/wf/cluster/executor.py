@@ -753,6 +753,28 @@ class LostPods:
             return list(self.orphans.pop(name, {}).values())
 
 
+def mpirun_fails(core: Any, objects: Any, loss: LostWorker) -> None:
+    """The twin's mpirun losing a rank: the MPIJob marked first (a CustomObjectsApi), then its launcher failed with
+    Open MPI's words (a CoreV1Api), so Argo's next read of the MPIJob finds the mark, whatever else it finds."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    try:
+        if not mark_worker_lost(objects, loss):
+            return  # the MPIJob is gone (its workflow stopped): nothing runs mpirun any more
+        core.patch_namespaced_pod(loss.launcher, loss.namespace, {"metadata": {"annotations": {
+            SIM_EXIT_CODE: MPIRUN_EXIT_CODE, SIM_MESSAGE: MPIRUN_LOST_DAEMON.format(hostname=loss.worker),
+            SIM_DURATION: "0s"}}})
+        log.info("MPIJob %s/%s lost worker %s (%s): launcher %s fails", loss.namespace, loss.mpijob, loss.worker,
+                 loss.reason, loss.launcher)
+    except ApiException as exc:
+        if exc.status != 404:  # 404: the launcher went meanwhile
+            log.warning("MPIJob %s/%s lost worker %s: %s %s", loss.namespace, loss.mpijob, loss.worker, exc.status,
+                        exc.reason)
+    except (HTTPError, OSError) as exc:  # the API server away: the attempt ends when Argo reads a failure
+        log.warning("MPIJob %s/%s lost worker %s: %s", loss.namespace, loss.mpijob, loss.worker, exc)
+
+
 class _Refused(Exception):
     """The API server refused the call for good; the text is the step's message."""
 
@@ -1059,23 +1081,6 @@ def serve(kubeconfig: Path) -> None:
         lost.observe(pod, deleted)
         reports.of_pod(pod).put((pod, deleted))
 
-    def mpirun_fails(loss: LostWorker) -> None:
-        """The MPIJob marked first, then its launcher failed as mpirun fails: Argo's next read finds the mark."""
-        try:
-            if not mark_worker_lost(objects, loss):
-                return  # the MPIJob is gone (its workflow stopped): nothing runs mpirun any more
-            core.patch_namespaced_pod(loss.launcher, loss.namespace, {"metadata": {"annotations": {
-                SIM_EXIT_CODE: MPIRUN_EXIT_CODE, SIM_MESSAGE: MPIRUN_LOST_DAEMON.format(hostname=loss.worker),
-                SIM_DURATION: "0s"}}})
-            log.info("MPIJob %s/%s lost worker %s (%s): launcher %s fails", loss.namespace, loss.mpijob, loss.worker,
-                     loss.reason, loss.launcher)
-        except ApiException as exc:
-            if exc.status != 404:  # 404: the launcher went meanwhile
-                log.warning("MPIJob %s/%s lost worker %s: %s %s", loss.namespace, loss.mpijob, loss.worker,
-                            exc.status, exc.reason)
-        except (HTTPError, OSError) as exc:  # the API server away: the attempt ends when Argo reads a failure
-            log.warning("MPIJob %s/%s lost worker %s: %s", loss.namespace, loss.mpijob, loss.worker, exc)
-
     def replica(kind: str, pod: dict[str, Any]) -> None:
         """An MPIJob's launcher or worker: a launcher may play a checkpointing program; a worker that stops while its
         launcher runs fails that launcher's mpirun."""
@@ -1083,7 +1088,7 @@ def serve(kubeconfig: Path) -> None:
         programs.observe(pod, deleted)
         lost.observe(pod, deleted)
         for loss in gangs.observe(pod, deleted):
-            mpirun_fails(loss)
+            mpirun_fails(core, objects, loss)
 
     def node_event(kind: str, node: dict[str, Any]) -> None:
         name = node["metadata"]["name"]
@@ -1091,7 +1096,7 @@ def serve(kubeconfig: Path) -> None:
             programs.node_gone(name, time.time())
             lost.node_gone(name)
             for loss in gangs.node_gone(name):
-                mpirun_fails(loss)
+                mpirun_fails(core, objects, loss)
             return
         for namespace, pod in lost.node_back(name):
             try:
