@@ -60,6 +60,8 @@ PATHS = [
     ("Error: the executor failed", "Error", "failed to establish pod watch: unknown (get pods)", False),
     ("multi-node step: a worker's node lost", "Failed", "main: Error (exit code 1): failure condition "
      "'{status.replicaStatuses.Worker.failed gt [0]}' evaluated true", True),
+    ("multi-node step: mpirun failed after a worker was lost", "Failed", "main: Error (exit code 1): failure "
+     "condition '{metadata.annotations.wf-worker-lost exists []}' evaluated true", True),
     ("multi-node step: the launcher failed", "Failed", "main: Error (exit code 1): failure condition "
      "'{status.replicaStatuses.Launcher.failed gt [0]}' evaluated true", False),
 ]

@@ -187,10 +187,31 @@ def test_the_mpijob_is_valid_under_the_operators_crd(catalog: Catalog) -> None:
 
 def test_argos_failure_message_tells_a_lost_worker_from_a_failed_launcher() -> None:
     # Argo reports "failure condition '{<key> gt [0]}' evaluated true" naming the requirement that matched (the
-    # e2e test reads the real message); only the worker's key carries the words the interruption rule looks for.
-    keys = [r.split(">")[0].strip() for r in FAILURE_CONDITION.split(",")]
-    assert [k for k in keys if WORKER_LOST_MESSAGE in k] == ["status.replicaStatuses.Worker.failed"]
-    assert all(re.fullmatch(r"[A-Za-z0-9.]+", k) for k in keys)  # label-selector keys: no array paths
+    # e2e test reads the real message); the worker's keys carry the interruption signs, the launcher's none.
+    from wf.cluster.resource_conditions import parse
+    from wf.compile.interruptions import is_interruption
+
+    keys = [r.key for r in parse(FAILURE_CONDITION)]  # as Argo checks them: sorted by key
+    assert keys == ["metadata.annotations.wf-worker-lost", "status.replicaStatuses.Launcher.failed",
+                    "status.replicaStatuses.Worker.failed"]
+    assert [k for k in keys if WORKER_LOST_MESSAGE in k] == ["metadata.annotations.wf-worker-lost"]
+    assert [k for k in keys if is_interruption(f"failure condition '{{{k} gt [0]}}' evaluated true")] == [
+        "metadata.annotations.wf-worker-lost", "status.replicaStatuses.Worker.failed"]
+    assert all(re.fullmatch(r"[A-Za-z0-9.-]+", k) for k in keys)  # label-selector keys: no array paths
+
+
+def test_the_launcher_plays_a_checkpointing_program_and_the_workers_do_not(catalog: Catalog) -> None:
+    # On the local cluster the simulated executor plays the checkpoints of mpirun's program in the launcher; the
+    # workers are the SSH servers it reaches, and Argo's resource pod only waits on the MPIJob.
+    from wf.core.constants import SIM_CHECKPOINTS, SIM_DURATION
+
+    template = _template(_job([_step(annotations={SIM_DURATION: "40s", SIM_CHECKPOINTS: "8"})],
+                              checkpoint={}), catalog)
+    replicas = yaml.safe_load(template["resource"]["manifest"])["spec"]["mpiReplicaSpecs"]
+    launcher = replicas["Launcher"]["template"]["metadata"]["annotations"]
+    assert (launcher[SIM_DURATION], launcher[SIM_CHECKPOINTS]) == ("40s", "8")
+    assert SIM_CHECKPOINTS not in replicas["Worker"]["template"]["metadata"]["annotations"]
+    assert not set(template["metadata"].get("annotations") or {}) & {SIM_DURATION, SIM_CHECKPOINTS}
 
 
 @pytest.mark.parametrize(("step", "field", "message"), [

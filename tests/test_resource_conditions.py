@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from wf.cluster.resource_conditions import ConditionError, Conditions, Requirement, Verdict, parse
+from wf.compile.interruptions import is_interruption
 from wf.compile.kinds.mpijob import FAILURE_CONDITION, SUCCESS_CONDITION
 
 
@@ -41,6 +42,11 @@ def test_failure_requirements_are_ored_in_key_order_and_success_ones_anded() -> 
                               "failure condition '{status.replicaStatuses.Launcher.failed gt [0]}' evaluated true")
     worker = judge(SUCCESS_CONDITION, FAILURE_CONDITION, {"status": {"replicaStatuses": {"Worker": {"failed": 1}}}})
     assert worker == Verdict(False, "failure condition '{status.replicaStatuses.Worker.failed gt [0]}' evaluated true")
+    # A worker lost while mpirun ran, marked before mpirun failed: the mark's key sorts first, whatever else shows.
+    marked = {**both_failed, "metadata": {"annotations": {"wf-worker-lost": "w-1: its node n-3 was deleted"}}}
+    lost = judge(SUCCESS_CONDITION, FAILURE_CONDITION, marked)
+    assert lost == Verdict(False, "failure condition '{metadata.annotations.wf-worker-lost exists []}' evaluated true")
+    assert is_interruption(lost.message) and not is_interruption(verdict.message)
     assert judge("a = 1, b = 2", "", {"a": 1, "b": 3}) is None
     assert judge("a = 1, b = 2", "", {"a": 1, "b": 2}) == Verdict(True, "")
     # No success condition: anything not failed has succeeded on the first read.

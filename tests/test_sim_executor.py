@@ -538,3 +538,107 @@ def test_a_container_the_kubelet_lost_is_an_interruption_whatever_the_node_looks
               "terminated"
     assert is_interruption(message, node_stayed=True)
     assert re.search(INTERRUPTION_EXPRESSION.split('"')[1], message)
+
+
+# --- an MPIJob's launcher ---------------------------------------------------------------------------------------
+
+def launcher_pod(**annotations: str) -> dict[str, Any]:
+    """A checkpointed multi-node step's launcher, as the mpi-operator makes it: owned by its Job, labelled by wf with
+    the workflow and by the operator with its MPIJob."""
+    pod = checkpointing_pod(**annotations)
+    pod["metadata"] = {**pod["metadata"], "name": "bert-train-1-launcher-x7", "uid": "l1",
+                       "ownerReferences": [{"kind": "Job", "name": "bert-train-1-launcher", "uid": "j"}],
+                       "labels": {"wf.dev/workflow": "w-1", "training.kubeflow.org/job-name": "bert-train-1",
+                                  "training.kubeflow.org/job-role": "launcher"}}
+    return pod
+
+
+def test_a_launchers_program_is_recorded_under_the_attempt_argo_knows_its_pod_by() -> None:
+    # `wf get` reads the ledger by Argo's pod of the attempt: for a multi-node step, the resource pod that created the
+    # MPIJob (labelled with its name), which the workflow owns. The launcher is played, and fails as mpirun does.
+    from types import SimpleNamespace
+
+    from wf.cluster.executor import MPIRUN_EXIT_CODE, MPIRUN_LOST_DAEMON, CheckpointPlayer, checkpointed_run
+    from wf.controller.checkpoints import AttemptRecord, Saved, parse_ledger
+
+    location = "s3://b/checkpoints/wf/w-1/train"
+    ref = SimpleNamespace(api_version="argoproj.io/v1alpha1", kind="Workflow", name="w-1", uid="w")
+    argo = [SimpleNamespace(status=SimpleNamespace(phase=phase), metadata=SimpleNamespace(
+        name=name, deletion_timestamp=None, owner_references=[ref]))
+        for name, phase in (("w-1-train-2", "Pending"), ("w-1-train-1", "Running"))]
+    core = LedgerCore()
+    created: list[dict[str, Any]] = []
+
+    def list_namespaced_pod(namespace: str, label_selector: str) -> Any:
+        assert (namespace, label_selector) == ("wf", "wf.dev/mpijob=bert-train-1")
+        return SimpleNamespace(items=argo)
+
+    def read_namespaced_config_map(name: str, namespace: str) -> Any:
+        return SimpleNamespace(data={"w-1-train-0": AttemptRecord(location, Saved(), Saved(4, 0.4), 40.0).encode()})
+
+    core.list_namespaced_pod = list_namespaced_pod  # type: ignore[attr-defined]
+    core.read_namespaced_config_map = read_namespaced_config_map  # type: ignore[method-assign]
+    core.create_namespaced_config_map = lambda namespace, body: created.append(body)  # type: ignore[attr-defined]
+    run = checkpointed_run(launcher_pod())
+    assert run is not None and (run.workflow, run.attempt, run.mpijob, run.owners) == ("w-1", "", "bert-train-1", ())
+    player = CheckpointPlayer(None)
+    player.core = core  # type: ignore[assignment]
+    pod = launcher_pod()
+    player.handle(pod)
+    (run,) = player.runs.values()
+    assert (run.attempt, run.pod, run.resumed) == ("w-1-train-1", "bert-train-1-launcher-x7", Saved(4, 0.4))
+    assert run.owners == ({"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "name": "w-1", "uid": "w"},)
+    assert parse_ledger(core.writes[-1]) == {"w-1-train-1": AttemptRecord(location, Saved(4, 0.4))}
+    # A worker's node goes: mpirun fails, and the attempt keeps what it passed, under Argo's pod's name.
+    message = MPIRUN_LOST_DAEMON.format(hostname="bert-train-1-worker-1")
+    assert message.startswith("ORTE has lost communication with its daemon") and "bert-train-1-worker-1" in message
+    player.handle(launcher_pod(**{SIM_EXIT_CODE: MPIRUN_EXIT_CODE, SIM_MESSAGE: message}))
+    assert not player.runs
+    (key, record), = parse_ledger(core.writes[-1]).items()
+    assert key == "w-1-train-1" and record.resumed == Saved(4, 0.4) and record.saved is not None
+    # Argo's pod gone meanwhile (with its node): the launcher runs from the start and keeps nothing.
+    argo.clear()
+    alone = CheckpointPlayer(None)
+    alone.core = core  # type: ignore[assignment]
+    alone.handle(launcher_pod())
+    (run,) = alone.runs.values()
+    assert (run.attempt, run.location, run.resumed) == ("bert-train-1-launcher-x7", None, Saved())
+    assert not created
+
+
+def test_mpirun_losing_a_rank_marks_the_mpijob_before_it_fails_the_launcher() -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    from wf.cluster.executor import MPIRUN_EXIT_CODE, mpirun_fails
+    from wf.controller.gangs import LostWorker
+
+    calls: list[tuple[str, str, dict[str, Any]]] = []
+
+    class Api:
+        mpijob_status = 200
+
+        def patch_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, name: str,
+                                           body: dict[str, Any]) -> None:
+            calls.append(("mpijob", name, body))
+            if self.mpijob_status != 200:
+                raise ApiException(status=self.mpijob_status)
+
+        def patch_namespaced_pod(self, name: str, namespace: str, body: dict[str, Any]) -> None:
+            calls.append(("pod", name, body))
+
+    api = Api()
+    loss = LostWorker("wf", "bert-train-1", "bert-train-1-worker-1", "bert-train-1-launcher-x7",
+                      "its node dl1-1 was deleted")
+    mpirun_fails(api, api, loss)
+    (_, job, mark), (_, launcher, failed) = calls
+    assert job == "bert-train-1"
+    assert mark["metadata"]["annotations"]["wf-worker-lost"] == "bert-train-1-worker-1: its node dl1-1 was deleted"
+    annotations = failed["metadata"]["annotations"]
+    assert launcher == "bert-train-1-launcher-x7" and annotations[SIM_DURATION] == "0s"  # at once
+    assert annotations[SIM_EXIT_CODE] == MPIRUN_EXIT_CODE != "0"
+    assert "hostname:  bert-train-1-worker-1" in annotations[SIM_MESSAGE]
+    # The MPIJob gone (its workflow stopped): no mpirun left to fail.
+    calls.clear()
+    api.mpijob_status = 404
+    mpirun_fails(api, api, loss)
+    assert [c[0] for c in calls] == ["mpijob"]

@@ -49,6 +49,15 @@ after it is done, as it ends resource pods. A pod that ends before (its node los
 one it passed on its way, recorded for the next attempt; a step without a location keeps nothing and starts over.
 Signals are not simulated, so no checkpoint is saved on SIGTERM.
 
+MPIJob replicas. A checkpointed multi-node step's program is its launcher's (mpirun's): the launcher carries
+`sim.wf.dev/checkpoints` and is played as above, its ledger record under the name of Argo's resource pod that created
+its MPIJob (what `wf get` reads by the attempt). mpirun fails within seconds when a rank's daemon goes with its node;
+the simulated launcher does the same: when a worker stops running while its launcher runs (its pod deleted, being
+deleted or failed, or its Node deleted: wf.controller.gangs), this process marks the MPIJob as having lost a worker
+(what the step's failure condition reads first, an interruption sign), then fails the launcher with Open MPI's
+message for a lost daemon. Replicas are watched in one stream of their own, so a launcher's end is read before the
+operator's cleanup of its workers, which is no loss.
+
 Lost pods. A pod Running when its node was deleted is deleted by the pod GC once its node has stayed away for
 its quarantine (40-60 s). When a node of the same name is created before that (a new machine under the old name),
 nothing deletes it and kwok would play its program on: this process marks such a pod `sim.wf.dev/lost` and the kwok
@@ -77,8 +86,10 @@ import yaml
 
 from wf.cluster.resource_conditions import ConditionError, Conditions, Verdict
 from wf.compile.checkpoints import DIR_ENV, URI_ENV
+from wf.compile.kinds.mpijob import JOB_NAME_LABEL, JOB_ROLE_LABEL
 from wf.controller.archived_logs import log_artifact, twin_object
 from wf.controller.checkpoints import AttemptRecord, Saved, last_checkpoint, ledger_name, parse_ledger
+from wf.controller.gangs import Gangs, LostWorker, mark_worker_lost
 from wf.core.constants import (
     ARGO_EXECUTOR_TOKEN_VOLUME,
     ARGO_MAIN_CONTAINER,
@@ -86,6 +97,7 @@ from wf.core.constants import (
     ARGO_REPORT_OUTPUTS_COMPLETED_LABEL,
     ARGO_WORKFLOW_LABEL,
     DOMAIN,
+    MPIJOB_LABEL,
     SIM_CHECKPOINTS,
     SIM_DURATION,
     SIM_EXIT_CODE,
@@ -94,6 +106,7 @@ from wf.core.constants import (
     SIM_MESSAGE,
     SIM_OUTPUTS,
     WORKFLOW,
+    WORKFLOW_NAME_LABEL,
     WORKFLOW_TASK_RESULT,
 )
 
@@ -117,6 +130,19 @@ REPORT_LANES = 8
 Item = TypeVar("Item")
 # The annotation by which Kubernetes ties a service-account token Secret to its account.
 TOKEN_ACCOUNT_ANNOTATION = "kubernetes.io/service-account.name"
+# What mpirun prints when a rank's node goes and the daemon it started there through SSH with it: Open MPI's help
+# text for a lost daemon (open-mpi/ompi orte/mca/errmgr/base/help-errmgr-base.txt, section [node-died]; 4.x words
+# its first line "ORTE has lost communication with a remote daemon."), with the worker's pod name as the hostname
+# (the operator makes it the pod's hostname and the hostfile's entry). mpirun then ends the job and exits non-zero.
+MPIRUN_LOST_DAEMON = """ORTE has lost communication with its daemon located on node:
+
+  hostname:  {hostname}
+
+This is usually due to either a failure of the TCP network
+connection to the node, or possibly an internal failure of
+the daemon itself. We cannot recover from this failure, and
+therefore will terminate the job."""
+MPIRUN_EXIT_CODE = "1"  # the twin's: any non-zero exit fails the launcher's Job alike
 
 log = logging.getLogger("wf.cluster.executor")
 
@@ -416,6 +442,10 @@ class CheckpointedRun:
     started: float  # epoch seconds the program started
     resumed: Saved = Saved()
     node: str = ""  # where it runs: the program stops when that node goes
+    # The attempt's pod, whose name keys the ledger (what `wf get` reads by Argo's node): the pod itself, or for an
+    # MPIJob's launcher ("" until found) Argo's resource pod that created the MPIJob `mpijob`.
+    attempt: str = ""
+    mpijob: str = ""
 
     @property
     def ends(self) -> float:
@@ -447,19 +477,27 @@ def checkpointed_run(pod: dict[str, Any]) -> CheckpointedRun | None:
             or not str(annotations.get(SIM_CHECKPOINTS, "")).isdigit() or int(annotations[SIM_CHECKPOINTS]) < 1):
         return None
     env = _main_env(pod)
+    labels = meta.get("labels") or {}
     started = next((c.get("state", {}).get("running", {}).get("startedAt") for c in status.get("containerStatuses")
                     or [] if c.get("name") == ARGO_MAIN_CONTAINER), None) or status.get("startTime")
     if not started:
         return None
     return CheckpointedRun(
-        pod=meta.get("name", ""), namespace=meta.get("namespace", ""),
-        workflow=(meta.get("labels") or {}).get(ARGO_WORKFLOW_LABEL, ""),
+        pod=meta.get("name", ""), namespace=meta.get("namespace", ""), workflow=workflow_of(pod),
         owners=tuple(r for r in meta.get("ownerReferences") or [] if r.get("kind") == WORKFLOW.kind),
         location=env.get(URI_ENV) or env.get(DIR_ENV) or None,
         work_seconds=max(_seconds(str(annotations.get(SIM_DURATION, ""))) or 1.0, 1e-3),
         checkpoints=int(annotations[SIM_CHECKPOINTS]),
         started=datetime.fromisoformat(str(started).replace("Z", "+00:00")).timestamp(),
-        node=(pod.get("spec") or {}).get("nodeName") or "")
+        node=(pod.get("spec") or {}).get("nodeName") or "",
+        attempt=meta.get("name", "") if ARGO_WORKFLOW_LABEL in labels else "",
+        mpijob=labels.get(JOB_NAME_LABEL, "") if ARGO_WORKFLOW_LABEL not in labels else "")
+
+
+def workflow_of(pod: dict[str, Any]) -> str:
+    """The workflow a pod runs for: Argo's label on Argo's pods, wf's on those an MPIJob of the workflow made."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return str(labels.get(ARGO_WORKFLOW_LABEL) or labels.get(WORKFLOW_NAME_LABEL) or "")
 
 
 def ended_at(pod: dict[str, Any], now: float, node_gone: float | None = None) -> float:
@@ -495,8 +533,7 @@ class Lanes(Generic[Item]):
         return self.queues[zlib.crc32(f"{namespace}/{workflow}".encode()) % len(self.queues)]
 
     def of_pod(self, pod: dict[str, Any]) -> queue.SimpleQueue[Item]:
-        meta = pod.get("metadata") or {}
-        return self.of(meta.get("namespace", ""), (meta.get("labels") or {}).get(ARGO_WORKFLOW_LABEL, ""))
+        return self.of((pod.get("metadata") or {}).get("namespace", ""), workflow_of(pod))
 
 
 # A pod event as the lanes carry it: the pod, and whether it was deleted.
@@ -576,9 +613,11 @@ class CheckpointPlayer:
             return
         if deleted or uid in self.done or (run := checkpointed_run(pod)) is None:
             return
+        if not run.attempt:
+            run = self._attempt_of(run)
         if (location := run.location) is not None:
             records = self._ledger(run)
-            own = records.get(run.pod)  # this process restarted while the pod ran
+            own = records.get(run.attempt)  # this process restarted while the pod ran
             run = replace(run, resumed=own.resumed if own else last_checkpoint(records, location))
             if own is None:
                 self._record(run, AttemptRecord(location, run.resumed))
@@ -622,6 +661,19 @@ class CheckpointPlayer:
                 self.done.discard(uid)
                 self.runs.pop(uid, None)
 
+    def _attempt_of(self, run: CheckpointedRun) -> CheckpointedRun:
+        """A launcher's run keyed by its attempt: the Running resource pod of Argo's that created its MPIJob (one at a
+        time: the next attempt's waits Pending until this MPIJob is gone), owned by the workflow. Without it (gone
+        with its node meanwhile) the program runs from the start and keeps nothing, as a step without a location."""
+        selector = f"{MPIJOB_LABEL}={run.mpijob}"
+        pods = self.core.list_namespaced_pod(run.namespace, label_selector=selector).items
+        argo = next((p for p in pods if p.status.phase == "Running" and not p.metadata.deletion_timestamp), None)
+        if argo is None:
+            return replace(run, attempt=run.pod, location=None)
+        owners = tuple({"apiVersion": r.api_version, "kind": r.kind, "name": r.name, "uid": r.uid}
+                       for r in argo.metadata.owner_references or [] if r.kind == WORKFLOW.kind)
+        return replace(run, attempt=argo.metadata.name, owners=owners)
+
     def _end(self, run: CheckpointedRun) -> None:
         from kubernetes.client.exceptions import ApiException
 
@@ -646,13 +698,15 @@ class CheckpointPlayer:
         """One key per attempt in the ledger: concurrent attempts of one workflow never overwrite each other."""
         from kubernetes.client.exceptions import ApiException
 
-        name, data = ledger_name(run.workflow), {run.pod: record.encode()}
+        name, data = ledger_name(run.workflow), {run.attempt: record.encode()}
         try:
             self.core.patch_namespaced_config_map(name, run.namespace, {"data": data})
             return
         except ApiException as exc:
             if exc.status != 404:
                 raise
+        if not run.owners:
+            return  # a ledger is made only owned by its workflow, to go with it
         body = {"metadata": {"name": name, "namespace": run.namespace, "ownerReferences": list(run.owners)},
                 "data": data}
         try:
@@ -697,6 +751,28 @@ class LostPods:
         """The pods (namespace, name) that ran on the deleted node `name`, now that a node of that name exists."""
         with self.lock:
             return list(self.orphans.pop(name, {}).values())
+
+
+def mpirun_fails(core: Any, objects: Any, loss: LostWorker) -> None:
+    """The twin's mpirun losing a rank: the MPIJob marked first (a CustomObjectsApi), then its launcher failed with
+    Open MPI's words (a CoreV1Api), so Argo's next read of the MPIJob finds the mark, whatever else it finds."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    try:
+        if not mark_worker_lost(objects, loss):
+            return  # the MPIJob is gone (its workflow stopped): nothing runs mpirun any more
+        core.patch_namespaced_pod(loss.launcher, loss.namespace, {"metadata": {"annotations": {
+            SIM_EXIT_CODE: MPIRUN_EXIT_CODE, SIM_MESSAGE: MPIRUN_LOST_DAEMON.format(hostname=loss.worker),
+            SIM_DURATION: "0s"}}})
+        log.info("MPIJob %s/%s lost worker %s (%s): launcher %s fails", loss.namespace, loss.mpijob, loss.worker,
+                 loss.reason, loss.launcher)
+    except ApiException as exc:
+        if exc.status != 404:  # 404: the launcher went meanwhile
+            log.warning("MPIJob %s/%s lost worker %s: %s %s", loss.namespace, loss.mpijob, loss.worker, exc.status,
+                        exc.reason)
+    except (HTTPError, OSError) as exc:  # the API server away: the attempt ends when Argo reads a failure
+        log.warning("MPIJob %s/%s lost worker %s: %s", loss.namespace, loss.mpijob, loss.worker, exc)
 
 
 class _Refused(Exception):
@@ -942,6 +1018,8 @@ def serve(kubeconfig: Path) -> None:
     resources = ResourceExecutor(api, executors)
     programs = CheckpointPlayer(api)
     lost = LostPods()
+    gangs = Gangs()
+    objects = CustomObjectsApi(api)
     reported: set[str] = set()
 
     def archive_log(pod: dict[str, Any]) -> dict[str, Any] | None:
@@ -1003,11 +1081,22 @@ def serve(kubeconfig: Path) -> None:
         lost.observe(pod, deleted)
         reports.of_pod(pod).put((pod, deleted))
 
+    def replica(kind: str, pod: dict[str, Any]) -> None:
+        """An MPIJob's launcher or worker: a launcher may play a checkpointing program; a worker that stops while its
+        launcher runs fails that launcher's mpirun."""
+        deleted = kind == "DELETED"
+        programs.observe(pod, deleted)
+        lost.observe(pod, deleted)
+        for loss in gangs.observe(pod, deleted):
+            mpirun_fails(core, objects, loss)
+
     def node_event(kind: str, node: dict[str, Any]) -> None:
         name = node["metadata"]["name"]
         if kind == "DELETED":
             programs.node_gone(name, time.time())
             lost.node_gone(name)
+            for loss in gangs.node_gone(name):
+                mpirun_fails(core, objects, loss)
             return
         for namespace, pod in lost.node_back(name):
             try:
@@ -1030,6 +1119,10 @@ def serve(kubeconfig: Path) -> None:
 
     threading.Thread(target=watch_forever, args=("nodes", lambda: KubeTransport(core.list_node), node_event),
                      name="nodes", daemon=True).start()
+    # One watch for every MPIJob replica, so a launcher's end is read before the operator's cleanup of its workers.
+    threading.Thread(target=watch_forever, args=("MPIJob replicas", lambda: KubeTransport(
+        core.list_pod_for_all_namespaces, label_selector=JOB_ROLE_LABEL), replica), name="replicas",
+                     daemon=True).start()
     watch_forever("pods", lambda: KubeTransport(core.list_pod_for_all_namespaces,
                                                 label_selector=ARGO_WORKFLOW_LABEL), handle)
 

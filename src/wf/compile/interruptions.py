@@ -22,11 +22,13 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from wf.core.constants import DOMAIN
+from wf.core.constants import DOMAIN, MPI_WORKER_LOST_ANNOTATION
 
-# The MPIJob status counter a multi-node step's failure condition reads for its workers (wf.compile.kinds.mpijob):
-# Argo's message names the condition that matched.
+# What a multi-node step's failure condition reads of its MPIJob's workers (wf.compile.kinds.mpijob): the status
+# counter of failed worker pods, and the mark of a worker lost while the launcher ran. Argo's message names the
+# condition that matched.
 MPI_WORKER_FAILED: Final = "replicaStatuses.Worker.failed"
+MPI_WORKER_LOST: Final = f"metadata.annotations.{MPI_WORKER_LOST_ANNOTATION}"
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,10 @@ INTERRUPTION_SIGNS: Final = (
                             "failure condition that matched: a worker pod failed, which is its node going away (a "
                             "program that fails ends the launcher's mpirun, and the launcher's condition is named "
                             "instead)"),
+    Sign(MPI_WORKER_LOST, "Argo's resource wait on a multi-node step's MPIJob, naming the failure condition that "
+                          "reads the MPIJob's mark of a worker that stopped running while its launcher ran "
+                          "(wf.controller.gangs): mpirun, which fails when a rank's node goes, failed for that "
+                          "reason, which the MPIJob's status no longer shows once its launcher has failed"),
 )
 
 APPLICATION_SIGNS: Final = (

@@ -21,6 +21,10 @@ WORKFLOW_NAME_LABEL: Final = f"{DOMAIN}/workflow"
 # On a multi-node step's resource pod: the name of the MPIJob it runs (one per run of the step), by which the
 # MPIJob's launcher asks to share the pod's node.
 MPIJOB_LABEL: Final = f"{DOMAIN}/mpijob"
+# On an MPIJob one of whose workers stopped running while its launcher ran (a rank lost with its node, which fails
+# mpirun): the step's failure condition reads it as an interruption. A key without dots or prefix, since Argo reads
+# the condition's key as a gjson path, in which every dot is a step.
+MPI_WORKER_LOST_ANNOTATION: Final = "wf-worker-lost"
 # The team a job spec names in its own labels (`metadata.labels.team`, the examples' convention), which compiled
 # workflows and templates carry: `wf template list` shows it.
 JOB_TEAM_LABEL: Final = "team"

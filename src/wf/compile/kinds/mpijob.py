@@ -10,10 +10,22 @@ workflow's MPIJobs, whose pods Argo does not own.
 Argo's resource templates match success and failure as Kubernetes label selectors over gjson paths into the
 object (argo-workflows v4 workflow/executor/resource.go): a path cannot select an element of
 `status.conditions` by its type, so the conditions read `status.replicaStatuses`, which the mpi-operator keeps
-as counters. Failure requirements are ORed, and the one that matched is named in the step's message
-("failure condition '{status.replicaStatuses.Worker.failed gt [0]}' evaluated true"): that is how a lost
-worker (an interruption) is told from a launcher that exited non-zero (the application's failure). Argo checks
-them in key order, Launcher before Worker: a poll that sees both reports the launcher.
+as counters, and the MPIJob's own annotations. Failure requirements are ORed, and the one that matched is named in
+the step's message ("failure condition '{status.replicaStatuses.Worker.failed gt [0]}' evaluated true"): that is
+how a lost worker (an interruption) is told from a launcher that exited non-zero (the application's failure). Argo
+checks them in key order: a poll that sees several reports the first.
+
+A lost worker. When a worker's node goes, mpirun loses the rank's daemon and fails within seconds, and the
+launcher's Job with it: `Launcher.failed`, like any program that exits non-zero. The operator's status keeps no
+trace of the worker by then (v0.6.0 updateMPIJobStatus: a failed pod counts in `Worker.failed` only while it is
+listed, the pod GC or a drain deletes it at once, getOrCreateWorker creates it again under its name, and once the
+launcher's Job has finished the workers' counters are reset). So whatever watches the pods marks the MPIJob when one
+of its workers stops running while its launcher runs (MPI_WORKER_LOST_ANNOTATION, wf.controller.gangs), before
+mpirun can fail, and the first failure requirement, `metadata.annotations.wf-worker-lost`, sorts before every
+`status.*` one: an attempt whose worker was lost names the mark, an interruption sign, whichever the poll saw first.
+On the local cluster the simulated executor marks it (and plays mpirun failing); on EKS nothing marks it yet, and
+such an attempt is the program's failure unless a poll saw `Worker.failed` (README, "What Argo's retry expression
+cannot see").
 
 One gang at a time. Every attempt of one run of the step (interruption retries and application retries alike)
 names the same MPIJob (mpijob_name(): per workflow, step and fan-out item), and before argoexec creates it, an init
@@ -75,7 +87,7 @@ from wf.argo.manifest import manifest_text
 from wf.compile import checkpoints
 from wf.compile.checkpoints import ITEM, item_reference
 from wf.compile.hardening import container_security, pod_security
-from wf.compile.interruptions import MPI_WORKER_FAILED, ON_DEMAND
+from wf.compile.interruptions import MPI_WORKER_FAILED, MPI_WORKER_LOST, ON_DEMAND
 from wf.compile.kinds.base import Cleanup, Demand, PodRenderer
 from wf.compile.placement import Placement, place_pod, place_step
 from wf.compile.queueing import QueueAssignment
@@ -114,13 +126,14 @@ WORKFLOW_SERVICE_ACCOUNT = "{{workflow.serviceAccountName}}"
 
 LAUNCHER_SUCCEEDED = "status.replicaStatuses.Launcher.succeeded > 0"
 WORKER_FAILED = f"status.{MPI_WORKER_FAILED} > 0"
+WORKER_LOST = MPI_WORKER_LOST  # the key exists: the MPIJob was marked
 LAUNCHER_FAILED = "status.replicaStatuses.Launcher.failed > 0"
-# Words of the failure message that say a worker, not the launcher, ended the attempt: an interruption sign.
-WORKER_LOST_MESSAGE = MPI_WORKER_FAILED
+# Words of the failure message that say a lost worker, not the program, ended the attempt: an interruption sign.
+WORKER_LOST_MESSAGE = MPI_WORKER_LOST
 # The simulated program's run (local cluster) is the launcher's; the resource pod ends when the MPIJob does.
 _PROGRAM_SIMULATION = (SIM_DURATION, SIM_EXIT_CODE, SIM_MESSAGE, SIM_CHECKPOINTS)
 SUCCESS_CONDITION = LAUNCHER_SUCCEEDED
-FAILURE_CONDITION = f"{WORKER_FAILED}, {LAUNCHER_FAILED}"
+FAILURE_CONDITION = f"{WORKER_LOST}, {WORKER_FAILED}, {LAUNCHER_FAILED}"
 _HASH_LENGTH = 10
 _NAME_PREFIX_MAX = 39  # + "-" + the hash + "-worker-NN" stays a DNS label (63)
 # The init container of Argo's resource pod that deletes the step run's MPIJob an earlier attempt left, with its pods:
@@ -357,9 +370,10 @@ def _template(job: TrainingJob, step: Step, catalog: Catalog, worker: Placement,
         labels = {**{k: v for k, v in pod["metadata"]["labels"].items() if k not in queue_labels},
                   WORKFLOW_NAME_LABEL: "{{workflow.name}}"}
         meta = {**{k: v for k, v in pod["metadata"].items() if k != "annotations"}, "labels": labels}
-        # The simulated executor plays the checkpoints of Argo's pods only: a launcher runs its whole duration.
+        # The simulated executor plays a checkpointing program where it runs: in the launcher (mpirun), not in the
+        # workers (the SSH servers mpirun starts its ranks through).
         if annotations := {k: v for k, v in (pod["metadata"].get("annotations") or {}).items()
-                           if k != SIM_CHECKPOINTS}:
+                           if runs_command or k != SIM_CHECKPOINTS}:
             meta["annotations"] = annotations
         # The operator leaves a replica's account to its template: the workflow's, as Argo's pods run, and like
         # theirs without its API token unless the job named the account for its program.

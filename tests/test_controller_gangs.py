@@ -1,0 +1,95 @@
+"""A multi-node step's worker lost while its launcher runs (wf.controller.gangs): when it is a loss, once per
+launcher, and the mark it leaves on the MPIJob. The e2e test (tests/e2e/test_mpijob.py) meets the real operator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from wf.controller.gangs import Gangs, LostWorker, mark_worker_lost
+
+
+def replica(name: str, role: str, phase: str = "Running", node: str = "n-1", job: str = "bert-train-1",
+            **meta: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "wf", "uid": f"uid-{name}", **meta,
+                         "labels": {"training.kubeflow.org/job-name": job, "training.kubeflow.org/job-role": role}},
+            "spec": {"nodeName": node}, "status": {"phase": phase}}
+
+
+def running_gang(gangs: Gangs) -> None:
+    for pod in (replica("w-0", "worker", node="dl1-0"), replica("w-1", "worker", node="dl1-1"),
+                replica("l", "launcher", node="cpu-0")):
+        assert gangs.observe(pod) == []
+
+
+@pytest.mark.parametrize(("event", "deleted", "reason"), [
+    (replica("w-1", "worker", node="dl1-1"), True, "its pod was deleted"),
+    (replica("w-1", "worker", node="dl1-1", deletionTimestamp="2026-03-01T12:00:00Z"), False,
+     "its pod is being deleted"),
+    ({**replica("w-1", "worker", "Failed", node="dl1-1"), "status": {"phase": "Failed", "reason": "Terminated"}},
+     False, "its pod Failed (Terminated)"),
+])
+def test_a_worker_that_stops_while_its_launcher_runs_is_lost_once(event: dict[str, Any], deleted: bool,
+                                                                  reason: str) -> None:
+    gangs = Gangs()
+    running_gang(gangs)
+    assert gangs.observe(event, deleted) == [LostWorker("wf", "bert-train-1", "w-1", "l", reason)]
+    # mpirun fails once: the other worker's end, the operator's cleanup after the launcher failed, is no new loss.
+    assert gangs.observe(replica("w-0", "worker", node="dl1-0"), deleted=True) == []
+
+
+def test_a_node_deletion_loses_the_workers_on_it_before_the_pod_gc_deletes_their_pods() -> None:
+    gangs = Gangs()
+    running_gang(gangs)
+    assert gangs.node_gone("dl1-7") == []
+    assert gangs.node_gone("dl1-0") == [LostWorker("wf", "bert-train-1", "w-0", "l", "its node dl1-0 was deleted")]
+    assert gangs.observe(replica("w-0", "worker", node="dl1-0"), deleted=True) == []  # the pod GC, later
+
+
+def test_no_loss_before_the_launcher_runs_nor_after_it_ended_and_each_launcher_has_its_own() -> None:
+    gangs = Gangs()
+    # The operator creates a worker lost before mpirun started again; the launcher waits for it.
+    assert gangs.observe(replica("w-0", "worker")) == []
+    assert gangs.observe(replica("w-0", "worker"), deleted=True) == []
+    assert gangs.observe(replica("w-0", "worker", "Pending")) == []
+    assert gangs.observe(replica("w-0", "worker", "Pending"), deleted=True) == []  # never ran: nothing lost
+    running_gang(gangs)
+    # The launcher succeeded: its workers' removal by the operator (cleanPodPolicy Running) loses nothing.
+    assert gangs.observe(replica("l", "launcher", "Succeeded")) == []
+    assert gangs.observe(replica("w-0", "worker"), deleted=True) == []
+    assert gangs.node_gone("dl1-1") == []
+    assert not gangs.workers and not gangs.launchers  # nothing kept of ended gangs
+    # The next attempt's gang (the same MPIJob name, a new launcher) reports its own loss.
+    running_gang(gangs)
+    assert gangs.observe(replica("l", "launcher", "Failed")) == []
+    running_gang(gangs)
+    assert [loss.worker for loss in gangs.node_gone("dl1-1")] == ["w-1"]
+    # Another MPIJob's pods, and pods no operator made, are none of this one's.
+    assert gangs.observe(replica("x", "worker", job="other"), deleted=True) == []
+    assert gangs.observe({"metadata": {"name": "p", "labels": {}}}, deleted=True) == []
+
+
+def test_the_mark_is_a_merge_patch_of_the_mpijobs_annotation_and_a_gone_mpijob_is_no_error() -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    calls: list[tuple[Any, ...]] = []
+
+    class Custom:
+        status = 200
+
+        def patch_namespaced_custom_object(self, *args: Any) -> None:
+            calls.append(args)
+            if self.status != 200:
+                raise ApiException(status=self.status)
+
+    loss = LostWorker("wf", "bert-train-1", "w-1", "l", "its node dl1-1 was deleted")
+    custom = Custom()
+    assert mark_worker_lost(custom, loss) is True
+    assert calls == [("kubeflow.org", "v2beta1", "wf", "mpijobs", "bert-train-1", {"metadata": {"annotations": {
+        "wf-worker-lost": "w-1: its node dl1-1 was deleted"}}})]
+    custom.status = 404
+    assert mark_worker_lost(custom, loss) is False
+    custom.status = 500
+    with pytest.raises(ApiException):
+        mark_worker_lost(custom, loss)
