@@ -45,3 +45,42 @@ def test_what_is_worth_retrying() -> None:
     assert is_transient(ApiException(status=503)) and is_transient(ApiException(status=429))
     assert is_transient(MaxRetryError(None, "/", None))
     assert not is_transient(ApiException(status=403)) and not is_transient(ApiException(status=422))
+
+
+def test_a_pod_log_is_the_text_the_api_server_sent() -> None:
+    """Through the real client against a loopback server: the client's own decoding of a text body would give the
+    repr of its bytes."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from kubernetes.client import ApiClient, Configuration, CoreV1Api
+
+    from wf.controller.client import pod_log
+
+    body = "step 1 loss=0.5\n{\"not\": \"the whole line\"} é\n"
+    asked: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            asked.append(self.path)
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        config = Configuration(host=f"http://127.0.0.1:{server.server_address[1]}")
+        with ApiClient(config) as client:
+            text = pod_log(CoreV1Api(client), "p", "ns", container="main", tail_lines=5)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert text == body
+    assert asked == ["/api/v1/namespaces/ns/pods/p/log?container=main&tailLines=5"]

@@ -123,7 +123,7 @@ class LogKube:
              **kwargs: Any) -> Any:
         self.asked.append((pod, follow, tail_lines))
         text = self.logs[pod]
-        return SimpleNamespace(stream=lambda **kw: iter([text.encode()])) if follow else text
+        return SimpleNamespace(stream=lambda **kw: iter([text.encode()]), data=text.encode(), release_conn=lambda: None)
 
 
 def test_a_steps_latest_attempt_under_a_header_saying_which_and_where() -> None:

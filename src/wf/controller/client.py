@@ -194,6 +194,17 @@ def connect(target: Target, *, connections: int | None = None) -> Kube:
     return kube
 
 
+def pod_log(core: CoreV1Api, pod: str, namespace: str, *, container: str, tail_lines: int | None = None) -> str:
+    """A container's log as text. Read raw: the client decodes every body as JSON and str()s what is not, so a
+    plain-text log would come back as the repr of its bytes ("b'line\\n...'")."""
+    response = core.read_namespaced_pod_log(pod, namespace, container=container, tail_lines=tail_lines,
+                                            _preload_content=False)
+    try:
+        return bytes(response.data).decode("utf-8", errors="replace")
+    finally:
+        response.release_conn()
+
+
 def server_message(exc: Any) -> str:
     """The API server's own explanation from an ApiException body (a Status object), else its reason."""
     body = getattr(exc, "body", None)

@@ -13,7 +13,7 @@ from typing import Any
 from wf.argo.nodes import packed_status, workflow_nodes
 from wf.compile.kinds.mpijob import JOB_NAME_LABEL as MPI_JOB_LABEL
 from wf.compile.kinds.mpijob import JOB_ROLE_LABEL as MPI_ROLE_LABEL
-from wf.controller.client import Kube, api_errors
+from wf.controller.client import Kube, api_errors, pod_log
 from wf.controller.resubmit import carried_nodes, reopen_spec, rerun_plan
 from wf.controller.steps import (
     FAILED_PHASES,
@@ -383,7 +383,7 @@ def _attempt_log(kube: Kube, ns: str, pod: str, tail: int | None, node: dict[str
 
     with api_errors(kube, f"reading the log of pod {pod}", ns):
         try:
-            text = kube.core.read_namespaced_pod_log(pod, ns, container=ARGO_MAIN_CONTAINER, tail_lines=tail)
+            text = pod_log(kube.core, pod, ns, container=ARGO_MAIN_CONTAINER, tail_lines=tail)
         except ApiException as exc:
             if exc.status not in (400, 404):
                 raise
@@ -503,15 +503,14 @@ def log_lines(kube: Kube, name: str, namespace: str | None = None, *, step: str 
 
                 listed.add(pod.metadata.name)
                 try:
-                    text = kube.core.read_namespaced_pod_log(pod.metadata.name, ns, container=ARGO_MAIN_CONTAINER,
-                                                             tail_lines=tail)
+                    text = pod_log(kube.core, pod.metadata.name, ns, container=ARGO_MAIN_CONTAINER, tail_lines=tail)
                 except ApiException as exc:
                     if exc.status in (400, 404):  # not started yet, or deleted meanwhile
                         yield f"[{step_name}] (no log from pod {pod.metadata.name}: {exc.reason})"
                         continue
                     raise
-                for line in text.splitlines():
-                    yield f"[{step_name}] {line}"
+                for logged in text.splitlines():
+                    yield f"[{step_name}] {logged}"
             nodes = workflow_nodes(workflow)
             for row in workflow_view(workflow).steps:  # attempts whose pods are gone: their archived logs
                 for gone in (a for a in row.attempts if (not step or row.name == step)
