@@ -515,8 +515,8 @@ def log_lines(kube: Kube, name: str, namespace: str | None = None, *, step: str 
             for row in workflow_view(workflow).steps:  # attempts whose pods are gone: their archived logs
                 for gone in (a for a in row.attempts if (not step or row.name == step)
                              and pod_name(workflow, a) not in listed):
-                    for line in _archived_log(kube, ns, nodes.get(gone.node_id), tail) or []:
-                        yield f"[{row.name}] {line}"
+                    for archived_line in _archived_log(kube, ns, nodes.get(gone.node_id), tail) or []:
+                        yield f"[{row.name}] {archived_line}"
             return
         start_new()
         ended_at: float | None = None  # when the workflow was seen ended
