@@ -144,3 +144,40 @@ def test_the_python_images_key_names_its_programs(monkeypatch: pytest.MonkeyPatc
     key = images._RECIPES[images.PYTHON].key()
     (programs / "train.py").write_text("print(2)\n")
     assert images._RECIPES[images.PYTHON].key() != key
+
+
+def test_a_users_archive_is_kept_under_its_name_once_seen_to_be_an_image(tmp_path: Path) -> None:
+    from wf.core.errors import InputError
+
+    source = tmp_path / "train.tar"
+    source.write_bytes(images.oci_archive("ghcr.io/team/train:1", [images.File("/x", b"x")]))
+    kept = images.keep_archive(source, tmp_path / "kept")
+    assert kept == tmp_path / "kept" / "train.tar" and kept.read_bytes() == source.read_bytes()
+    source.write_bytes(images.oci_archive("ghcr.io/team/train:2", [images.File("/x", b"y")]))
+    assert images.keep_archive(source, tmp_path / "kept").read_bytes() == source.read_bytes()  # replaced
+    assert [p.name for p in (tmp_path / "kept").iterdir()] == ["train.tar"]
+
+    text = tmp_path / "notes.tar"
+    text.write_text("not a tar")
+    with pytest.raises(InputError, match=r"notes.tar: not an image archive \(a tar\)"):
+        images.keep_archive(text, tmp_path / "kept")
+    plain = tmp_path / "plain.tar"
+    with tarfile.open(plain, "w") as tar:
+        tar.addfile(tarfile.TarInfo("README"), io.BytesIO(b""))
+    with pytest.raises(InputError, match="plain.tar: not an image archive: no index.json"):
+        images.keep_archive(plain, tmp_path / "kept")
+
+
+def test_importing_into_a_cluster_without_real_nodes_says_how_to_start_one(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    archive = tmp_path / "a.tar"
+    archive.write_bytes(images.oci_archive("ghcr.io/team/a:1", [images.File("/x", b"x")]))
+    env = {"PATH": "/usr/bin:/bin", "WF_DATA_HOME": str(tmp_path), "HOME": str(tmp_path),
+           "PYTHONPATH": str(Path(images.__file__).parents[2])}
+    proc = subprocess.run([sys.executable, "-m", "wf", "cluster", "image", "import", "--name", "none", str(archive)],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 3
+    assert proc.stderr.strip() == ("error: cluster none has no real nodes, whose pods alone run images "
+                                   "(wf cluster up --name none --real-nodes 1)")

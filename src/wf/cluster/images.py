@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wf.cluster import build
-from wf.core.errors import ClusterError
+from wf.core.errors import ClusterError, InputError
 
 REGISTRY = "wf.local"  # a name no registry answers to: these images exist only where they were imported
 PAUSE = f"{REGISTRY}/pause:1"
@@ -352,6 +352,24 @@ _RECIPES = {
     PYTHON: _Recipe(lambda: f"{_apt_lists_key()} {_file_key(*sorted(PROGRAMS.glob('*.py')))}", _python_archive),
 }
 IMAGES = tuple(_RECIPES)  # what every real node imports
+
+
+def keep_archive(source: Path, directory: Path) -> Path:
+    """A user's image archive copied into `directory` under its own file name (a later one of that name replaces
+    it), once it is seen to be one: a tar holding an OCI layout's index.json or `docker save`'s manifest.json."""
+    try:
+        with tarfile.open(source) as tar:
+            names = {name.removeprefix("./") for name in tar.getnames()}
+    except (OSError, tarfile.TarError) as exc:
+        raise InputError(f"{source}: not an image archive (a tar): {exc}") from None
+    if not names & {"index.json", "manifest.json"}:
+        raise InputError(f"{source}: not an image archive: no index.json (OCI) or manifest.json (docker save)")
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / source.name
+    staged = directory / f".{source.name}.tmp"
+    shutil.copyfile(source, staged)
+    os.replace(staged, target)
+    return target
 
 
 def archive(name: str, cache: Path) -> Path:
