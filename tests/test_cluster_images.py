@@ -146,26 +146,65 @@ def test_the_python_images_key_names_its_programs(monkeypatch: pytest.MonkeyPatc
     assert images._RECIPES[images.PYTHON].key() != key
 
 
-def test_a_users_archive_is_kept_under_its_name_once_seen_to_be_an_image(tmp_path: Path) -> None:
+def docker_save(tags: list[str], files: list[images.File]) -> bytes:
+    """What `docker save` writes: manifest.json naming the config and layer files, RepoTags as the user wrote them."""
+    rootfs = images.layer(files)
+    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {},
+                         "rootfs": {"type": "layers", "diff_ids": [images._digest(rootfs)]}}).encode()
+    manifest = json.dumps([{"Config": "config.json", "RepoTags": tags, "Layers": ["layer/layer.tar"]}]).encode()
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, data in (("manifest.json", manifest), ("config.json", config), ("layer/layer.tar", rootfs)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(("name", "as_pods_name_it"), [
+    ("train:1", "docker.io/library/train:1"),
+    ("team/train", "docker.io/team/train:latest"),
+    ("ghcr.io/team/train:1", "ghcr.io/team/train:1"),
+    ("localhost/train:1", "localhost/train:1"),
+    ("localhost:5000/train", "localhost:5000/train:latest"),
+    (f"ghcr.io/team/train@sha256:{'ab' * 32}", f"ghcr.io/team/train@sha256:{'ab' * 32}"),
+])
+def test_names_are_completed_as_the_kubelet_completes_them(name: str, as_pods_name_it: str) -> None:
+    assert images.normalized(name) == as_pods_name_it
+
+
+def test_a_users_archive_is_kept_under_its_name_with_the_names_pods_give_its_images(tmp_path: Path) -> None:
     from wf.core.errors import InputError
 
     source = tmp_path / "train.tar"
     source.write_bytes(images.oci_archive("ghcr.io/team/train:1", [images.File("/x", b"x")]))
-    kept = images.keep_archive(source, tmp_path / "kept")
+    kept, names = images.keep_archive(source, tmp_path / "kept")
     assert kept == tmp_path / "kept" / "train.tar" and kept.read_bytes() == source.read_bytes()
-    source.write_bytes(images.oci_archive("ghcr.io/team/train:2", [images.File("/x", b"y")]))
-    assert images.keep_archive(source, tmp_path / "kept").read_bytes() == source.read_bytes()  # replaced
+    assert names == ["ghcr.io/team/train:1"]
+    source.write_bytes(docker_save(["train:2", "team/train:2"], [images.File("/x", b"y")]))
+    kept, names = images.keep_archive(source, tmp_path / "kept")
+    assert kept.read_bytes() == source.read_bytes()  # replaced
+    assert names == ["docker.io/library/train:2", "docker.io/team/train:2"]
     assert [p.name for p in (tmp_path / "kept").iterdir()] == ["train.tar"]
 
+    bare = tmp_path / "bare.tar"
+    bare.write_bytes(images.oci_archive("train:1", [images.File("/x", b"x")]))
+    with pytest.raises(InputError, match="pods would look for docker.io/library/train:1, not train:1"):
+        images.keep_archive(bare, tmp_path / "kept")
+    untagged = tmp_path / "untagged.tar"
+    untagged.write_bytes(docker_save([], [images.File("/x", b"x")]))
+    with pytest.raises(InputError, match="untagged.tar: no image in it has a name"):
+        images.keep_archive(untagged, tmp_path / "kept")
     text = tmp_path / "notes.tar"
     text.write_text("not a tar")
-    with pytest.raises(InputError, match=r"notes.tar: not an image archive \(a tar\)"):
+    with pytest.raises(InputError, match="notes.tar: not an image archive"):
         images.keep_archive(text, tmp_path / "kept")
     plain = tmp_path / "plain.tar"
     with tarfile.open(plain, "w") as tar:
         tar.addfile(tarfile.TarInfo("README"), io.BytesIO(b""))
     with pytest.raises(InputError, match="plain.tar: not an image archive: no index.json"):
         images.keep_archive(plain, tmp_path / "kept")
+    assert [p.name for p in (tmp_path / "kept").iterdir()] == ["train.tar"]  # nothing refused was kept
 
 
 def test_importing_into_a_cluster_without_real_nodes_says_how_to_start_one(tmp_path: Path) -> None:

@@ -354,22 +354,48 @@ _RECIPES = {
 IMAGES = tuple(_RECIPES)  # what every real node imports
 
 
-def keep_archive(source: Path, directory: Path) -> Path:
+def keep_archive(source: Path, directory: Path) -> tuple[Path, list[str]]:
     """A user's image archive copied into `directory` under its own file name (a later one of that name replaces
-    it), once it is seen to be one: a tar holding an OCI layout's index.json or `docker save`'s manifest.json."""
+    it), and the names of its images as pods name them, once it is seen to be one: a tar holding an OCI layout's
+    index.json or `docker save`'s manifest.json, naming its images."""
     try:
         with tarfile.open(source) as tar:
-            names = {name.removeprefix("./") for name in tar.getnames()}
-    except (OSError, tarfile.TarError) as exc:
-        raise InputError(f"{source}: not an image archive (a tar): {exc}") from None
-    if not names & {"index.json", "manifest.json"}:
+            members = {m.name.removeprefix("./"): m for m in tar.getmembers()}
+            found = [n for n in ("index.json", "manifest.json") if n in members]
+            document = json.load(tar.extractfile(members[found[0]])) if found else None  # type: ignore[arg-type]
+    except (OSError, ValueError, tarfile.TarError) as exc:
+        raise InputError(f"{source}: not an image archive: {exc}") from None
+    if document is None:
         raise InputError(f"{source}: not an image archive: no index.json (OCI) or manifest.json (docker save)")
+    if found[0] == "index.json":  # containerd keeps an OCI name as written: it must be whole already
+        annotations = [m.get("annotations") or {} for m in document.get("manifests") or []]
+        named = [n for a in annotations
+                 if (n := a.get("io.containerd.image.name") or a.get("org.opencontainers.image.ref.name"))
+                 and any(c in n for c in "/:@")]  # a bare tag: containerd names it import-DATE:TAG
+        if partial := [n for n in named if normalized(n) != n]:
+            raise InputError(f"{source}: containerd keeps an OCI archive's image names as written, and pods would "
+                             f"look for {normalized(partial[0])}, not {partial[0]}: name it so when saving")
+    else:  # docker save's: containerd completes them as the kubelet does
+        named = [normalized(tag) for image in document for tag in image.get("RepoTags") or []]
+    if not named:
+        raise InputError(f"{source}: no image in it has a name pods could give (docker save IMAGE:TAG, or buildah "
+                         "push IMAGE oci-archive:FILE:IMAGE)")
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / source.name
     staged = directory / f".{source.name}.tmp"
     shutil.copyfile(source, staged)
     os.replace(staged, target)
-    return target
+    return target, named
+
+
+def normalized(name: str) -> str:
+    """An image name as the kubelet and containerd read it: Docker Hub's domain and `library/` where it has none,
+    `:latest` where it has no tag or digest."""
+    first, _, rest = name.partition("/")
+    if not rest or ("." not in first and ":" not in first and first != "localhost"):
+        name = f"docker.io/{name if rest else 'library/' + name}"
+    last = name.rsplit("/", 1)[1]
+    return name if ":" in last or "@" in last else f"{name}:latest"
 
 
 def archive(name: str, cache: Path) -> Path:

@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import platform
-import re
 import shutil
 import signal
 import subprocess
@@ -363,10 +362,9 @@ state = {q(str(self.run_dir / "state"))}
                                                          "name": name}))
         return ports
 
-    def import_image(self, archive: Path) -> list[str]:
-        """Import an image archive (OCI or `docker save`) into the node's containerd: the names it unpacked."""
-        out = self._ctr(["images", "import", str(archive)]).stdout
-        return re.findall(r"^unpacking (\S+) ", out, re.MULTILINE)
+    def import_image(self, archive: Path) -> None:
+        """Import an image archive (OCI or `docker save`) into the node's containerd."""
+        self._ctr(["images", "import", str(archive)])
 
     def _ctr(self, args: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
         argv = [str(build.binary_path("ctr")), "--address", str(self.containerd_socket), "--namespace",

@@ -366,12 +366,11 @@ class LocalCluster:
             raise ClusterError(f"cluster {self.name} has no real nodes, whose pods alone run images "
                                f"(wf cluster up --name {self.name} --real-nodes 1)")
         kept = [images.keep_archive(a, self._user_images) for a in archives]
-        names: list[str] = []
         for node in self._real_nodes(state.real_nodes):
-            for archive in kept:
+            for archive, _ in kept:
                 say(f"importing {archive.name} into real node {node.index}")
-                names.extend(n for n in node.import_image(archive) if n not in names)
-        return names
+                node.import_image(archive)
+        return [name for _, names in kept for name in names]
 
     def _log_tails(self, lines: int = 5) -> str:
         """The last lines of each control-plane log: what a readiness timeout's reader needs first (a component
