@@ -1,8 +1,8 @@
 """Container images for a real node without a registry: assembled here as OCI image archives and imported into
 the node's containerd (`ctr images import`), tagged so that pods name them as usual.
 
-An image is one uncompressed layer made from files we name (a static binary we build, the files of a Debian
-package), a config and a manifest: the OCI image layout in a tar, with the name containerd gives the image in
+An image is one uncompressed layer made from files we name (a static binary we build, the files of Debian
+packages), a config and a manifest: the OCI image layout in a tar, with the name containerd gives the image in
 the index's `io.containerd.image.name` annotation. The tar is built in a fixed order with fixed times, so the
 same files give the same digests.
 
@@ -17,7 +17,8 @@ Images (cached under ~/.cache/wf/images/<name>/<tag>/image.tar):
                       Not named python:3.11: that is another build (python.org's, in /usr/local, with pip), and a
                       node that can pull must not take this one for it.
 
-Each archive is rebuilt when what it is made of changes (its key: the packages' versions, the files' hashes).
+Each archive is rebuilt when what it is made of changes (its key: apt's package lists, the files' hashes, a built
+binary's size and time). A user's own archives (`wf cluster image import`) are only checked and kept: keep_archive.
 """
 
 from __future__ import annotations
