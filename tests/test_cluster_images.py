@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from image_archives import docker_save
 from wf.cluster import images
 
 # `apt-cache depends --recurse --no-recommends ... python3` as apt prints it (bookworm, shortened).
@@ -144,21 +145,6 @@ def test_the_python_images_key_names_its_programs(monkeypatch: pytest.MonkeyPatc
     key = images._RECIPES[images.PYTHON].key()
     (programs / "train.py").write_text("print(2)\n")
     assert images._RECIPES[images.PYTHON].key() != key
-
-
-def docker_save(tags: list[str], files: list[images.File]) -> bytes:
-    """What `docker save` writes: manifest.json naming the config and layer files, RepoTags as the user wrote them."""
-    rootfs = images.layer(files)
-    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {},
-                         "rootfs": {"type": "layers", "diff_ids": [images._digest(rootfs)]}}).encode()
-    manifest = json.dumps([{"Config": "config.json", "RepoTags": tags, "Layers": ["layer/layer.tar"]}]).encode()
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w") as tar:
-        for name, data in (("manifest.json", manifest), ("config.json", config), ("layer/layer.tar", rootfs)):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return out.getvalue()
 
 
 @pytest.mark.parametrize(("name", "as_pods_name_it"), [

@@ -54,7 +54,7 @@ def test_sigterm_saves_once_more_exits_143_and_the_resumed_run_ends_where_an_uni
     assert lines[-1].endswith("saved checkpoint (SIGTERM)"), lines
     stopped_at = int(lines[-1].split()[1].rstrip(":"))
     saved = json.loads((interrupted / "checkpoint.json").read_text())
-    assert 0 < stopped_at < 400 and saved["step"] == stopped_at
+    assert 0 < stopped_at < 400 and saved["step"] == stopped_at and saved["saved"] == "SIGTERM"
     assert not (interrupted / "checkpoint.json.tmp").exists()
 
     resumed = _run({"WF_CHECKPOINT_DIR": str(interrupted), "WF_RESUME": "true", "WF_ATTEMPT": "1"}, *SLOW,

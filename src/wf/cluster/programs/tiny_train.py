@@ -154,7 +154,7 @@ def train(args: argparse.Namespace) -> int:
 
     def save(reason: str) -> None:
         if store is not None:
-            store.save({"step": done, "weights": weights, "loss": _loss(weights, rows)})
+            store.save({"step": done, "weights": weights, "loss": _loss(weights, rows), "saved": reason})
             print(f"step {done}: saved checkpoint ({reason})", flush=True)
 
     last_save = time.monotonic()
