@@ -133,11 +133,13 @@ def test_the_cached_archive_is_built_again_when_what_it_is_made_of_changes(tmp_p
     assert first == tmp_path / "images" / "python" / "3.11" / "image.tar"
 
 
-def test_the_python_images_key_names_its_programs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_an_images_key_follows_apt_and_the_python_images_its_programs(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path: Path) -> None:
     monkeypatch.setattr(images, "_APT_LISTS", tmp_path)
-    before = images._RECIPES[images.PYTHON].key()
+    before = {name: images._RECIPES[name].key() for name in (images.PYTHON, images.BUSYBOX)}
     (tmp_path / "deb.debian.org_debian_dists_bookworm_main_binary-amd64_Packages").write_text("Package: x\n")
-    assert images._RECIPES[images.PYTHON].key() != before  # apt's lists changed: versions may have
+    for name, key in before.items():  # apt's lists changed: the packages' versions may have
+        assert images._RECIPES[name].key() != key, name
     programs = tmp_path / "programs"
     programs.mkdir()
     (programs / "train.py").write_text("print(1)\n")

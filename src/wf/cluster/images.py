@@ -333,11 +333,11 @@ def _binary_key(path: Path) -> str:
     return f"{stat.st_size} {stat.st_mtime_ns}"
 
 
-def _apt_lists_key() -> str:
-    """Which package versions apt would fetch: its package lists' names, sizes and times (resolving the closure
-    and its versions takes seconds; these change only when `apt-get update` finds something new)."""
+def _apt_key(*packages: str) -> str:
+    """Which versions of `packages` apt would fetch: its package lists' names, sizes and times (resolving a
+    closure and its versions takes seconds; these change only when `apt-get update` finds something new)."""
     stats = [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(_APT_LISTS.glob("*_Packages*"))]
-    return hashlib.sha256(json.dumps([PYTHON_PACKAGES, sorted(_SCRIPT_ONLY_PACKAGES), stats]).encode()).hexdigest()
+    return hashlib.sha256(json.dumps([packages, stats]).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -348,9 +348,10 @@ class _Recipe:
 
 _RECIPES = {
     PAUSE: _Recipe(lambda: _file_key(_PAUSE_SOURCE), _pause_archive),
-    BUSYBOX: _Recipe(lambda: BUSYBOX_PACKAGE, _busybox_archive),
+    BUSYBOX: _Recipe(lambda: _apt_key(BUSYBOX_PACKAGE), _busybox_archive),
     ARGOEXEC: _Recipe(lambda: _binary_key(build.binary_path("argoexec")), _argoexec_archive),
-    PYTHON: _Recipe(lambda: f"{_apt_lists_key()} {_file_key(*sorted(PROGRAMS.glob('*.py')))}", _python_archive),
+    PYTHON: _Recipe(lambda: f"{_apt_key(*PYTHON_PACKAGES, *sorted(_SCRIPT_ONLY_PACKAGES))} "
+                    f"{_file_key(*sorted(PROGRAMS.glob('*.py')))}", _python_archive),
 }
 IMAGES = tuple(_RECIPES)  # what every real node imports
 
