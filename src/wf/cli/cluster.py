@@ -1,4 +1,4 @@
-"""`wf cluster build|up|down|status`: the local cluster's commands."""
+"""`wf cluster build|up|down|status|image import`: the local cluster's commands."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from enum import Enum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
@@ -34,6 +35,9 @@ app = typer.Typer()
 cluster_app = typer.Typer(help="The local cluster: a real control plane, simulated node groups and Argo's controller.",
                           no_args_is_help=True)
 app.add_typer(cluster_app, name="cluster")
+image_app = typer.Typer(help="Images for the local cluster's real nodes, which reach no registry.",
+                        no_args_is_help=True)
+cluster_app.add_typer(image_app, name="image")
 
 
 class BuildProgress:
@@ -234,3 +238,18 @@ def status_cmd(
     if not all(c.running for c in components):
         raise WorkFailed(f"cluster {name}: not running: " + ", ".join(c.name for c in components if not c.running))
 
+
+
+@image_app.command("import")
+def image_import_cmd(
+    archives: Annotated[list[Path], typer.Argument(
+        help="Image archives: `docker save` or `podman save` output, or an OCI archive whose images are named "
+             "(buildah push IMAGE oci-archive:FILE:NAME).", exists=True, dir_okay=False, readable=True)],
+    name: NameOption = "local",
+) -> None:
+    """Import image archives into every real node of the local cluster, and into each one a later `up` starts;
+    pods name the images as the archives do (docker.io/library/ for a bare name)."""
+    from wf.cluster.runtime import LocalCluster
+
+    for image in LocalCluster(name).import_images(archives, say=lambda msg: print_line(msg, err=True)):
+        print_line(image)

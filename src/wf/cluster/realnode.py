@@ -332,7 +332,7 @@ state = {q(str(self.run_dir / "state"))}
         self._wait(lambda: self._ctr(["version"], check=False).returncode == 0, CONTAINERD, pid, timeout)
         for image in images.IMAGES:
             say(f"importing {image} into real node {name}")
-            self._ctr(["images", "import", str(images.archive(image, build.cache_dir()))])
+            self.import_image(images.archive(image, build.cache_dir()))
         admin = yaml.safe_load(cluster_kubeconfig.read_text())
         server = {k: v for k, v in admin["clusters"][0]["cluster"].items() if k != "certificate-authority-data"}
         server["certificate-authority"] = str(kwok_pki / "ca.crt")
@@ -361,6 +361,10 @@ state = {q(str(self.run_dir / "state"))}
         (self.dir / "ports.json").write_text(json.dumps({"kubelet": ports.kubelet, "healthz": ports.healthz,
                                                          "name": name}))
         return ports
+
+    def import_image(self, archive: Path) -> None:
+        """Import an image archive (OCI or `docker save`) into the node's containerd."""
+        self._ctr(["images", "import", str(archive)])
 
     def _ctr(self, args: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
         argv = [str(build.binary_path("ctr")), "--address", str(self.containerd_socket), "--namespace",

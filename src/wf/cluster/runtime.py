@@ -17,6 +17,7 @@ Layout of a cluster's work directory (default ~/.local/share/wf/clusters/<name>)
   argo-server/            Argo Server's kubeconfig (wf.cluster.argo_server)
   catalog.yaml            the catalog the nodes mirror (a later `up` without --catalog keeps it)
   real-nodes/<i>/         a real node's containerd, kubelet, CNI and pod logs (wf.cluster.realnode)
+  images/                 image archives `wf cluster image import` was given: every real node imports them
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wf.cluster import argo_server as local_argo_server
-from wf.cluster import build, karpenter_kwok, kubeconfig, mpi, processes, realnode
+from wf.cluster import build, images, karpenter_kwok, kubeconfig, mpi, processes, realnode
 from wf.cluster import kueue as local_kueue
 from wf.cluster import postgres as local_postgres
 from wf.cluster import prometheus as local_prometheus
@@ -345,10 +346,31 @@ class LocalCluster:
             if not all(running for *_, running in node.processes()):
                 node.stop(say)
                 node.start(cluster_kubeconfig=self.kubeconfig, kwok_pki=pki, group=group, say=say, timeout=timeout)
+                for archive in sorted(self._user_images.glob("*.tar")):
+                    say(f"importing {archive.name} into real node {node.index}")
+                    node.import_image(archive)
         wait_nodes_ready(self.kubeconfig, [realnode.node_name(group, i) for i in range(wanted)], timeout, say)
         state = replace(state, real_nodes=wanted)
         self._save_state(state)
         return state
+
+    @property
+    def _user_images(self) -> Path:
+        return self.workdir / "images"
+
+    def import_images(self, archives: Sequence[Path], say: Say = lambda _: None) -> list[str]:
+        """Keep image archives with the cluster and import them into every real node (each one `up` starts
+        later too): the images' names, as pods name them."""
+        state = self.state()
+        if state is None or not state.real_nodes:
+            raise ClusterError(f"cluster {self.name} has no real nodes, whose pods alone run images "
+                               f"(wf cluster up --name {self.name} --real-nodes 1)")
+        kept = [images.keep_archive(a, self._user_images) for a in archives]
+        for node in self._real_nodes(state.real_nodes):
+            for archive, _ in kept:
+                say(f"importing {archive.name} into real node {node.index}")
+                node.import_image(archive)
+        return [name for _, names in kept for name in names]
 
     def _log_tails(self, lines: int = 5) -> str:
         """The last lines of each control-plane log: what a readiness timeout's reader needs first (a component

@@ -1,0 +1,171 @@
+"""Images on a real node, which reaches no registry: the local Python image runs the example program as uid 65534
+on a read-only root in a pod of the restricted profile's shape, a deletion's SIGTERM is saved within the grace
+period and a second pod resumes from the save; an archive `wf cluster image import` took runs under the name it
+printed. One cluster with one real node for the module; `down` must leave no trace of it."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from image_archives import docker_save
+from wf.cluster import build, images, realnode
+from wf.controller.client import Kube
+
+from .conftest import ClusterHandle, become_subreaper, connected, start_cluster, stop_cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+TRUTH = "[-0.705, -1.397, 0.604, -1.71]"
+
+
+@pytest.fixture(scope="module")
+def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
+    become_subreaper()
+    root = tmp_path_factory.mktemp("wf-real")
+    handle = start_cluster(root, f"real{os.getpid()}", real_nodes=1)
+    node = realnode.RealNode(handle.cluster.workdir, 0)
+    try:
+        yield handle
+    finally:
+        stop_cluster(handle)
+        assert not Path("/run/netns", node.netns).exists() and not node.run_dir.exists()
+        assert not list(node._cgroup_dirs())
+        assert not realnode._mounts_under([str(node.dir), str(node.run_dir)])
+
+
+@pytest.fixture(scope="module")
+def kube(real_cluster: ClusterHandle) -> Iterator[Kube]:
+    with connected(real_cluster) as client:
+        yield client
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory the pods' uid 65534 can write, on a path it can reach (pytest's own is root's alone)."""
+    path = Path(tempfile.mkdtemp(prefix="wf-real-"))
+    path.chmod(0o777)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path)
+
+
+def pod(name: str, image: str, command: list[str] | None = None, env: dict[str, str] | None = None,
+        checkpoints: Path | None = None) -> dict[str, Any]:
+    """A pod for the real node as the restricted Pod Security profile shapes it: non-root, the runtime's seccomp
+    filter, every capability dropped, no privilege escalation, a read-only root."""
+    container: dict[str, Any] = {
+        "name": "main", "image": image, "imagePullPolicy": "IfNotPresent",
+        "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
+        "resources": {"limits": {"cpu": "250m", "memory": "128Mi"}},
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
+    }
+    if command:
+        container["command"] = command
+    spec: dict[str, Any] = {
+        "nodeSelector": {realnode.REAL_NODE_LABEL: "true"}, "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 20, "containers": [container],
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
+    }
+    if checkpoints is not None:
+        container["volumeMounts"] = [{"name": "checkpoints", "mountPath": "/ck"}]
+        spec["volumes"] = [{"name": "checkpoints", "hostPath": {"path": str(checkpoints), "type": "Directory"}}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def until(what: str, ready: Callable[[], Any], timeout: float = 90) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := ready():
+            return found
+        time.sleep(0.3)
+    raise AssertionError(f"not within {timeout:.0f}s: {what}")
+
+
+def phase(kube: Kube, name: str) -> str | None:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return str(kube.core.read_namespaced_pod(name, kube.namespace).status.phase)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def pod_log(kube: Kube, name: str) -> str:
+    # Undecoded: the client (kubernetes 36.0.3) turns a text/plain body into the repr of its bytes ("b'...'").
+    response = kube.core.read_namespaced_pod_log(name, kube.namespace, _preload_content=False)
+    return str(response.data.decode())
+
+
+def train(*extra: str) -> list[str]:
+    return ["python3", f"{images.EXAMPLES_DIR}/tiny_train.py", "train", "--truth", TRUTH, "--lr", "0.05",
+            "--seed", "7", "--steps", "300", "--step-seconds", "0.05", "--save-every", "2", *extra]
+
+
+def test_the_python_image_saves_on_sigterm_within_the_grace_period_and_a_new_pod_resumes(
+        kube: Kube, shared_dir: Path) -> None:
+    checkpoint = shared_dir / "checkpoint.json"
+    env = {"WF_CHECKPOINT_DIR": "/ck", "WF_RESUME": "false", "WF_ATTEMPT": "0"}
+    kube.core.create_namespaced_pod(kube.namespace, pod("first", images.PYTHON, train(), env, shared_dir))
+    until("a periodic save", lambda: checkpoint.is_file() and json.loads(checkpoint.read_text())["saved"] == "periodic")
+    started = time.monotonic()
+    kube.core.delete_namespaced_pod("first", kube.namespace)
+    until("the pod's end", lambda: phase(kube, "first") is None, timeout=30)
+    assert time.monotonic() - started < 20  # the save ended the program, not the grace period's SIGKILL
+    saved = json.loads(checkpoint.read_text())
+    assert saved["saved"] == "SIGTERM" and 0 < saved["step"] < 300
+    assert checkpoint.stat().st_uid == 65534  # the image's user wrote it
+
+    env = {**env, "WF_RESUME": "true", "WF_ATTEMPT": "1"}
+    kube.core.create_namespaced_pod(kube.namespace, pod("resumed", images.PYTHON, train(), env, shared_dir))
+    until("the resumed pod's success", lambda: phase(kube, "resumed") in ("Succeeded", "Failed"))
+    log = pod_log(kube, "resumed")
+    assert phase(kube, "resumed") == "Succeeded", log
+    assert log.splitlines()[0] == f"attempt 1: resumed at step {saved['step']} from /ck"
+    assert log.splitlines()[-1].startswith("done: 300 steps")
+    assert json.loads(checkpoint.read_text())["step"] == 300
+    kube.core.delete_namespaced_pod("resumed", kube.namespace, grace_period_seconds=0)
+
+
+def test_an_imported_archive_runs_under_the_name_import_printed(real_cluster: ClusterHandle, kube: Kube,
+                                                                tmp_path: Path) -> None:
+    busybox = _file_of(images.archive(images.BUSYBOX, build.cache_dir()), "bin/busybox")  # built by `up`
+    files = [images.File("/bin/busybox", busybox), images.File("/bin/echo", link="busybox")]
+    archive = tmp_path / "hello.tar"
+    archive.write_bytes(docker_save(["hello:1"], files))
+    env = {**os.environ, "WF_DATA_HOME": str(real_cluster.cluster.workdir.parent.parent)}
+    imported = subprocess.run([sys.executable, "-m", "wf", "cluster", "image", "import", "--name", real_cluster.name,
+                               str(archive)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout.splitlines() == ["docker.io/library/hello:1"]
+
+    kube.core.create_namespaced_pod(kube.namespace, pod("hello", "hello:1", ["echo", "hello from an archive"]))
+    until("the pod's end", lambda: phase(kube, "hello") in ("Succeeded", "Failed"), timeout=60)
+    assert phase(kube, "hello") == "Succeeded"
+    assert pod_log(kube, "hello") == "hello from an archive\n"
+
+
+def _file_of(archive: Path, path: str) -> bytes:
+    """A file of the one layer of an image archive images.py wrote."""
+    with tarfile.open(archive) as tar:
+        def blob(digest: str) -> bytes:
+            return tar.extractfile(f"blobs/sha256/{digest.removeprefix('sha256:')}").read()
+
+        manifest = json.loads(blob(json.load(tar.extractfile("index.json"))["manifests"][0]["digest"]))
+        with tarfile.open(fileobj=io.BytesIO(blob(manifest["layers"][0]["digest"]))) as layer:
+            return layer.extractfile(path).read()
