@@ -4,10 +4,11 @@ reports as an output of the pod's node. `wf logs` reads it when the pod is gone:
 finished run's collected pods, an archived run's.
 
 On EKS the object is in S3 (the artifact's bucket, read with the caller's AWS credentials, wf.aws.s3). On the local
-cluster the simulated executor (wf.cluster.executor) plays the wait container and keeps each log in the twin's
-artifact store: a ConfigMap per object in the pod's namespace, named after a hash of its key, not owned by the
-workflow (an archived run's logs outlive it, as the bucket's objects do; `wf cluster down` removes them with the
-cluster).
+cluster the simulated executor (wf.cluster.executor) plays the wait container of simulated pods and keeps each log
+in the twin's artifact store: a ConfigMap per object in the pod's namespace, named after a hash of its key, not
+owned by the workflow (an archived run's logs outlive it, as the bucket's objects do; `wf cluster down` removes
+them with the cluster). A real node's pods have Argo's own wait container upload theirs to the cluster's S3 store
+(wf.cluster.artifact_store), read at its host-side address (`Kube.artifact_store`).
 """
 
 from __future__ import annotations
@@ -68,5 +69,5 @@ def read_archived_log(kube: Kube, namespace: str, artifact: dict[str, Any]) -> s
         return None
     from wf.aws.s3 import read_object
 
-    body = read_object(s3["bucket"], s3["key"], s3.get("region"))
+    body = read_object(s3["bucket"], s3["key"], s3.get("region"), kube.artifact_store)
     return None if body is None else body.decode("utf-8", "replace")
