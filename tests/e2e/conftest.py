@@ -84,7 +84,7 @@ def example_namespaces() -> list[str]:
 
 def start_cluster(
     root: Path, name: str, nodes_per_group: int = 1, namespaces: Sequence[str] = (), autoscaler: str | None = None,
-    queues: bool | None = None,
+    queues: bool | None = None, real_nodes: int | None = None,
 ) -> ClusterHandle:
     cluster = LocalCluster(name, root=root / "clusters")
     kubeconfig = root / "kubeconfig"
@@ -92,7 +92,7 @@ def start_cluster(
     try:
         state = cluster.up(
             nodes_per_group=nodes_per_group, namespaces=namespaces, merge_into=kubeconfig, autoscaler=autoscaler,
-            queues=queues,
+            queues=queues, real_nodes=real_nodes,
         )
     except BaseException:
         cluster.down()  # a half-started cluster must not leak processes either

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import os
 import platform
@@ -93,6 +94,8 @@ def missing_requirement() -> str | None:
     absent = [t for t in _TOOLS if shutil.which(t) is None]
     if absent:
         return f"real nodes need the commands {', '.join(absent)} (not on PATH)"
+    if any(importlib.util.find_spec(m) is None for m in ("moto", "flask_cors")):
+        return "real nodes need moto's S3 server for their artifact store: pip install 'wf[real-nodes]'"
     return None
 
 
