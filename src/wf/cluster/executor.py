@@ -953,7 +953,7 @@ def serve(kubeconfig: Path) -> None:
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
-    from wf.controller.client import Target, connect
+    from wf.controller.client import Target, connect, pod_log
     from wf.controller.stream import KubeTransport, NamespaceStream
 
     # The pod stream, the checkpoint and report lanes and the resource pods' threads call at once.
@@ -975,7 +975,7 @@ def serve(kubeconfig: Path) -> None:
             return None
         meta = pod["metadata"]
         try:
-            text = core.read_namespaced_pod_log(meta["name"], meta["namespace"], container=ARGO_MAIN_CONTAINER)
+            text = pod_log(core, meta["name"], meta["namespace"], ARGO_MAIN_CONTAINER)
             core.create_namespaced_config_map(meta["namespace"], twin_object(meta["namespace"], artifact["s3"]["key"],
                                                                              text))
         except ApiException as exc:

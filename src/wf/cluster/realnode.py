@@ -45,6 +45,7 @@ import yaml
 from wf.cluster import build, images, processes
 from wf.cluster.nodes import REAL_NODE_LABEL, node_manifest
 from wf.cluster.relay import Forward
+from wf.cluster.supervise import SERVICE_CIDR
 from wf.core.errors import ClusterError
 from wf.model.catalog import Catalog
 from wf.model.nodegroups import NodeGroup, node_groups
@@ -197,8 +198,10 @@ state = {q(str(self.run_dir / "state"))}
             "name": "wf",
             "plugins": [{
                 "type": "bridge", "bridge": _BRIDGE, "isGateway": True, "ipMasq": False,
+                # One route, to the Services' range through the bridge (where the relay serves them): anything
+                # else is unreachable from the pod's own namespace.
                 "ipam": {"type": "host-local", "ranges": [[{"subnet": _POD_SUBNET}]],
-                         "dataDir": str(self.dir / "cni" / "ipam")},
+                         "routes": [{"dst": SERVICE_CIDR}], "dataDir": str(self.dir / "cni" / "ipam")},
             }],
         }
 

@@ -45,11 +45,20 @@ def log_artifact(archive_location: dict[str, Any], pod_key: str) -> dict[str, An
     return {"name": MAIN_LOGS, "s3": s3}
 
 
-def archived_log_artifact(node: dict[str, Any]) -> dict[str, Any] | None:
-    """The node's `main-logs` artifact, if its pod's log was archived."""
+def workflow_repository(workflow: dict[str, Any]) -> dict[str, Any]:
+    """The artifact repository the workflow's pods used, as the controller resolved it ({} when none)."""
+    ref = (workflow.get("status") or {}).get("artifactRepositoryRef") or {}
+    return dict(ref.get("artifactRepository") or {})
+
+
+def archived_log_artifact(node: dict[str, Any], repository: dict[str, Any] | None = None
+                          ) -> dict[str, Any] | None:
+    """The node's `main-logs` artifact, if its pod's log was archived. Argo reports only the key of an artifact kept
+    in the workflow's repository (v4.0.7 Artifact.Relocate): its bucket and region come from `repository`."""
     for artifact in ((node.get("outputs") or {}).get("artifacts") or []):
         if artifact.get("name") == MAIN_LOGS and (artifact.get("s3") or {}).get("key"):
-            return dict(artifact)
+            located = {k: v for k, v in ((repository or {}).get("s3") or {}).items() if k in ("bucket", "region")}
+            return {**artifact, "s3": {**located, **artifact["s3"]}}
     return None
 
 

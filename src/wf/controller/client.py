@@ -105,6 +105,14 @@ class Kube:
         return str(value) if value else None
 
 
+def pod_log(core: CoreV1Api, pod: str, namespace: str, container: str, tail_lines: int | None = None) -> str:
+    """A container's log as text. Read raw and decoded here: the client leaves a `str` response undecoded and,
+    for any log that is not JSON, returns the repr of its bytes (`b'...'`, kubernetes 36 api_client.py)."""
+    response = core.read_namespaced_pod_log(pod, namespace, container=container, tail_lines=tail_lines,
+                                            _preload_content=False)
+    return bytes(response.data).decode("utf-8", "replace")
+
+
 def _instrument(api_client: ApiClient, counter: RequestCounter) -> None:
     """Count requests and give each a timeout: the client's default is to wait forever on a dead peer."""
     rest = api_client.rest_client

@@ -13,7 +13,8 @@ from typing import Any
 from wf.argo.nodes import packed_status, workflow_nodes
 from wf.compile.kinds.mpijob import JOB_NAME_LABEL as MPI_JOB_LABEL
 from wf.compile.kinds.mpijob import JOB_ROLE_LABEL as MPI_ROLE_LABEL
-from wf.controller.client import Kube, api_errors
+from wf.controller.archived_logs import workflow_repository
+from wf.controller.client import Kube, api_errors, pod_log
 from wf.controller.resubmit import carried_nodes, reopen_spec, rerun_plan
 from wf.controller.steps import (
     FAILED_PHASES,
@@ -406,7 +407,7 @@ def step_log_lines(kube: Kube, name: str, namespace: str | None, step: str, *, a
             if not follow or archived is not None:
                 yield chosen.header
                 node = workflow_nodes(workflow).get(chosen.attempt.node_id)
-                yield from _attempt_log(kube, ns, chosen.pod, tail, node)
+                yield from _attempt_log(kube, ns, chosen.pod, tail, node, workflow_repository(workflow))
                 return
             if chosen.attempt.phase != "Pending":  # no container to read yet
                 shown.add(chosen.attempt.node_id)
@@ -429,18 +430,18 @@ def step_log_lines(kube: Kube, name: str, namespace: str | None, step: str, *, a
         sleep(poll_seconds)
 
 
-def _attempt_log(kube: Kube, ns: str, pod: str, tail: int | None, node: dict[str, Any] | None = None
-                 ) -> Iterator[str]:
+def _attempt_log(kube: Kube, ns: str, pod: str, tail: int | None, node: dict[str, Any] | None = None,
+                 repository: dict[str, Any] | None = None) -> Iterator[str]:
     """The pod's log; once the pod is gone, the log Argo archived for its node (`main-logs`), if any."""
     from kubernetes.client.exceptions import ApiException
 
     with api_errors(kube, f"reading the log of pod {pod}", ns):
         try:
-            text = kube.core.read_namespaced_pod_log(pod, ns, container=ARGO_MAIN_CONTAINER, tail_lines=tail)
+            text = pod_log(kube.core, pod, ns, ARGO_MAIN_CONTAINER, tail)
         except ApiException as exc:
             if exc.status not in (400, 404):
                 raise
-            if exc.status == 404 and (archived := _archived_log(kube, ns, node, tail)) is not None:
+            if exc.status == 404 and (archived := _archived_log(kube, ns, node, tail, repository)) is not None:
                 yield f"(pod {pod} is gone: its log as Argo archived it)"
                 yield from archived
                 return
@@ -449,11 +450,12 @@ def _attempt_log(kube: Kube, ns: str, pod: str, tail: int | None, node: dict[str
     yield from text.splitlines()
 
 
-def _archived_log(kube: Kube, ns: str, node: dict[str, Any] | None, tail: int | None) -> list[str] | None:
+def _archived_log(kube: Kube, ns: str, node: dict[str, Any] | None, tail: int | None,
+                  repository: dict[str, Any] | None = None) -> list[str] | None:
     """The lines of the node's archived log (its last `tail`); None when its log was not archived."""
     from wf.controller.archived_logs import archived_log_artifact, read_archived_log
 
-    artifact = archived_log_artifact(node or {})
+    artifact = archived_log_artifact(node or {}, repository)
     text = read_archived_log(kube, ns, artifact) if artifact is not None else None
     if text is None:
         return None
@@ -556,20 +558,19 @@ def log_lines(kube: Kube, name: str, namespace: str | None = None, *, step: str 
 
                 listed.add(pod.metadata.name)
                 try:
-                    text = kube.core.read_namespaced_pod_log(pod.metadata.name, ns, container=ARGO_MAIN_CONTAINER,
-                                                             tail_lines=tail)
+                    text = pod_log(kube.core, pod.metadata.name, ns, ARGO_MAIN_CONTAINER, tail)
                 except ApiException as exc:
                     if exc.status in (400, 404):  # not started yet, or deleted meanwhile
                         yield f"[{step_name}] (no log from pod {pod.metadata.name}: {exc.reason})"
                         continue
                     raise
-                for line in text.splitlines():
-                    yield f"[{step_name}] {line}"
+                yield from (f"[{step_name}] {logged}" for logged in text.splitlines())
             nodes = workflow_nodes(workflow)
             for row in workflow_view(workflow).steps:  # attempts whose pods are gone: their archived logs
                 for gone in (a for a in row.attempts if (not step or row.name == step)
                              and pod_name(workflow, a) not in listed):
-                    for line in _archived_log(kube, ns, nodes.get(gone.node_id), tail) or []:
+                    for line in _archived_log(kube, ns, nodes.get(gone.node_id), tail,
+                                              workflow_repository(workflow)) or []:
                         yield f"[{row.name}] {line}"
             return
         start_new()
