@@ -583,9 +583,9 @@ def log_lines(kube: Kube, name: str, namespace: str | None = None, *, step: str 
             if ended_at is not None and lines.empty() and (idle or time.monotonic() - ended_at > FOLLOW_DRAIN_SECONDS):
                 return
             try:
-                line = lines.get(timeout=0.5)
-                if line is not None:
-                    yield line
+                queued = lines.get(timeout=0.5)
+                if queued is not None:
+                    yield queued
             except Empty:
                 pass
             if ended_at is None and time.monotonic() >= next_poll:
