@@ -51,7 +51,8 @@ def _cli(handle: ClusterHandle, *args: str, timeout: float = 300) -> subprocess.
 
 
 def _nodes(workflow: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {n["displayName"]: n for n in (workflow.get("status") or {}).get("nodes", {}).values()
+    """The pod nodes by step ("make(0)": the first attempt of `make`)."""
+    return {n["displayName"].partition("(")[0]: n for n in (workflow.get("status") or {}).get("nodes", {}).values()
             if n.get("type") == "Pod"}
 
 

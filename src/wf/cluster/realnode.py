@@ -403,12 +403,20 @@ state = {q(str(self.run_dir / "state"))}
         while time.monotonic() < deadline:
             if not processes.is_running(pid):
                 raise ClusterError(f"{component} of real node {self.index} exited at start; see "
-                                   f"{self.log_file(component)}")
+                                   f"{self.log_file(component)}, which ends:\n{self._log_tail(component)}")
             if ready():
                 return
             time.sleep(0.2)
         raise ClusterError(f"{component} of real node {self.index} not ready after {timeout:.0f}s; see "
                            f"{self.log_file(component)}")
+
+    def _log_tail(self, component: str, lines: int = 8) -> str:
+        """The last lines of a component's log: a failed `up` removes nothing, but a test's cleanup does."""
+        try:
+            tail = self.log_file(component).read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            return "  (no log)"
+        return "\n".join(f"  {line[:300]}" for line in tail)
 
     # ---- status and stop ---------------------------------------------------------------------------------
     def node_name(self) -> str | None:
