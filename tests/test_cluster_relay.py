@@ -16,14 +16,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from wf.cluster import artifact_store, processes
 from wf.cluster.executor import RealNodes
-from wf.cluster.nodes import REAL_NODE_LABEL
 from wf.cluster.relay import Forward
 from wf.cluster.runtime import LocalCluster
 from wf.cluster.supervise import KUBERNETES_SERVICE_IP, SERVICE_CIDR
 from wf.compile.artifacts import KeyedEndpoint, repository
+from wf.core.constants import REAL_NODE_LABEL
 from wf.model.catalog import load_catalog
 
 CATALOG = Path(__file__).resolve().parents[1] / "eksctl" / "catalog.yaml"
@@ -135,3 +136,23 @@ def test_the_simulated_executor_leaves_real_nodes_pods_alone() -> None:
     assert real.runs({"spec": {"nodeName": "cpu-real-1"}}) and not real.runs({"spec": {"nodeName": "cpu-1"}})
     real.observe("DELETED", {"metadata": {"name": "cpu-real-0", "labels": {REAL_NODE_LABEL: "true"}}})
     assert not real.runs(on)
+
+
+def test_a_real_node_is_relayed_the_api_server_and_the_store_where_they_listen(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from wf.cluster.runtime import ClusterState
+
+    cluster = LocalCluster("unit", root=tmp_path)
+    cluster.workdir.mkdir(parents=True)
+    cluster.kubeconfig.write_text(yaml.safe_dump({"clusters": [{"name": "c", "cluster": {
+        "server": "https://127.0.0.1:31234"}}]}))
+    state = ClusterState(name="unit", context="wf-unit", workdir=str(cluster.workdir),
+                         kubeconfig=str(cluster.kubeconfig), merged_into=None, controller_health_port=1,
+                         nodes_per_group=0, namespaces=["wf"], real_nodes=1)
+    assert cluster._service_forwards(state) == [Forward(KUBERNETES_SERVICE_IP, 443, 31234)]
+    with_store = replace(state, artifact_store_port=25000)
+    assert cluster._service_forwards(with_store)[1] == Forward(artifact_store.SERVICE_IP, 9000, 25000)
+    endpoint = with_store.artifact_store()
+    assert endpoint is not None and endpoint.url == "http://127.0.0.1:25000"
+    assert state.artifact_store() is None  # no real nodes, no store: archived logs are the twin's

@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 
 from wf.cluster import images, realnode
-from wf.cluster.nodes import REAL_NODE_LABEL
 from wf.controller.client import Kube
-from wf.core.constants import CLASS_LABEL
+from wf.core.constants import CLASS_LABEL, REAL_NODE_LABEL, TWIN_ARTIFACT_LABEL
 
 from .conftest import ClusterHandle, become_subreaper, connected, start_cluster, stop_cluster
 from .test_controller_e2e import job_file, wf_cli
@@ -98,6 +97,9 @@ def test_a_job_runs_on_the_real_node_with_argos_executor_and_its_logs_outlive_it
         # Everything archived went to the cluster's S3 store through the wait containers.
         keys = _stored_keys(real_cluster)
         assert sum(k.endswith("/main.log") for k in keys) == 2 and any("data" in k for k in keys), keys
+        # The simulated executor left these pods alone: it would have kept their logs in the twin's store.
+        twins = kube.core.list_namespaced_config_map("wf", label_selector=TWIN_ARTIFACT_LABEL).items
+        assert not twins, [t.metadata.name for t in twins]
         for pod in pods:
             kube.core.delete_namespaced_pod(pod.metadata.name, "wf", grace_period_seconds=0)
         _eventually(lambda: not _pods(kube, name), f"{name}'s pods deleted")

@@ -75,7 +75,6 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import yaml
 
-from wf.cluster.nodes import REAL_NODE_LABEL
 from wf.cluster.resource_conditions import ConditionError, Conditions, Verdict
 from wf.compile.checkpoints import DIR_ENV, URI_ENV
 from wf.controller.archived_logs import log_artifact, twin_object
@@ -87,6 +86,7 @@ from wf.core.constants import (
     ARGO_REPORT_OUTPUTS_COMPLETED_LABEL,
     ARGO_WORKFLOW_LABEL,
     DOMAIN,
+    REAL_NODE_LABEL,
     SIM_CHECKPOINTS,
     SIM_DURATION,
     SIM_EXIT_CODE,

@@ -43,9 +43,10 @@ from typing import Any
 import yaml
 
 from wf.cluster import build, images, processes
-from wf.cluster.nodes import REAL_NODE_LABEL, node_manifest
+from wf.cluster.nodes import node_manifest
 from wf.cluster.relay import Forward
 from wf.cluster.supervise import SERVICE_CIDR
+from wf.core.constants import REAL_NODE_LABEL
 from wf.core.errors import ClusterError
 from wf.model.catalog import Catalog
 from wf.model.nodegroups import NodeGroup, node_groups

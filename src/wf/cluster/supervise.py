@@ -24,8 +24,8 @@ import yaml
 
 from wf.argo.size import ARGO_MAX_WORKFLOW_SIZE_ENV
 from wf.cluster import build, images, processes
-from wf.cluster.nodes import REAL_NODE_LABEL
 from wf.cluster.tuning import CONTROLLER_ARGS, KWOK_OPTIONS, KWOKCTL_OPTIONS, TUNING, requeue_time
+from wf.core.constants import REAL_NODE_LABEL
 from wf.core.errors import ClusterError
 from wf.render.platform import CONTROLLER_NAMESPACE
 
