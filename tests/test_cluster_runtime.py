@@ -13,11 +13,10 @@ import pytest
 import yaml
 
 from wf.cluster import processes
-from wf.cluster.nodes import REAL_NODE_LABEL
 from wf.cluster.runtime import LocalCluster, cluster_namespaces
 from wf.cluster.supervise import STAGES_FILE, serving_port
 from wf.cluster.tuning import KWOK_OPTIONS, KWOKCTL_OPTIONS, TUNING
-from wf.core.constants import SIM_DURATION, SIM_EXIT_CODE
+from wf.core.constants import REAL_NODE_LABEL, SIM_DURATION, SIM_EXIT_CODE
 from wf.core.errors import InputError
 from wf.model.catalog import Catalog
 from wf.render.platform import MANIFEST_FILES, load_manifest, manifests_dir, workflow_namespace_objects

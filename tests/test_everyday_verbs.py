@@ -123,7 +123,10 @@ class LogKube:
              **kwargs: Any) -> Any:
         self.asked.append((pod, follow, tail_lines))
         text = self.logs[pod]
-        return SimpleNamespace(stream=lambda **kw: iter([text.encode()]), data=text.encode(), release_conn=lambda: None)
+        if follow:
+            return SimpleNamespace(stream=lambda **kw: iter([text.encode()]))
+        assert kwargs.get("_preload_content") is False  # read raw: the client would return b'...' for plain text
+        return SimpleNamespace(data=text.encode(), release_conn=lambda: None)
 
 
 def test_a_steps_latest_attempt_under_a_header_saying_which_and_where() -> None:
@@ -168,7 +171,7 @@ def test_logs_takes_the_step_once_and_an_attempt_only_with_a_step(monkeypatch: p
     from wf.cli import workflows
     from wf.controller import ops
 
-    monkeypatch.setattr(workflows, "connect", lambda target: None)
+    monkeypatch.setattr(workflows, "connect", lambda target: SimpleNamespace(context="elsewhere"))
     assert run_main("logs", NAME, "--attempt", "2") == 2
     assert "--attempt needs a STEP" in capsys.readouterr().err
     assert run_main("logs", NAME, "train", "--step", "prep") == 2

@@ -425,3 +425,17 @@ def test_the_report_reads_offloaded_steps_and_the_runs_whose_live_object_is_gone
     assert listed[0]["listOptions.fieldSelector"] == ["spec.startedAt>2026-12-01T00:00:00Z"]
     # Without a run history, the live objects alone, as they are.
     assert [w["metadata"]["name"] for w in report._workflows(None, ["wf"], None, since)] == ["bert-a", "wide-c"]  # type: ignore[arg-type]
+
+
+def test_an_archived_logs_bucket_comes_from_the_workflows_repository_when_argo_reports_only_its_key() -> None:
+    from wf.controller.archived_logs import archived_log_artifact, workflow_repository
+
+    node = {"outputs": {"artifacts": [{"name": "main-logs", "s3": {"key": "wf/w/w-train-1/main.log"}}]}}
+    workflow = {"status": {"artifactRepositoryRef": {"configMap": "wf-artifact-repositories", "artifactRepository": {
+        "archiveLogs": True, "s3": {"bucket": "b", "region": "us-east-1", "endpoint": "10.96.0.10:9000"}}}}}
+    artifact = archived_log_artifact(node, workflow_repository(workflow))
+    assert artifact == {"name": "main-logs", "s3": {"bucket": "b", "region": "us-east-1",
+                                                    "key": "wf/w/w-train-1/main.log"}}
+    located = {"outputs": {"artifacts": [{"name": "main-logs", "s3": {"bucket": "own", "key": "k/main.log"}}]}}
+    assert archived_log_artifact(located, workflow_repository(workflow))["s3"]["bucket"] == "own"  # type: ignore[index]
+    assert workflow_repository({"status": {}}) == {}

@@ -20,12 +20,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from wf.controller.archive import ARGO_SERVER_ENV, Archive
 from wf.controller.client import Kube, Target
+
+if TYPE_CHECKING:
+    from wf.aws.s3 import Endpoint
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,15 @@ def archive_of(kube: Kube, argo_server: str | None) -> Archive | None:
         return None
     return Archive(state.argo_server_url, f"the local cluster {state.name}'s: `wf cluster up --name {state.name}` "
                                           "restarts it")
+
+
+def local_artifact_store(context: str) -> Endpoint | None:
+    """The S3 store of the local cluster whose context this is, when it has real nodes (Argo's executor archives
+    their pods' logs there); None for any other context."""
+    from wf.cluster.runtime import state_of_context
+
+    state = state_of_context(context)
+    return state.artifact_store() if state is not None else None
 
 
 PROMETHEUS_ENV = "WF_PROMETHEUS_URL"  # the --prometheus of every `wf report` and `wf platform check` in a shell or CI

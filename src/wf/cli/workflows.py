@@ -26,6 +26,7 @@ from wf.cli.options import (
     Output,
     PlainOption,
     archive_of,
+    local_artifact_store,
     with_target,
 )
 from wf.cli.output import print_document, print_line, print_table
@@ -431,6 +432,7 @@ def logs_command(
     if attempt is not None and not step_name:
         raise InputError("--attempt needs a STEP: wf logs WORKFLOW STEP --attempt K")
     kube = connect(target)
+    kube.artifact_store = local_artifact_store(kube.context)
 
     def lines(archived: dict[str, Any] | None) -> Iterator[str]:
         run: dict[str, Any] = {"archived": archived} if archived is not None else {}

@@ -1,6 +1,6 @@
 """The local cluster's stand-in for Argo's executor: the output reporting of the `wait` container, and what
 `argoexec resource` does in the pod of a resource template. Under kwok nothing runs in a pod, so this process
-does both.
+does both. Pods on real nodes (wf.cluster.realnode) have Argo's own executor and are left alone (RealNodes).
 
 Outputs. On a real cluster the wait container of a pod whose template declares outputs reads the files the step
 wrote, uploads artifacts and reports the values to the controller as a WorkflowTaskResult named after the node
@@ -98,6 +98,7 @@ from wf.core.constants import (
     ARGO_WORKFLOW_LABEL,
     DOMAIN,
     MPIJOB_LABEL,
+    REAL_NODE_LABEL,
     SIM_CHECKPOINTS,
     SIM_DURATION,
     SIM_EXIT_CODE,
@@ -717,6 +718,27 @@ class CheckpointPlayer:
             self.core.patch_namespaced_config_map(name, run.namespace, {"data": data})
 
 
+class RealNodes:
+    """The real nodes (REAL_NODE_LABEL, wf.cluster.realnode): their pods really run, with Argo's own init and wait
+    containers reporting outputs and archiving logs, so this process leaves those pods alone."""
+
+    def __init__(self, names: set[str] | None = None) -> None:
+        self.names = set(names or ())
+        self.lock = threading.Lock()
+
+    def observe(self, kind: str, node: dict[str, Any]) -> None:
+        meta = node.get("metadata") or {}
+        with self.lock:
+            if kind != "DELETED" and REAL_NODE_LABEL in (meta.get("labels") or {}):
+                self.names.add(meta.get("name", ""))
+            else:
+                self.names.discard(meta.get("name", ""))
+
+    def runs(self, pod: dict[str, Any]) -> bool:
+        with self.lock:
+            return (pod.get("spec") or {}).get("nodeName") in self.names
+
+
 class LostPods:
     """The pods that were Running on a node when it was deleted, so that a node created again under that name (a
     new machine under the old name, as `benchmarks/scale.py --replace recreate` does) does not carry on their
@@ -1020,6 +1042,8 @@ def serve(kubeconfig: Path) -> None:
     lost = LostPods()
     gangs = Gangs()
     objects = CustomObjectsApi(api)
+    # Known before the first pod is seen: a pod of a real node must never get a simulated report.
+    real = RealNodes({n.metadata.name for n in core.list_node(label_selector=REAL_NODE_LABEL).items})
     reported: set[str] = set()
 
     def archive_log(pod: dict[str, Any]) -> dict[str, Any] | None:
@@ -1075,6 +1099,8 @@ def serve(kubeconfig: Path) -> None:
     reports: Lanes[PodEvent] = Lanes(REPORT_LANES, report_event, "outputs reporter")
 
     def handle(kind: str, pod: dict[str, Any]) -> None:
+        if real.runs(pod):
+            return
         deleted = kind == "DELETED"
         resources.observe(pod, deleted)
         programs.observe(pod, deleted)
@@ -1091,6 +1117,7 @@ def serve(kubeconfig: Path) -> None:
             mpirun_fails(core, objects, loss)
 
     def node_event(kind: str, node: dict[str, Any]) -> None:
+        real.observe(kind, node)
         name = node["metadata"]["name"]
         if kind == "DELETED":
             programs.node_gone(name, time.time())

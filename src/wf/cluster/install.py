@@ -15,6 +15,7 @@ from typing import Any
 
 from wf.cluster import build, mpi
 from wf.cluster.nodes import SIMULATED_ANNOTATION, node_manifests
+from wf.compile.artifacts import KeyedEndpoint
 from wf.core.constants import MPIJOB, WORKFLOW
 from wf.core.errors import ClusterError
 from wf.model.catalog import Catalog, Taint
@@ -32,11 +33,11 @@ def pinned_versions() -> Versions:
 
 def install(
     kubeconfig: Path, catalog: Catalog, nodes_per_group: int, namespaces: Sequence[str] = (WORKFLOW_NAMESPACE,),
-    database: platform.ArgoDatabase | None = None,
+    database: platform.ArgoDatabase | None = None, artifact_endpoint: KeyedEndpoint | None = None,
 ) -> None:
-    """Apply the platform objects (Argo's ConfigMap with its persistence in `database`), the workflow namespaces
-    and the nodes; delete simulated nodes that are no longer wanted (namespaces are never deleted: they may hold
-    someone's work)."""
+    """Apply the platform objects (Argo's ConfigMap with its persistence in `database`, the artifact repository at
+    `artifact_endpoint` when the cluster runs its own store), the workflow namespaces and the nodes; delete
+    simulated nodes that are no longer wanted (namespaces are never deleted: they may hold someone's work)."""
     from kubernetes.dynamic import DynamicClient
 
     from wf.controller.client import Target, connect
@@ -44,7 +45,7 @@ def install(
     api_client = connect(Target(kubeconfig=str(kubeconfig))).api_client
     try:
         client = DynamicClient(api_client)
-        rendered = platform.local_objects(catalog, namespaces, database)
+        rendered = platform.local_objects(catalog, namespaces, database, artifact_endpoint)
         namespaces_first = [o for o in rendered if o["kind"] == "Namespace"]
         for manifest in [*namespaces_first, *platform.load_manifest("argo-crds.yaml"), *mpi.crd_manifests()]:
             apply(client, manifest)

@@ -14,8 +14,6 @@ from wf.model.instances import instance_type
 from wf.model.nodegroups import NodeGroup, node_groups
 
 SIMULATED_ANNOTATION = "wf.dev/simulated"
-# On a real node (wf.cluster.realnode): kwok manages every node without it, so it leaves this one to its kubelet.
-REAL_NODE_LABEL = "wf.dev/real-node"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 

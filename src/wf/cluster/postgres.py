@@ -29,7 +29,6 @@ import os
 import pwd
 import secrets
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -143,7 +142,7 @@ class LocalPostgres:
         fresh = not self.password_file.is_file()  # the role is made last: without its password, start afresh
         if fresh:
             self._initdb(bin_dir, say)
-        port = previous_port if previous_port and _free(previous_port) else processes.free_port()
+        port = processes.reused_port(previous_port)
         say(f"starting PostgreSQL {bin_dir.parent.name} on {processes.LOOPBACK}:{port}")
         data = self.data_dir
         argv = [str(bin_dir / "postgres"), "-D", str(data), "-p", str(port),
@@ -224,12 +223,3 @@ class LocalPostgres:
             shutil.rmtree(target, ignore_errors=True)
         else:
             shutil.rmtree(self.link, ignore_errors=True)
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind((processes.LOOPBACK, port))
-        except OSError:
-            return False
-    return True

@@ -55,6 +55,18 @@ def free_port() -> int:
     raise OSError("no free TCP port on 127.0.0.1 below the ephemeral range")
 
 
+def reused_port(previous: int | None) -> int:
+    """`previous` while nothing listens on it (so what was configured with it stays true), else a free port."""
+    if previous:
+        with socket.socket() as sock:
+            try:
+                sock.bind((LOOPBACK, previous))
+            except OSError:
+                return free_port()
+        return previous
+    return free_port()
+
+
 def read_pid(pid_file: Path) -> int | None:
     try:
         return int(pid_file.read_text().strip())

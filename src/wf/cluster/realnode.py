@@ -14,23 +14,28 @@ What it touches outside the cluster's work directory, all removed by `stop`:
   /var/log/containers/*         the kubelet's links to its pods' logs (a path the kubelet does not let us move)
 containerd's shims keep their sockets in /run/containerd/s (fixed in containerd); each removes its own on exit.
 
-Everything listens on 127.0.0.1 (the kubelet's API and healthz) or on a unix socket. The API server reaches the
-kubelet with the cluster's admin certificate (for logs and exec); the kubelet authenticates as
-system:node:<name> with a certificate signed by the cluster's CA, which the Node authorizer limits to its node.
+Everything listens on 127.0.0.1 (the kubelet's API and healthz), on a unix socket, or inside the node's network
+namespace: the relay (wf.cluster.relay) that serves the cluster's Services pods need (the API server for Argo's
+executor, the artifact store) at their cluster IPs, held on the namespace's loopback device, and forwards to their
+listeners on the host's 127.0.0.1. The API server reaches the kubelet with the cluster's admin certificate (for
+logs and exec); the kubelet authenticates as system:node:<name> with a certificate signed by the cluster's CA,
+which the Node authorizer limits to its node.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import os
 import platform
 import shutil
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +43,10 @@ from typing import Any
 import yaml
 
 from wf.cluster import build, images, processes
-from wf.cluster.nodes import REAL_NODE_LABEL, node_manifest
+from wf.cluster.nodes import node_manifest
+from wf.cluster.relay import Forward
+from wf.cluster.supervise import SERVICE_CIDR
+from wf.core.constants import REAL_NODE_LABEL
 from wf.core.errors import ClusterError
 from wf.model.catalog import Catalog
 from wf.model.nodegroups import NodeGroup, node_groups
@@ -47,6 +55,7 @@ Say = Callable[[str], None]
 
 KUBELET = "kubelet"
 CONTAINERD = "containerd"
+RELAY = "relay"
 COMPONENTS = ("kubelet", "containerd", "runc", "cni-plugins", "argoexec")  # the optional builds a real node needs
 K8S_NAMESPACE = "k8s.io"  # containerd's namespace for the CRI's images and containers
 _CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -87,6 +96,8 @@ def missing_requirement() -> str | None:
     absent = [t for t in _TOOLS if shutil.which(t) is None]
     if absent:
         return f"real nodes need the commands {', '.join(absent)} (not on PATH)"
+    if any(importlib.util.find_spec(m) is None for m in ("moto", "flask_cors")):
+        return "real nodes need moto's S3 server for their artifact store: pip install 'wf[real-nodes]'"
     return None
 
 
@@ -188,8 +199,10 @@ state = {q(str(self.run_dir / "state"))}
             "name": "wf",
             "plugins": [{
                 "type": "bridge", "bridge": _BRIDGE, "isGateway": True, "ipMasq": False,
+                # One route, to the Services' range through the bridge (where the relay serves them): anything
+                # else is unreachable from the pod's own namespace.
                 "ipam": {"type": "host-local", "ranges": [[{"subnet": _POD_SUBNET}]],
-                         "dataDir": str(self.dir / "cni" / "ipam")},
+                         "routes": [{"dst": SERVICE_CIDR}], "dataDir": str(self.dir / "cni" / "ipam")},
             }],
         }
 
@@ -267,10 +280,24 @@ state = {q(str(self.run_dir / "state"))}
         return path
 
     # ---- namespace and cgroups ----------------------------------------------------------------------------
-    def _make_netns(self) -> None:
+    def _make_netns(self, forwards: Sequence[Forward]) -> None:
+        """The namespace, its loopback up and holding the addresses the relay listens on."""
         if not (_NETNS_DIR / self.netns).exists():
             _run(["ip", "netns", "add", self.netns], "making the node's network namespace")
         _run(["ip", "-n", self.netns, "link", "set", "lo", "up"], "bringing up its loopback")
+        for address in sorted({f.address for f in forwards}):
+            _run(["ip", "-n", self.netns, "address", "replace", f"{address}/32", "dev", "lo"],
+                 f"giving its loopback the address {address}")
+
+    def _start_relay(self, forwards: Sequence[Forward], timeout: float) -> None:
+        ready = self.dir / "relay.ready"
+        ready.unlink(missing_ok=True)
+        env = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", "HOME")}
+        argv = [sys.executable, "-m", "wf.cluster.relay", "--netns", str(_NETNS_DIR / self.netns),
+                "--ready", str(ready), *(a for f in forwards for a in ("--forward", f.argument()))]
+        pid = processes.start(argv, env=env, log_file=self.log_file(RELAY), pid_file=self.pid_file(RELAY),
+                              cwd=self.dir)
+        self._wait(ready.is_file, RELAY, pid, timeout)
 
     def _hierarchies(self) -> list[Path]:
         """Where the node's cgroup directory goes: the v2 root, or every mounted v1 hierarchy and, on a hybrid
@@ -312,12 +339,14 @@ state = {q(str(self.run_dir / "state"))}
         return pids
 
     # ---- start -------------------------------------------------------------------------------------------
-    def start(self, *, cluster_kubeconfig: Path, kwok_pki: Path, group: NodeGroup, say: Say,
-              timeout: float = 60.0) -> Ports:
+    def start(self, *, cluster_kubeconfig: Path, kwok_pki: Path, group: NodeGroup, forwards: Sequence[Forward],
+              say: Say, timeout: float = 60.0) -> Ports:
+        """Start the node; `forwards` are the cluster's Services its pods reach through the relay."""
         name = node_name(group, self.index)
         for path in (self.dir, self.logs, self.pids, self.pod_logs, self.run_dir):
             path.mkdir(parents=True, exist_ok=True)
-        self._make_netns()
+        self._make_netns(forwards)
+        self._start_relay(forwards, timeout)
         self._make_cgroups()
         self._write_cni()
         say(f"starting containerd for real node {name}")
@@ -379,12 +408,20 @@ state = {q(str(self.run_dir / "state"))}
         while time.monotonic() < deadline:
             if not processes.is_running(pid):
                 raise ClusterError(f"{component} of real node {self.index} exited at start; see "
-                                   f"{self.log_file(component)}")
+                                   f"{self.log_file(component)}, which ends:\n{self._log_tail(component)}")
             if ready():
                 return
             time.sleep(0.2)
         raise ClusterError(f"{component} of real node {self.index} not ready after {timeout:.0f}s; see "
                            f"{self.log_file(component)}")
+
+    def _log_tail(self, component: str, lines: int = 8) -> str:
+        """The last lines of a component's log: a failed `up` removes nothing, but a test's cleanup does."""
+        try:
+            tail = self.log_file(component).read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            return "  (no log)"
+        return "\n".join(f"  {line[:300]}" for line in tail)
 
     # ---- status and stop ---------------------------------------------------------------------------------
     def node_name(self) -> str | None:
@@ -394,25 +431,27 @@ state = {q(str(self.run_dir / "state"))}
             return None
 
     def processes(self) -> list[tuple[str, int | None, int | None, Path, bool]]:
-        """(component, pid, port, log, running) for containerd and the kubelet."""
+        """(component, pid, port, log, running) for containerd, the kubelet and the relay (whose ports are inside
+        the node's namespace, not the host's)."""
         try:
             ports = json.loads((self.dir / "ports.json").read_text())
         except (OSError, ValueError):
             ports = {}
         out = []
-        for component, port in ((CONTAINERD, None), (KUBELET, ports.get("kubelet"))):
+        for component, port in ((CONTAINERD, None), (KUBELET, ports.get("kubelet")), (RELAY, None)):
             pid = processes.read_pid(self.pid_file(component))
             out.append((component, pid, port, self.log_file(component),
-                        processes.is_running(pid, build.binary_path(component))))
+                        processes.is_running(pid, _binary(component))))
         return out
 
     def stop(self, say: Say) -> None:
-        """Stop the kubelet, containerd, every shim and container; unmount, remove the namespace and cgroups."""
-        for component in (KUBELET, CONTAINERD):
+        """Stop the kubelet, containerd, every shim and container and the relay; unmount, remove the namespace
+        and cgroups."""
+        for component in (KUBELET, CONTAINERD, RELAY):
             pid = processes.read_pid(self.pid_file(component))
-            if pid and processes.is_running(pid, build.binary_path(component)):
+            if pid and processes.is_running(pid, _binary(component)):
                 say(f"stopping {component} of real node {self.index} (pid {pid})")
-                processes.stop(pid, build.binary_path(component), grace_seconds=5)
+                processes.stop(pid, _binary(component), grace_seconds=5)
         self._kill_cgroup_processes(say)
         self._unmount_all()
         if (_NETNS_DIR / self.netns).exists():
@@ -454,6 +493,10 @@ state = {q(str(self.run_dir / "state"))}
         for link in _CONTAINER_LOGS.iterdir():
             if link.is_symlink() and os.readlink(link).startswith(ours):
                 link.unlink()
+
+
+def _binary(component: str) -> Path:
+    return Path(sys.executable) if component == RELAY else build.binary_path(component)
 
 
 def _set_loopback_address(kubeconfig: Path, name: str) -> bool:

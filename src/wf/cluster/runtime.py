@@ -16,8 +16,9 @@ Layout of a cluster's work directory (default ~/.local/share/wf/clusters/<name>)
                           (wf.cluster.postgres)
   argo-server/            Argo Server's kubeconfig (wf.cluster.argo_server)
   catalog.yaml            the catalog the nodes mirror (a later `up` without --catalog keeps it)
-  real-nodes/<i>/         a real node's containerd, kubelet, CNI and pod logs (wf.cluster.realnode)
+  real-nodes/<i>/         a real node's containerd, kubelet, CNI, relay and pod logs (wf.cluster.realnode)
   images/                 image archives `wf cluster image import` was given: every real node imports them
+  artifact-store/         the S3 store's keys, with real nodes (wf.cluster.artifact_store)
 """
 
 from __future__ import annotations
@@ -31,18 +32,33 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+import yaml
 
 from wf.cluster import argo_server as local_argo_server
+from wf.cluster import artifact_store as local_artifact_store
 from wf.cluster import build, images, karpenter_kwok, kubeconfig, mpi, processes, realnode
 from wf.cluster import kueue as local_kueue
 from wf.cluster import postgres as local_postgres
 from wf.cluster import prometheus as local_prometheus
 from wf.cluster.readiness import wait_api_ready, wait_nodes_ready, wait_workloads_ready
-from wf.cluster.supervise import CONTROLLER, SIM_EXECUTOR, ComponentStatus, ControllerPorts, Say, Supervisor
+from wf.cluster.relay import Forward
+from wf.cluster.supervise import (
+    CONTROLLER,
+    KUBERNETES_SERVICE_IP,
+    KUBERNETES_SERVICE_PORT,
+    SIM_EXECUTOR,
+    ComponentStatus,
+    ControllerPorts,
+    Say,
+    Supervisor,
+)
 from wf.core.errors import ClusterError, InputError
 from wf.render.platform import CONTROLLER_NAMESPACE, WORKFLOW_NAMESPACE, workflow_namespaces
 
 if TYPE_CHECKING:
+    from wf.aws.s3 import Endpoint
     from wf.model.catalog import Catalog
 
 DEFAULT_NAME = "local"
@@ -67,6 +83,7 @@ class ClusterState:
     postgres_port: int | None = None  # Argo's archive and offloaded node status
     argo_server_port: int | None = None  # the archive's API
     real_nodes: int = 0  # nodes whose pods really run (wf.cluster.realnode)
+    artifact_store_port: int | None = None  # the S3 store of real nodes' pods (wf.cluster.artifact_store)
 
     @property
     def argo_server_url(self) -> str | None:
@@ -77,6 +94,12 @@ class ClusterState:
     def prometheus_url(self) -> str | None:
         """Where this cluster's Prometheus answers (its HTTP API: what `wf report` queries)."""
         return local_prometheus.url(self.prometheus_port) if self.prometheus_port else None
+
+    def artifact_store(self) -> Endpoint | None:
+        """Where wf reads what real nodes' pods archived (their logs), when the cluster has real nodes."""
+        if self.artifact_store_port is None:
+            return None
+        return local_artifact_store.LocalArtifactStore(Path(self.workdir)).endpoint(self.artifact_store_port)
 
     def controller_ports(self) -> ControllerPorts | None:
         if self.controller_metrics_port is None:
@@ -178,6 +201,10 @@ class LocalCluster:
         out.append(ComponentStatus(name=local_argo_server.NAME, pid=archive.pid(),
                                    port=state.argo_server_port if state else None, log=str(archive.log),
                                    running=archive.running()))
+        store = self._artifact_store()
+        if state and state.artifact_store_port:
+            out.append(ComponentStatus(name=local_artifact_store.NAME, pid=store.pid(),
+                                       port=state.artifact_store_port, log=str(store.log), running=store.running()))
         metrics = self._prometheus()
         out.append(ComponentStatus(name=local_prometheus.NAME, pid=metrics.pid(),
                                    port=state.prometheus_port if state else None, log=str(metrics.log),
@@ -203,6 +230,9 @@ class LocalCluster:
 
     def _kueue(self) -> local_kueue.LocalKueue:
         return local_kueue.LocalKueue(self.workdir, self.kubeconfig)
+
+    def _artifact_store(self) -> local_artifact_store.LocalArtifactStore:
+        return local_artifact_store.LocalArtifactStore(self.workdir)
 
     def _prometheus(self) -> local_prometheus.LocalPrometheus:
         return local_prometheus.LocalPrometheus(self.workdir, self.kubeconfig)
@@ -270,9 +300,18 @@ class LocalCluster:
         # Before Argo: its controller and server connect to their database as they start.
         database = self._postgres()
         database_port = database.ensure(previous.postgres_port if previous else None, say)
+        # Real nodes' pods archive their logs and pass artifacts through Argo's executor: a store for them.
+        store = self._artifact_store()
+        store_port = None
+        if real_nodes:
+            store_port = store.ensure(previous.artifact_store_port if previous else None,
+                                      catalog.artifacts.s3 if catalog.artifacts else None, say)
+        else:
+            store.stop(say)
         say("installing Argo CRDs, RBAC, catalog and simulated nodes")
-        install(self.kubeconfig, catalog, nodes_per_group, namespaces, database.database(database_port))
-        apply_objects(self.kubeconfig, [database.secret()])
+        install(self.kubeconfig, catalog, nodes_per_group, namespaces, database.database(database_port),
+                store.in_cluster() if real_nodes else None)
+        apply_objects(self.kubeconfig, [database.secret(), *(store.objects(namespaces) if real_nodes else [])])
         # A controller started before the database was where it is now keeps its old connection settings.
         moved = previous is None or previous.postgres_port != database_port
         ports = self.supervisor.ensure_controller(None if moved or previous is None else previous.controller_ports(),
@@ -302,6 +341,7 @@ class LocalCluster:
             prometheus_port=previous.prometheus_port if previous else None,
             postgres_port=database_port,
             argo_server_port=previous.argo_server_port if previous else None,
+            artifact_store_port=store_port,
         )
         self._save_state(state)
         try:
@@ -345,7 +385,8 @@ class LocalCluster:
         for node in self._real_nodes(wanted):
             if not all(running for *_, running in node.processes()):
                 node.stop(say)
-                node.start(cluster_kubeconfig=self.kubeconfig, kwok_pki=pki, group=group, say=say, timeout=timeout)
+                node.start(cluster_kubeconfig=self.kubeconfig, kwok_pki=pki, group=group,
+                           forwards=self._service_forwards(state), say=say, timeout=timeout)
                 for archive in sorted(self._user_images.glob("*.tar")):
                     say(f"importing {archive.name} into real node {node.index}")
                     node.import_image(archive)
@@ -371,6 +412,19 @@ class LocalCluster:
                 say(f"importing {archive.name} into real node {node.index}")
                 node.import_image(archive)
         return [name for _, names in kept for name in names]
+
+    def _service_forwards(self, state: ClusterState) -> list[Forward]:
+        """The Services a real node's pods reach through its relay, each to its listener on the host: the API
+        server (what the `kubernetes` Service stands for) and the artifact store."""
+        server = yaml.safe_load(self.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+        api_port = urlparse(server).port
+        if api_port is None:
+            raise ClusterError(f"{self.kubeconfig}: the API server's address {server} names no port")
+        out = [Forward(KUBERNETES_SERVICE_IP, KUBERNETES_SERVICE_PORT, api_port)]
+        if state.artifact_store_port is not None:
+            out.append(Forward(local_artifact_store.SERVICE_IP, local_artifact_store.SERVICE_PORT,
+                               state.artifact_store_port))
+        return out
 
     def _log_tails(self, lines: int = 5) -> str:
         """The last lines of each control-plane log: what a readiness timeout's reader needs first (a component
@@ -421,6 +475,7 @@ class LocalCluster:
                 (local_argo_server.NAME, self._argo_server().pid_file, build.binary_path(local_argo_server.BINARY)),
                 (CONTROLLER, self.supervisor.controller_pid_file, build.binary_path(CONTROLLER)),
                 (SIM_EXECUTOR, self.supervisor.sim_executor_pid_file, Path(sys.executable)),
+                (local_artifact_store.NAME, self._artifact_store().pid_file, Path(sys.executable)),
                 (mpi.OPERATOR, mpi.pid_file(self.workdir), mpi.binary()),
                 # After Argo, its only client: with no session left, its SIGTERM (a "smart" shutdown) is quick.
                 (local_postgres.NAME, self._postgres().pid_file, self._postgres().binary),

@@ -24,8 +24,8 @@ import yaml
 
 from wf.argo.size import ARGO_MAX_WORKFLOW_SIZE_ENV
 from wf.cluster import build, images, processes
-from wf.cluster.nodes import REAL_NODE_LABEL
 from wf.cluster.tuning import CONTROLLER_ARGS, KWOK_OPTIONS, KWOKCTL_OPTIONS, TUNING, requeue_time
+from wf.core.constants import REAL_NODE_LABEL
 from wf.core.errors import ClusterError
 from wf.render.platform import CONTROLLER_NAMESPACE
 
@@ -39,6 +39,12 @@ EXECUTOR_IMAGE = images.ARGOEXEC
 STAGES_FILE = Path(__file__).with_name("kwok-stages.yaml")
 # kwokctl's component names in the order processes must stop (dependents first).
 STOP_ORDER = ("kwok-controller", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+# The Services' cluster IPs, set rather than left to the API server's deprecated default (10.0.0.0/24, which is also
+# kwok's range for simulated pod IPs). Only a real node's pods ever reach one: its relay serves them inside the
+# node's network namespace (wf.cluster.relay).
+SERVICE_CIDR = "10.96.0.0/16"
+KUBERNETES_SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service's: the range's first address
+KUBERNETES_SERVICE_PORT = 443
 _PORT_OPTIONS = (
     "kubeApiserverPort", "etcdPort", "etcdPeerPort", "kubeControllerManagerPort", "kubeSchedulerPort",
     "kwokControllerPort",
@@ -167,6 +173,9 @@ class Supervisor:
             "kubeVersion": f"v{build.KUBERNETES_RELEASE}",
             **KWOKCTL_OPTIONS,
             "etcdVersion": build.ETCD_RELEASE,
+            # Pods on a real node reach the API server at the `kubernetes` Service's address (in-cluster config):
+            # its certificate must name it.
+            "kubeApiserverCertSANs": [KUBERNETES_SERVICE_IP],
         }
         flags = {name: dict(values) for name, values in TUNING.items()}
         # The API server reaches kwok's kubelet endpoint (pod logs) at the node's InternalIP.
@@ -179,7 +188,7 @@ class Supervisor:
         # which would send a DNS query for the node's name off the machine.
         flags.setdefault("kube-apiserver", {}).update(
             {"kubelet-client-certificate": str(pki / "admin.crt"), "kubelet-client-key": str(pki / "admin.key"),
-             "kubelet-preferred-address-types": "InternalIP"})
+             "kubelet-preferred-address-types": "InternalIP", "service-cluster-ip-range": SERVICE_CIDR})
         # kwokctl's binary runtime passes --manage-all-nodes=true, which a selector conflicts with: replace it.
         overrides = {"kwok-controller": [{"key": "manage-all-nodes", "value": "false", "override": True}]}
         patches = [

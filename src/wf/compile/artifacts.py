@@ -4,6 +4,7 @@ account, whose IAM role (IRSA or EKS Pod Identity) reaches the bucket: no keys a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -14,23 +15,43 @@ from wf.model.catalog import ArtifactStore
 CONFIGMAP = "wf-artifact-repositories"
 KEY = "s3"
 REPOSITORY_REF = {"configMap": CONFIGMAP, "key": KEY}
+ACCESS_KEY = "accessKey"  # the keys of a KeyedEndpoint's Secret
+SECRET_KEY = "secretKey"
 
 
-def repository(store: ArtifactStore) -> dict[str, Any]:
-    """Argo's ArtifactRepository: `useSDKCreds` makes the executor take the pod's web identity; `archiveLogs`
-    makes the wait container upload the main container's log as the `main-logs` artifact, so `wf logs` of a step
-    whose pod is gone (an interrupted attempt, an archived run) still answers."""
+@dataclass(frozen=True)
+class KeyedEndpoint:
+    """An S3-compatible store other than AWS's, at `address` (IP:PORT, plain HTTP), reached with the keys of the
+    Secret `secret` in the workflow's namespace: the local cluster's (wf.cluster.artifact_store), where pods have
+    no web identity to take."""
+
+    address: str
+    secret: str
+
+
+def repository(store: ArtifactStore, endpoint: KeyedEndpoint | None = None) -> dict[str, Any]:
+    """Argo's ArtifactRepository: `useSDKCreds` makes the executor take the pod's web identity (with `endpoint`,
+    the Secret's keys instead, which Argo mounts into its own containers only); `archiveLogs` makes the wait
+    container upload the main container's log as the `main-logs` artifact, so `wf logs` of a step whose pod is
+    gone (an interrupted attempt, an archived run) still answers."""
     s3 = store.s3
-    return {"archiveLogs": True, "s3": {"bucket": s3.bucket, "region": s3.region,
-                                         "endpoint": f"s3.{s3.region}.amazonaws.com", "keyFormat": s3.key_format,
-                                         "useSDKCreds": True}}
+    located: dict[str, Any] = {"bucket": s3.bucket, "region": s3.region}
+    if endpoint is None:
+        access: dict[str, Any] = {"endpoint": f"s3.{s3.region}.amazonaws.com", "keyFormat": s3.key_format,
+                                  "useSDKCreds": True}
+    else:
+        access = {"endpoint": endpoint.address, "insecure": True, "keyFormat": s3.key_format,
+                  "accessKeySecret": {"name": endpoint.secret, "key": ACCESS_KEY},
+                  "secretKeySecret": {"name": endpoint.secret, "key": SECRET_KEY}}
+    return {"archiveLogs": True, "s3": {**located, **access}}
 
 
-def repository_configmap(store: ArtifactStore, namespace: str) -> dict[str, Any]:
+def repository_configmap(store: ArtifactStore, namespace: str, endpoint: KeyedEndpoint | None = None
+                         ) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": CONFIGMAP, "namespace": namespace,
                          "annotations": {ARGO_DEFAULT_ARTIFACT_REPOSITORY_ANNOTATION: KEY}},
-            "data": {KEY: yaml.safe_dump(repository(store), sort_keys=False)}}
+            "data": {KEY: yaml.safe_dump(repository(store, endpoint), sort_keys=False)}}
 
 
 LIFECYCLE_FILE = "s3-lifecycle.json"

@@ -4,10 +4,11 @@ reports as an output of the pod's node. `wf logs` reads it when the pod is gone:
 finished run's collected pods, an archived run's.
 
 On EKS the object is in S3 (the artifact's bucket, read with the caller's AWS credentials, wf.aws.s3). On the local
-cluster the simulated executor (wf.cluster.executor) plays the wait container and keeps each log in the twin's
-artifact store: a ConfigMap per object in the pod's namespace, named after a hash of its key, not owned by the
-workflow (an archived run's logs outlive it, as the bucket's objects do; `wf cluster down` removes them with the
-cluster).
+cluster the simulated executor (wf.cluster.executor) plays the wait container of simulated pods and keeps each log
+in the twin's artifact store: a ConfigMap per object in the pod's namespace, named after a hash of its key, not
+owned by the workflow (an archived run's logs outlive it, as the bucket's objects do; `wf cluster down` removes
+them with the cluster). A real node's pods have Argo's own wait container upload theirs to the cluster's S3 store
+(wf.cluster.artifact_store), read at its host-side address (`Kube.artifact_store`).
 """
 
 from __future__ import annotations
@@ -44,11 +45,20 @@ def log_artifact(archive_location: dict[str, Any], pod_key: str) -> dict[str, An
     return {"name": MAIN_LOGS, "s3": s3}
 
 
-def archived_log_artifact(node: dict[str, Any]) -> dict[str, Any] | None:
-    """The node's `main-logs` artifact, if its pod's log was archived."""
+def workflow_repository(workflow: dict[str, Any]) -> dict[str, Any]:
+    """The artifact repository the workflow's pods used, as the controller resolved it ({} when none)."""
+    ref = (workflow.get("status") or {}).get("artifactRepositoryRef") or {}
+    return dict(ref.get("artifactRepository") or {})
+
+
+def archived_log_artifact(node: dict[str, Any], repository: dict[str, Any] | None = None
+                          ) -> dict[str, Any] | None:
+    """The node's `main-logs` artifact, if its pod's log was archived. Argo reports only the key of an artifact kept
+    in the workflow's repository (v4.0.7 Artifact.Relocate): its bucket and region come from `repository`."""
     for artifact in ((node.get("outputs") or {}).get("artifacts") or []):
         if artifact.get("name") == MAIN_LOGS and (artifact.get("s3") or {}).get("key"):
-            return dict(artifact)
+            located = {k: v for k, v in ((repository or {}).get("s3") or {}).items() if k in ("bucket", "region")}
+            return {**artifact, "s3": {**located, **artifact["s3"]}}
     return None
 
 
@@ -68,5 +78,5 @@ def read_archived_log(kube: Kube, namespace: str, artifact: dict[str, Any]) -> s
         return None
     from wf.aws.s3 import read_object
 
-    body = read_object(s3["bucket"], s3["key"], s3.get("region"))
+    body = read_object(s3["bucket"], s3["key"], s3.get("region"), kube.artifact_store)
     return None if body is None else body.decode("utf-8", "replace")

@@ -23,6 +23,8 @@ from wf.core.errors import ClusterError, InputError
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 
+    from wf.aws.s3 import Endpoint
+
 DEFAULT_TIMEOUT = (10.0, 60.0)  # (connect, read) seconds for ordinary requests; watches pass their own
 
 
@@ -65,6 +67,9 @@ class Kube:
     context: str
     server: str
     requests: RequestCounter = field(default_factory=RequestCounter)
+    # Where archived logs are when the cluster keeps them in a store of its own rather than AWS's S3 (a local
+    # cluster with real nodes: wf.cluster.artifact_store); set by the commands that read them.
+    artifact_store: Endpoint | None = None
 
     @property
     def custom(self) -> CustomObjectsApi:

@@ -13,6 +13,7 @@ from typing import Any
 from wf.argo.nodes import packed_status, workflow_nodes
 from wf.compile.kinds.mpijob import JOB_NAME_LABEL as MPI_JOB_LABEL
 from wf.compile.kinds.mpijob import JOB_ROLE_LABEL as MPI_ROLE_LABEL
+from wf.controller.archived_logs import workflow_repository
 from wf.controller.client import Kube, api_errors, pod_log
 from wf.controller.resubmit import carried_nodes, reopen_spec, rerun_plan
 from wf.controller.steps import (
@@ -353,7 +354,7 @@ def step_log_lines(kube: Kube, name: str, namespace: str | None, step: str, *, a
             if not follow or archived is not None:
                 yield chosen.header
                 node = workflow_nodes(workflow).get(chosen.attempt.node_id)
-                yield from _attempt_log(kube, ns, chosen.pod, tail, node)
+                yield from _attempt_log(kube, ns, chosen.pod, tail, node, workflow_repository(workflow))
                 return
             if chosen.attempt.phase != "Pending":  # no container to read yet
                 shown.add(chosen.attempt.node_id)
@@ -376,8 +377,8 @@ def step_log_lines(kube: Kube, name: str, namespace: str | None, step: str, *, a
         sleep(poll_seconds)
 
 
-def _attempt_log(kube: Kube, ns: str, pod: str, tail: int | None, node: dict[str, Any] | None = None
-                 ) -> Iterator[str]:
+def _attempt_log(kube: Kube, ns: str, pod: str, tail: int | None, node: dict[str, Any] | None = None,
+                 repository: dict[str, Any] | None = None) -> Iterator[str]:
     """The pod's log; once the pod is gone, the log Argo archived for its node (`main-logs`), if any."""
     from kubernetes.client.exceptions import ApiException
 
@@ -387,7 +388,7 @@ def _attempt_log(kube: Kube, ns: str, pod: str, tail: int | None, node: dict[str
         except ApiException as exc:
             if exc.status not in (400, 404):
                 raise
-            if exc.status == 404 and (archived := _archived_log(kube, ns, node, tail)) is not None:
+            if exc.status == 404 and (archived := _archived_log(kube, ns, node, tail, repository)) is not None:
                 yield f"(pod {pod} is gone: its log as Argo archived it)"
                 yield from archived
                 return
@@ -396,11 +397,12 @@ def _attempt_log(kube: Kube, ns: str, pod: str, tail: int | None, node: dict[str
     yield from text.splitlines()
 
 
-def _archived_log(kube: Kube, ns: str, node: dict[str, Any] | None, tail: int | None) -> list[str] | None:
+def _archived_log(kube: Kube, ns: str, node: dict[str, Any] | None, tail: int | None,
+                  repository: dict[str, Any] | None = None) -> list[str] | None:
     """The lines of the node's archived log (its last `tail`); None when its log was not archived."""
     from wf.controller.archived_logs import archived_log_artifact, read_archived_log
 
-    artifact = archived_log_artifact(node or {})
+    artifact = archived_log_artifact(node or {}, repository)
     text = read_archived_log(kube, ns, artifact) if artifact is not None else None
     if text is None:
         return None
@@ -515,7 +517,8 @@ def log_lines(kube: Kube, name: str, namespace: str | None = None, *, step: str 
             for row in workflow_view(workflow).steps:  # attempts whose pods are gone: their archived logs
                 for gone in (a for a in row.attempts if (not step or row.name == step)
                              and pod_name(workflow, a) not in listed):
-                    for archived_line in _archived_log(kube, ns, nodes.get(gone.node_id), tail) or []:
+                    for archived_line in _archived_log(kube, ns, nodes.get(gone.node_id), tail,
+                                                       workflow_repository(workflow)) or []:
                         yield f"[{row.name}] {archived_line}"
             return
         start_new()
@@ -528,9 +531,9 @@ def log_lines(kube: Kube, name: str, namespace: str | None = None, *, step: str 
             if ended_at is not None and lines.empty() and (idle or time.monotonic() - ended_at > FOLLOW_DRAIN_SECONDS):
                 return
             try:
-                line = lines.get(timeout=0.5)
-                if line is not None:
-                    yield line
+                queued = lines.get(timeout=0.5)
+                if queued is not None:
+                    yield queued
             except Empty:
                 pass
             if ended_at is None and time.monotonic() >= next_poll:

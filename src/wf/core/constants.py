@@ -12,6 +12,8 @@ from typing import Final
 # Labels and annotations that tie compiled workflows, node groups and the local cluster together.
 DOMAIN: Final = "wf.dev"
 CLASS_LABEL: Final = f"{DOMAIN}/compute-class"
+# On a node whose pods really run (wf.cluster.realnode): kwok and the simulated executor leave it and its pods alone.
+REAL_NODE_LABEL: Final = f"{DOMAIN}/real-node"
 CAPACITY_LABEL: Final = f"{DOMAIN}/capacity"
 JOB_LABEL: Final = f"{DOMAIN}/job"
 STEP_LABEL: Final = f"{DOMAIN}/step"

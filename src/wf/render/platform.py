@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from wf.compile.artifacts import LIFECYCLE_FILE, lifecycle_configuration, repository_configmap
+from wf.compile.artifacts import LIFECYCLE_FILE, KeyedEndpoint, lifecycle_configuration, repository_configmap
 from wf.core.constants import CATALOG_CONFIGMAP, CATALOG_KEY, CATALOG_NAMESPACE, STEP_CACHE_PREFIX
 from wf.core.errors import InputError
 from wf.model.catalog import Catalog
@@ -423,11 +423,13 @@ def catalog_configmap(catalog: Catalog) -> dict[str, Any]:
             "data": {CATALOG_KEY: catalog.to_yaml()}}
 
 
-def configmaps(catalog: Catalog, namespaces: Sequence[str]) -> list[dict[str, Any]]:
-    """The catalog, and in every workflow namespace the artifact repository compiled workflows name."""
+def configmaps(catalog: Catalog, namespaces: Sequence[str], artifact_endpoint: KeyedEndpoint | None = None
+               ) -> list[dict[str, Any]]:
+    """The catalog, and in every workflow namespace the artifact repository compiled workflows name (at
+    `artifact_endpoint` when given: the local cluster's own store)."""
     out = [catalog_configmap(catalog)]
     if catalog.artifacts:
-        out += [repository_configmap(catalog.artifacts, ns) for ns in namespaces]
+        out += [repository_configmap(catalog.artifacts, ns, artifact_endpoint) for ns in namespaces]
     return out
 
 
@@ -460,13 +462,13 @@ def local_checkpoint_claims(catalog: Catalog, namespaces: Sequence[str]) -> list
     return out
 
 
-def local_objects(catalog: Catalog, namespaces: Sequence[str], database: ArgoDatabase | None = None
-                  ) -> list[dict[str, Any]]:
+def local_objects(catalog: Catalog, namespaces: Sequence[str], database: ArgoDatabase | None = None,
+                  artifact_endpoint: KeyedEndpoint | None = None) -> list[dict[str, Any]]:
     """What the local cluster applies from the rendering, in apply order (namespaces first). Kueue's objects and
     the teams' roles come later, once Kueue's webhooks serve (wf.cluster.kueue)."""
     return _unique([*_namespaces(catalog, namespaces), *step_cache_rbac(namespaces),
-                    argo_configmap(catalog, local=True, database=database), *configmaps(catalog, namespaces),
-                    *local_checkpoint_claims(catalog, namespaces)])
+                    argo_configmap(catalog, local=True, database=database),
+                    *configmaps(catalog, namespaces, artifact_endpoint), *local_checkpoint_claims(catalog, namespaces)])
 
 
 def local_marker(versions: Versions, kueue_running: bool) -> dict[str, Any]:
