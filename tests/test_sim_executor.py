@@ -242,10 +242,12 @@ def test_the_verdict_is_the_simulated_kubelets_exit_code_message_and_no_delay() 
 
 # --- checkpointing programs ------------------------------------------------------------------------------------
 
-def checkpointing_pod(location: str | None = "s3://b/checkpoints/wf/w-1/train", **annotations: str) -> dict[str, Any]:
+def checkpointing_pod(location: str | None = "s3://b/checkpoints/wf/w-1/train", resume: str = "true",
+                      **annotations: str) -> dict[str, Any]:
     from wf.core.constants import SIM_CHECKPOINTS, SIM_DURATION
 
-    env = [{"name": "WF_CHECKPOINT_URI", "value": location}] if location else []
+    env = [{"name": "WF_CHECKPOINT_URI", "value": location}, {"name": "WF_RESUME", "value": resume}] if location \
+        else []
     return {
         "metadata": {"name": "w-1-train-1", "namespace": "wf", "uid": "u1",
                      "labels": {"workflows.argoproj.io/workflow": "w-1"},
@@ -382,6 +384,26 @@ def test_the_player_resumes_from_the_ledger_and_records_what_an_interruption_lef
     assert not player.runs
     (record,) = parse_ledger(writes[-1]).values()
     assert record.saved == Saved(7, 0.7) and record.kept_seconds == pytest.approx(10)
+
+
+def test_a_program_told_not_to_resume_starts_over_whatever_its_location_holds() -> None:
+    # The contract's program: WF_RESUME "false" (a step's first attempt; before the fix, a `wf retry`'s) means no
+    # checkpoint is looked for, though an earlier attempt's checkpoint 6 is in the location.
+    from types import SimpleNamespace
+
+    from wf.cluster.executor import CheckpointPlayer
+    from wf.controller.checkpoints import AttemptRecord, Saved, parse_ledger
+
+    location = "s3://b/checkpoints/wf/w-1/train"
+    core = LedgerCore()
+    core.read_namespaced_config_map = lambda name, namespace: SimpleNamespace(  # type: ignore[method-assign]
+        data={"w-1-train-0": AttemptRecord(location, Saved(), Saved(6, 0.6), 60.0).encode()})
+    player = CheckpointPlayer(None)
+    player.core = core
+    player.handle(checkpointing_pod(resume="false"))
+    (run,) = player.runs.values()
+    assert not run.resume and run.resumed == Saved() and run.ends == run.started + 100
+    assert parse_ledger(core.writes[-1]) == {"w-1-train-1": AttemptRecord(location, Saved())}  # "from the start"
 
 
 @pytest.mark.parametrize("due_first", [False, True])
