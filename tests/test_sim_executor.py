@@ -406,6 +406,35 @@ def test_a_program_told_not_to_resume_starts_over_whatever_its_location_holds() 
     assert parse_ledger(core.writes[-1]) == {"w-1-train-1": AttemptRecord(location, Saved())}  # "from the start"
 
 
+def test_a_retried_attempt_under_its_predecessors_pod_name_resumes_from_what_that_one_left() -> None:
+    # `wf retry` runs the failed step again in a pod of the same name (Argo's name of the same node): the ended
+    # record under that name is the earlier attempt's, not this program's own (a restart reads an unended one).
+    from types import SimpleNamespace
+
+    from wf.cluster.executor import CheckpointPlayer
+    from wf.controller.checkpoints import AttemptRecord, Saved, parse_ledger
+
+    location = "s3://b/checkpoints/wf/w-1/train"
+    ledger = {"w-1-train-1": AttemptRecord(location, Saved(), Saved(6, 0.6), 60.0, 65.0).encode()}
+    core = LedgerCore()
+    core.read_namespaced_config_map = lambda name, namespace: SimpleNamespace(  # type: ignore[method-assign]
+        data=ledger)
+    player = CheckpointPlayer(None)
+    player.core = core
+    player.handle(checkpointing_pod())
+    (run,) = player.runs.values()
+    assert run.resumed == Saved(6, 0.6) and run.ends == run.started + 40
+    assert parse_ledger(core.writes[-1]) == {"w-1-train-1": AttemptRecord(location, Saved(6, 0.6))}
+    # The same program seen again after a restart of this process: its own unended record, not read afresh.
+    ledger.update(core.writes[-1])
+    restarted = CheckpointPlayer(None)
+    restarted.core = core
+    core.writes.clear()
+    restarted.handle(checkpointing_pod(resume="false"))  # would start over if the record were not its own
+    (again,) = restarted.runs.values()
+    assert again.resumed == Saved(6, 0.6) and not core.writes
+
+
 @pytest.mark.parametrize("due_first", [False, True])
 def test_a_pod_gone_before_its_work_was_done_is_recorded_cut_short_whatever_the_timer_saw(due_first: bool) -> None:
     # The storm day: a node vanishes 60 s into a 100 s program, but its deletion is still queued when the timer

@@ -581,7 +581,9 @@ class CheckpointPlayer:
             return
         if (location := run.location) is not None:
             records = self._ledger(run)
-            own = records.get(run.pod)  # this process restarted while the pod ran
+            # This process restarted while the pod ran: its record, not ended. An ended one of that name is an
+            # earlier attempt's: a `wf retry`'s new attempt takes the name of the pod it replaces.
+            own = record if (record := records.get(run.pod)) is not None and record.saved is None else None
             run = replace(run, resumed=own.resumed if own else
                           last_checkpoint(records, location) if run.resume else Saved())
             if own is None:
