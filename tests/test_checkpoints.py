@@ -20,10 +20,13 @@ from wf.compile.checkpoints import (
     DIR_ENV,
     MAX_SPOT_GRACE_SECONDS,
     RESUME_ENV,
+    RESUME_EXPRESSION,
     URI_ENV,
 )
+from wf.compile.interruptions import INTERRUPTION_ANNOTATION, INTERRUPTION_EXPRESSION
 from wf.compile.metrics import METRIC_INPUTS
 from wf.compile.workflow import compile_job
+from wf.core.constants import RERUN_FROM_ANNOTATION, RETRIED_ANNOTATION
 from wf.core.errors import InputError
 from wf.jobspec.job import load_job
 from wf.lint.documents import lint_paths
@@ -57,7 +60,9 @@ def test_every_attempt_gets_the_steps_location_its_numbers_and_a_grace_period(ca
     env = _env(pod["container"])
     assert env[URI_ENV] == f"{BUCKET}/{{{{workflow.namespace}}}}/{{{{workflow.name}}}}/train/bert"
     assert env[ATTEMPT_ENV] == "{{retries}}"
+    # After the step's first attempt (either count), or once `wf retry` marked the workflow (its Retry nodes new).
     assert env[RESUME_ENV] == (f"{{{{=asInt(retries) + asInt(inputs.parameters['{APPLICATION_ATTEMPT_INPUT}']) > 0 "
+                               f"|| workflow.annotations.json contains '\"{RETRIED_ANNOTATION}\":' "
                                "? 'true' : 'false'}}")
     assert env[APPLICATION_ATTEMPT_ENV] == f"{{{{inputs.parameters.{APPLICATION_ATTEMPT_INPUT}}}}}"
     assert {"name": APPLICATION_ATTEMPT_INPUT, "default": "0"} in pod["inputs"]["parameters"]
@@ -68,6 +73,24 @@ def test_every_attempt_gets_the_steps_location_its_numbers_and_a_grace_period(ca
     # The program writes to the bucket with the namespace's role.
     assert compile_job(job, catalog, namespace="ml-training")["spec"]["serviceAccountName"] == \
         "wf-workflow"
+
+
+@pytest.mark.parametrize(("annotations", "retried"), [
+    ({}, False),
+    ({INTERRUPTION_ANNOTATION: INTERRUPTION_EXPRESSION, RERUN_FROM_ANNOTATION: "train"}, False),
+    ({"note": RETRIED_ANNOTATION}, False),  # the key's text in a value, bare or as JSON
+    ({"note": json.dumps({RETRIED_ANNOTATION: "1"})}, False),
+    ({"kubectl.kubernetes.io/last-applied-configuration": json.dumps(
+        {"metadata": {"annotations": {RETRIED_ANNOTATION: "1"}}})}, False),
+    ({RETRIED_ANNOTATION: "1"}, True),
+    ({INTERRUPTION_ANNOTATION: INTERRUPTION_EXPRESSION, RETRIED_ANNOTATION: "12", "z": "last"}, True),
+])
+def test_wf_resume_finds_the_retry_mark_as_a_key_of_the_workflows_annotations(annotations: dict[str, str],
+                                                                             retried: bool) -> None:
+    # What the expression searches: Argo's `workflow.annotations.json`, Go's json.Marshal of the workflow's
+    # annotations (keys sorted, no spaces, a value's quotes escaped).
+    (text,) = re.findall(r"workflow\.annotations\.json contains '([^']*)'", RESUME_EXPRESSION)
+    assert (text in json.dumps(annotations, sort_keys=True, separators=(",", ":"))) is retried
 
 
 def test_a_fan_out_gets_a_location_per_item_that_no_item_text_can_escape(catalog: Catalog, make_job: Any) -> None:

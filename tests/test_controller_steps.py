@@ -12,6 +12,7 @@ from wf.controller.checkpoints import AttemptRecord, Saved
 from wf.controller.cost import NodeFacts, job_cost
 from wf.controller.ops import retry_plan
 from wf.controller.steps import WorkflowView, pod_name, with_facts, workflow_view
+from wf.core.constants import RETRIED_ANNOTATION
 from wf.core.errors import InputError
 
 
@@ -132,6 +133,20 @@ def test_retry_plan_keeps_success_drops_failures_and_resets_the_path() -> None:
     attempts = {a.node_id: a for a in view.steps[1].attempts}
     assert pods == sorted(pod_name(doc, attempts[p]) for p in ("p0", "p1", "p2"))
     assert doc["status"]["phase"] == "Failed"  # the input is untouched
+
+
+def test_retry_plan_counts_the_retries_on_the_workflow_for_wf_resume() -> None:
+    # The steps run again get new Retry nodes (`retries` 0): the mark is what tells their programs to resume.
+    doc = nested_run(final="Failed")
+    new, _ = retry_plan(doc)
+    assert new["metadata"]["annotations"][RETRIED_ANNOTATION] == "1"
+    assert RETRIED_ANNOTATION not in (doc["metadata"].get("annotations") or {})  # the input is untouched
+    doc["metadata"]["annotations"] = {RETRIED_ANNOTATION: "1", "keep": "me"}  # failed again after a retry
+    new, _ = retry_plan(doc)
+    assert new["metadata"]["annotations"] == {RETRIED_ANNOTATION: "2", "keep": "me"}
+    doc["metadata"]["annotations"] = {RETRIED_ANNOTATION: "x"}  # written by hand: still retried
+    new, _ = retry_plan(doc)
+    assert new["metadata"]["annotations"] == {RETRIED_ANNOTATION: "1"}
 
 
 def test_retry_plan_refuses_running_or_succeeded_workflows() -> None:

@@ -18,6 +18,7 @@ from wf.argo.nodes import node_id
 from wf.controller.ops import rerun_workflow, retry_plan
 from wf.controller.resubmit import rerun_plan
 from wf.controller.steps import workflow_view
+from wf.core.constants import RETRIED_ANNOTATION
 from wf.core.errors import InputError
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -91,6 +92,14 @@ def test_the_new_workflow_keeps_wf_labels_and_names_its_origin() -> None:
     assert new["status"]["conditions"] == [{"type": "Completed", "status": "False"}]
     assert "phase" not in new["status"]  # unknown: the controller starts it as a new workflow
     assert steps_of(new["status"]["nodes"], NEW) == {"download", "pack-phase1", "pack-phase2", "pretrain-phase1"}
+
+
+def test_the_new_workflow_does_not_inherit_the_old_ones_retries() -> None:
+    # `wf retry` marked the old one: the new one's checkpoint locations (its own name) hold nothing to resume.
+    old = bert_run()
+    old["metadata"]["annotations"] = {RETRIED_ANNOTATION: "2", "note": "kept"}
+    new = plan(old, "pretrain-phase2")
+    assert new["metadata"]["annotations"] == {"note": "kept", "wf.dev/rerun-from": "pretrain-phase2"}
 
 
 def test_from_the_first_step_reuses_nothing() -> None:

@@ -242,10 +242,12 @@ def test_the_verdict_is_the_simulated_kubelets_exit_code_message_and_no_delay() 
 
 # --- checkpointing programs ------------------------------------------------------------------------------------
 
-def checkpointing_pod(location: str | None = "s3://b/checkpoints/wf/w-1/train", **annotations: str) -> dict[str, Any]:
+def checkpointing_pod(location: str | None = "s3://b/checkpoints/wf/w-1/train", resume: str = "true",
+                      **annotations: str) -> dict[str, Any]:
     from wf.core.constants import SIM_CHECKPOINTS, SIM_DURATION
 
-    env = [{"name": "WF_CHECKPOINT_URI", "value": location}] if location else []
+    env = [{"name": "WF_CHECKPOINT_URI", "value": location}, {"name": "WF_RESUME", "value": resume}] if location \
+        else []
     return {
         "metadata": {"name": "w-1-train-1", "namespace": "wf", "uid": "u1",
                      "labels": {"workflows.argoproj.io/workflow": "w-1"},
@@ -382,6 +384,55 @@ def test_the_player_resumes_from_the_ledger_and_records_what_an_interruption_lef
     assert not player.runs
     (record,) = parse_ledger(writes[-1]).values()
     assert record.saved == Saved(7, 0.7) and record.kept_seconds == pytest.approx(10)
+
+
+def test_a_program_told_not_to_resume_starts_over_whatever_its_location_holds() -> None:
+    # The contract's program: WF_RESUME "false" (a step's first attempt; before the fix, a `wf retry`'s) means no
+    # checkpoint is looked for, though an earlier attempt's checkpoint 6 is in the location.
+    from types import SimpleNamespace
+
+    from wf.cluster.executor import CheckpointPlayer
+    from wf.controller.checkpoints import AttemptRecord, Saved, parse_ledger
+
+    location = "s3://b/checkpoints/wf/w-1/train"
+    core = LedgerCore()
+    core.read_namespaced_config_map = lambda name, namespace: SimpleNamespace(  # type: ignore[method-assign]
+        data={"w-1-train-0": AttemptRecord(location, Saved(), Saved(6, 0.6), 60.0).encode()})
+    player = CheckpointPlayer(None)
+    player.core = core
+    player.handle(checkpointing_pod(resume="false"))
+    (run,) = player.runs.values()
+    assert not run.resume and run.resumed == Saved() and run.ends == run.started + 100
+    assert parse_ledger(core.writes[-1]) == {"w-1-train-1": AttemptRecord(location, Saved())}  # "from the start"
+
+
+def test_a_retried_attempt_under_its_predecessors_pod_name_resumes_from_what_that_one_left() -> None:
+    # `wf retry` runs the failed step again in a pod of the same name (Argo's name of the same node): the ended
+    # record under that name is the earlier attempt's, not this program's own (a restart reads an unended one).
+    from types import SimpleNamespace
+
+    from wf.cluster.executor import CheckpointPlayer
+    from wf.controller.checkpoints import AttemptRecord, Saved, parse_ledger
+
+    location = "s3://b/checkpoints/wf/w-1/train"
+    ledger = {"w-1-train-1": AttemptRecord(location, Saved(), Saved(6, 0.6), 60.0, 65.0).encode()}
+    core = LedgerCore()
+    core.read_namespaced_config_map = lambda name, namespace: SimpleNamespace(  # type: ignore[method-assign]
+        data=ledger)
+    player = CheckpointPlayer(None)
+    player.core = core
+    player.handle(checkpointing_pod())
+    (run,) = player.runs.values()
+    assert run.resumed == Saved(6, 0.6) and run.ends == run.started + 40
+    assert parse_ledger(core.writes[-1]) == {"w-1-train-1": AttemptRecord(location, Saved(6, 0.6))}
+    # The same program seen again after a restart of this process: its own unended record, not read afresh.
+    ledger.update(core.writes[-1])
+    restarted = CheckpointPlayer(None)
+    restarted.core = core
+    core.writes.clear()
+    restarted.handle(checkpointing_pod(resume="false"))  # would start over if the record were not its own
+    (again,) = restarted.runs.values()
+    assert again.resumed == Saved(6, 0.6) and not core.writes
 
 
 @pytest.mark.parametrize("due_first", [False, True])

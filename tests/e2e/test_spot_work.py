@@ -1,8 +1,8 @@
 """Spot work is never done twice (issue 20), against the real workflow-controller: a checkpointed step resumes
-from its last checkpoint after an interruption while an unchecked one restarts, and retries mean what they say
-(Argo's Error from the executor is the program's, a program's own SIGTERM on a node that is still there is the
-program's in `wf get`). Each case builds the pod state directly, as test_retries.py does, rather than hoping a
-race shows it.
+from its last checkpoint after an interruption (and after a `wf retry`) while an unchecked one restarts, and
+retries mean what they say (Argo's Error from the executor is the program's, a program's own SIGTERM on a node
+that is still there is the program's in `wf get`). Each case builds the pod state directly, as test_retries.py
+does, rather than hoping a race shows it.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from wf.controller.checkpoints import read_ledger
 from wf.controller.client import Kube
 from wf.controller.steps import pod_name, workflow_view
 from wf.controller.watch import Insight
-from wf.core.constants import SIM_CHECKPOINTS, SIM_DURATION
+from wf.core.constants import RETRIED_ANNOTATION, SIM_CHECKPOINTS, SIM_DURATION
 from wf.core.units import parse_time
 
-from .test_controller_e2e import job_file, step
+from .test_controller_e2e import ClusterHandle, job_file, step, wf_cli
 from .test_retries import (
     NAMESPACE,
     RUNNING,
@@ -30,6 +30,7 @@ from .test_retries import (
     _node_tree,
     _nodes,
     _pod_nodes,
+    _pods,
     _running_attempt,
     _wait_final,
 )
@@ -93,6 +94,43 @@ def test_a_checkpointed_step_resumes_where_an_unchecked_one_restarts(kube: Kube,
     whole = first.seconds(first.finished)  # Argo's times are whole seconds
     assert first.ran_seconds is not None and 0 < first.ran_seconds <= whole + 1, first
     assert first.redone_seconds(first.finished) == pytest.approx(min(first.ran_seconds, whole)), first
+
+
+def test_a_checkpointed_step_resumes_after_wf_retry(local_cluster: ClusterHandle, kube: Kube, tmp_path: Path) -> None:
+    """The program fails on its own with no retries left, so the workflow fails; `wf retry` runs the step again in
+    new Retry nodes (both attempt counts back at 0), and the new attempt is still told WF_RESUME=true: it resumes
+    from the last checkpoint the failed one saved (the simulated program, like the contract's, resumes only when
+    told to), as `wf get`'s resumed column shows."""
+    import wf
+
+    program = {SIM_DURATION: f"{WORK_SECONDS}s", SIM_CHECKPOINTS: "10"}
+    name = wf.submit(str(job_file(tmp_path, "retried", [step("train", **program)], checkpoint={})), kube=kube)[0].name
+    _interrupt_first_attempt(kube, {"failing": name}, containers={"terminated": {"exitCode": 1, "reason": "Error"}})
+    failed = _wait_final(kube, name, timeout=180)
+    report = _node_tree(failed)
+    assert failed["status"]["phase"] == "Failed", report
+    (first,) = _refined(kube, failed).steps[0].attempts
+    assert not first.interrupted, report  # the program's failure: no interruption retry either
+    saved = read_ledger(kube, NAMESPACE, name)[pod_name(failed, first)].saved
+    assert saved is not None and saved.checkpoint >= 1, read_ledger(kube, NAMESPACE, name)
+
+    retried = wf_cli(local_cluster, "retry", name)
+    assert retried.returncode == 0, retried.stdout + retried.stderr
+    final = _wait_final(kube, name, timeout=180)
+    report = _node_tree(final)
+    print(f"\nwf retry of a checkpointed step ({name}):\n{report}")
+    assert final["status"]["phase"] == "Succeeded", report
+    assert final["metadata"]["annotations"][RETRIED_ANNOTATION] == "1"
+    (pod,) = _pods(kube, name)  # the retry deleted the failed attempt's pod
+    main = next(c for c in pod.spec.containers if c.name == "main")
+    env = {e.name: e.value for e in main.env or []}
+    # Argo's counts start again in the new nodes: the retry's mark on the workflow is what says resume.
+    assert (env["WF_RESUME"], env["WF_ATTEMPT"], env["WF_APPLICATION_ATTEMPT"]) == ("true", "0", "0"), env
+    (second,) = _refined(kube, final).steps[0].attempts
+    assert second.outcome == "succeeded" and second.resumed == saved, (second, read_ledger(kube, NAMESPACE, name))
+    assert second.seconds(second.finished) < WORK_SECONDS * (1 - saved.progress) + 8, (second, report)
+    shown = wf_cli(local_cluster, "get", name)
+    assert shown.returncode == 0 and str(saved) in shown.stdout, shown.stdout + shown.stderr
 
 
 def test_an_executor_error_spends_an_application_retry_not_the_interruption_budget(kube: Kube,

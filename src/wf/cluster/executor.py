@@ -42,10 +42,11 @@ container's message fails it.
 
 Checkpoints. A workflow pod annotated `sim.wf.dev/checkpoints: N` models a program that saves N checkpoints
 evenly over its work (`sim.wf.dev/duration`, the whole step's) in the location its step's checkpoint gives it
-(WF_CHECKPOINT_URI or WF_CHECKPOINT_DIR, the same for every attempt). When such a pod is Running this process looks
-up the furthest checkpoint an earlier attempt left in that location, in the workflow's checkpoint ledger
-(wf.controller.checkpoints: the twin's artifact store, a ConfigMap), and ends the pod with exit 0 once the work left
-after it is done, as it ends resource pods. A pod that ends before (its node lost) leaves its last checkpoint: the
+(WF_CHECKPOINT_URI or WF_CHECKPOINT_DIR, the same for every attempt). When such a pod is Running and its WF_RESUME
+is "true" this process looks up the furthest checkpoint an earlier attempt left in that location, in the workflow's
+checkpoint ledger (wf.controller.checkpoints: the twin's artifact store, a ConfigMap), as a program keeping the
+contract does (told not to resume, it starts over), and ends the pod with exit 0 once the work left after it is
+done, as it ends resource pods. A pod that ends before (its node lost) leaves its last checkpoint: the
 one it passed on its way, recorded for the next attempt; a step without a location keeps nothing and starts over.
 Signals are not simulated, so no checkpoint is saved on SIGTERM.
 
@@ -85,7 +86,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import yaml
 
 from wf.cluster.resource_conditions import ConditionError, Conditions, Verdict
-from wf.compile.checkpoints import DIR_ENV, URI_ENV
+from wf.compile.checkpoints import DIR_ENV, RESUME_ENV, URI_ENV
 from wf.compile.kinds.mpijob import JOB_NAME_LABEL, JOB_ROLE_LABEL
 from wf.controller.archived_logs import log_artifact, twin_object
 from wf.controller.checkpoints import AttemptRecord, Saved, last_checkpoint, ledger_name, parse_ledger
@@ -438,6 +439,7 @@ class CheckpointedRun:
     workflow: str
     owners: tuple[dict[str, Any], ...]  # the Workflow's owner reference, for the ledger
     location: str | None  # None: the step has no checkpoint location, so nothing survives the attempt
+    resume: bool  # WF_RESUME: a program looks for a checkpoint only when told to (else it starts over)
     work_seconds: float  # the whole step's work
     checkpoints: int  # saved evenly over the work
     started: float  # epoch seconds the program started
@@ -487,6 +489,7 @@ def checkpointed_run(pod: dict[str, Any]) -> CheckpointedRun | None:
         pod=meta.get("name", ""), namespace=meta.get("namespace", ""), workflow=workflow_of(pod),
         owners=tuple(r for r in meta.get("ownerReferences") or [] if r.get("kind") == WORKFLOW.kind),
         location=env.get(URI_ENV) or env.get(DIR_ENV) or None,
+        resume=env.get(RESUME_ENV) == "true",
         work_seconds=max(_seconds(str(annotations.get(SIM_DURATION, ""))) or 1.0, 1e-3),
         checkpoints=int(annotations[SIM_CHECKPOINTS]),
         started=datetime.fromisoformat(str(started).replace("Z", "+00:00")).timestamp(),
@@ -542,12 +545,12 @@ PodEvent = tuple[dict[str, Any], bool]
 
 
 class CheckpointPlayer:
-    """Plays the checkpointing programs of Running pods: resumes each from its location's last checkpoint, ends it
-    when its work is done, records what an interrupted one left. The ledger's reads and writes happen off the pod
-    stream, in CHECKPOINT_LANES threads; every event of one workflow's pods goes to the same lane, in the order of
-    the pod events, and a program's end that its timer finds due is queued in its workflow's lane behind the events
-    already received, so a pod deleted before its program finished is recorded as cut short before the retry that
-    follows it (same workflow, same location) reads the ledger."""
+    """Plays the checkpointing programs of Running pods: resumes each told to (WF_RESUME) from its location's last
+    checkpoint, ends it when its work is done, records what an interrupted one left. The ledger's reads and writes
+    happen off the pod stream, in CHECKPOINT_LANES threads; every event of one workflow's pods goes to the same
+    lane, in the order of the pod events, and a program's end that its timer finds due is queued in its workflow's
+    lane behind the events already received, so a pod deleted before its program finished is recorded as cut short
+    before the retry that follows it (same workflow, same location) reads the ledger."""
 
     def __init__(self, api: Any, clock: Callable[[], float] = time.time, lanes: int = CHECKPOINT_LANES) -> None:
         from kubernetes.client import CoreV1Api
@@ -618,8 +621,11 @@ class CheckpointPlayer:
             run = self._attempt_of(run)
         if (location := run.location) is not None:
             records = self._ledger(run)
-            own = records.get(run.attempt)  # this process restarted while the pod ran
-            run = replace(run, resumed=own.resumed if own else last_checkpoint(records, location))
+            # This process restarted while the pod ran: its record, not ended. An ended one of that name is an
+            # earlier attempt's: a `wf retry`'s new attempt takes the name of the pod it replaces.
+            own = record if (record := records.get(run.attempt)) is not None and record.saved is None else None
+            run = replace(run, resumed=own.resumed if own else
+                          last_checkpoint(records, location) if run.resume else Saved())
             if own is None:
                 self._record(run, AttemptRecord(location, run.resumed))
         log.info("checkpointed pod %s/%s runs %s", run.namespace, run.pod, run.resumed)

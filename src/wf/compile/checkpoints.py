@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from wf.compile.placement import Placement
+from wf.core.constants import RETRIED_ANNOTATION
 from wf.core.errors import PathKey, Problem
 from wf.core.units import parse_duration
 from wf.jobspec.job import TrainingJob
@@ -22,7 +23,7 @@ from wf.model.catalog import Catalog, CheckpointVolume
 
 URI_ENV: Final = "WF_CHECKPOINT_URI"  # the artifact store's location, an s3:// URI
 DIR_ENV: Final = "WF_CHECKPOINT_DIR"  # a shared volume's location, a directory
-RESUME_ENV: Final = "WF_RESUME"  # "true" on every attempt after the step's first
+RESUME_ENV: Final = "WF_RESUME"  # "true" on every attempt after the step's first, and on every one after a `wf retry`
 ATTEMPT_ENV: Final = "WF_ATTEMPT"  # the attempt's index among those its interruptions caused (Argo's `retries`)
 APPLICATION_ATTEMPT_ENV: Final = "WF_APPLICATION_ATTEMPT"  # the application retry it belongs to
 # The pod template's input carrying the application retry's index from its `-Attempts` wrapper (0 without one).
@@ -36,6 +37,16 @@ SPOT_NOTICE_SECONDS: Final = 120
 DRAIN_LATENCY_SECONDS: Final = 15
 MAX_SPOT_GRACE_SECONDS: Final = SPOT_NOTICE_SECONDS - DRAIN_LATENCY_SECONDS
 VOLUME_PREFIX: Final = "wf-checkpoints-"  # the pod volume of a catalog's checkpoint volume
+# WF_RESUME's expression. `retries` (the attempt's index among its interruptions) and the application retry's index
+# restart at 0 after a `wf retry`, whose Retry nodes are new, so the retry's mark on the workflow counts too. Argo
+# re-reads the workflow's annotations each time it operates on it (setGlobalParameters), but an expression gets them
+# as nested maps split at every dot of the key (`workflow.annotations['wf.dev/retried']` is never there), so it
+# looks for the key in `workflow.annotations.json` (all of them as JSON, always set): `"KEY":`, quotes and colon,
+# is a key, never inside a value (JSON escapes a value's quotes). "true" also for a step the retry runs for the
+# first time: its location is empty, as after a first attempt that died before its first save.
+RESUME_EXPRESSION: Final = (
+    f"{{{{=asInt(retries) + asInt(inputs.parameters['{APPLICATION_ATTEMPT_INPUT}']) > 0"
+    f" || workflow.annotations.json contains '\"{RETRIED_ANNOTATION}\":' ? 'true' : 'false'}}}}")
 
 
 def checkpoint_of(job: TrainingJob, step: Step) -> Checkpoint | None:
@@ -122,10 +133,9 @@ def container_env(job: TrainingJob, step: Step, catalog: Catalog) -> list[dict[s
                                                         *parts])}
     else:
         location = {"name": DIR_ENV, "value": "/".join([found[1].mount_path.rstrip("/"), *parts])}
-    application = f"inputs.parameters['{APPLICATION_ATTEMPT_INPUT}']"
     return [
         location,
-        {"name": RESUME_ENV, "value": f"{{{{=asInt(retries) + asInt({application}) > 0 ? 'true' : 'false'}}}}"},
+        {"name": RESUME_ENV, "value": RESUME_EXPRESSION},
         {"name": ATTEMPT_ENV, "value": "{{retries}}"},
         {"name": APPLICATION_ATTEMPT_ENV, "value": f"{{{{inputs.parameters.{APPLICATION_ATTEMPT_INPUT}}}}}"},
     ]

@@ -34,6 +34,7 @@ from wf.core.constants import (
     ARGO_WORKFLOW_LABEL,
     CAPACITY_LABEL,
     JOB_LABEL,
+    RETRIED_ANNOTATION,
     STEP_LABEL,
     WORKFLOW,
     WORKFLOW_NAME_LABEL,
@@ -161,7 +162,7 @@ def retry_plan(workflow: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     controller runs it afresh with a fresh retry budget; set failed DAG/Steps nodes on the way back to
     Running (wf.controller.resubmit.carried_nodes); clear the workflow's end (phase Running, message, finishedAt,
     completed label, shutdown). The nodes are written back as Argo's own retry writes them (hydrated, then
-    packed as the controller packs them).
+    packed as the controller packs them). Unlike Argo's, it counts the retry in the workflow's RETRIED_ANNOTATION.
     """
     import copy
 
@@ -178,6 +179,11 @@ def retry_plan(workflow: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     labels = new["metadata"].setdefault("labels", {})
     labels[ARGO_COMPLETED_LABEL] = "false"
     labels[ARGO_PHASE_LABEL] = "Running"
+    # The steps run again start new Retry nodes, whose attempts count from 0: this mark tells their programs to look
+    # for the checkpoints the attempts before the retry saved (wf.compile.checkpoints.RESUME_EXPRESSION).
+    annotations = new["metadata"].setdefault("annotations", {})
+    retried = str(annotations.get(RETRIED_ANNOTATION, ""))
+    annotations[RETRIED_ANNOTATION] = str(int(retried) + 1 if retried.isdigit() else 1)
     reopen_spec(new.setdefault("spec", {}))
 
     new["status"] = packed_status(new, kept)

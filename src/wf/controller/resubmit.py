@@ -25,6 +25,7 @@ from wf.core.constants import (
     ARGO_PHASE_LABEL,
     ARGO_RESUBMITTED_FROM_LABEL,
     RERUN_FROM_ANNOTATION,
+    RETRIED_ANNOTATION,
     SUBMISSION_LABEL,
     WORKFLOW,
 )
@@ -32,8 +33,10 @@ from wf.core.errors import InputError, did_you_mean, listing
 
 _GROUPS = ("DAG", "Steps")  # nodes that run their template's tasks: reopened, they run those that have no node
 _NOT_RUN = ("Skipped", "Omitted")  # a task's node that ran nothing (its `when` was false, its depends unmet)
-# Labels a new workflow does not inherit: the old one's state, and the submission it came from (wf.controller.submit).
-_NOT_INHERITED = (ARGO_COMPLETED_LABEL, ARGO_PHASE_LABEL, SUBMISSION_LABEL, BATCH_LABEL, IDENTITY_LABEL)
+# Labels and annotations a new workflow does not inherit: the old one's state (its `wf retry`s too: the new one's
+# checkpoint locations are empty), and the submission it came from (wf.controller.submit).
+_NOT_INHERITED = (ARGO_COMPLETED_LABEL, ARGO_PHASE_LABEL, RETRIED_ANNOTATION, SUBMISSION_LABEL, BATCH_LABEL,
+                  IDENTITY_LABEL)
 
 
 def carried_nodes(workflow: Mapping[str, Any], nodes: Nodes, also_dropped: Iterable[str] = ()
@@ -134,7 +137,8 @@ def rerun_plan(workflow: Mapping[str, Any], step: str, parameters: Mapping[str, 
     labels = {k: v for k, v in (metadata.get("labels") or {}).items() if k not in _NOT_INHERITED}
     labels |= {SUBMISSION_LABEL: submission, ARGO_RESUBMITTED_FROM_LABEL: old}
     new_metadata: dict[str, Any] = {"name": name, "namespace": metadata.get("namespace"), "labels": labels,
-                                    "annotations": {**(metadata.get("annotations") or {}),
+                                    "annotations": {**{k: v for k, v in (metadata.get("annotations") or {}).items()
+                                                       if k not in _NOT_INHERITED},
                                                     RERUN_FROM_ANNOTATION: step}}
     if owners := metadata.get("ownerReferences"):
         new_metadata["ownerReferences"] = copy.deepcopy(owners)

@@ -33,6 +33,9 @@ JOB_TEAM_LABEL: Final = "team"
 # On a workflow `wf rerun --from STEP` started: STEP, the first step it ran again (what it reused: the steps
 # before, of the workflow ARGO_RESUBMITTED_FROM_LABEL names).
 RERUN_FROM_ANNOTATION: Final = f"{DOMAIN}/rerun-from"
+# On a workflow `wf retry` retried: how many times. Its presence makes WF_RESUME true (a retried step's checkpoint
+# location holds what its attempts before the retry saved); a `wf rerun` does not inherit it (new locations).
+RETRIED_ANNOTATION: Final = f"{DOMAIN}/retried"
 
 # Read by the local cluster's simulated kubelet (kwok stages) to hold a pod Running or fail it.
 SIM_DURATION: Final = f"sim.{DOMAIN}/duration"
