@@ -21,6 +21,10 @@ WORKFLOW_NAME_LABEL: Final = f"{DOMAIN}/workflow"
 # On a multi-node step's resource pod: the name of the MPIJob it runs (one per run of the step), by which the
 # MPIJob's launcher asks to share the pod's node.
 MPIJOB_LABEL: Final = f"{DOMAIN}/mpijob"
+# On a workflow: where its attempts ran, kept by the node facts recorder (wf.controller.node_recorder) as each pod
+# is bound, so its cost outlives the nodes: JSON, each node's instance type, capacity and zone once, and a
+# multi-node attempt's launcher and worker nodes by the attempt's Argo node id (wf.compile.node_facts).
+NODE_FACTS_ANNOTATION: Final = f"{DOMAIN}/nodes"
 # The team a job spec names in its own labels (`metadata.labels.team`, the examples' convention), which compiled
 # workflows and templates carry: `wf template list` shows it.
 JOB_TEAM_LABEL: Final = "team"
