@@ -37,7 +37,7 @@ from wf.cluster import kueue as local_kueue
 from wf.cluster import postgres as local_postgres
 from wf.cluster import prometheus as local_prometheus
 from wf.cluster.readiness import wait_api_ready, wait_nodes_ready, wait_workloads_ready
-from wf.cluster.supervise import CONTROLLER, SIM_EXECUTOR, ComponentStatus, ControllerPorts, Say, Supervisor
+from wf.cluster.supervise import CONTROLLER, OWN_PROCESSES, ComponentStatus, ControllerPorts, Say, Supervisor
 from wf.core.errors import ClusterError, InputError
 from wf.render.platform import CONTROLLER_NAMESPACE, WORKFLOW_NAMESPACE, workflow_namespaces
 
@@ -159,7 +159,7 @@ class LocalCluster:
         state = self.state()
         health_port = state.controller_health_port if state else None
         out = [*self.supervisor.control_plane(), self.supervisor.controller(health_port)]
-        out.append(self.supervisor.sim_executor())
+        out += [self.supervisor.own(name) for name in OWN_PROCESSES]
         if state and state.autoscaler:
             out.append(self._autoscaler_status())
         queues = self._kueue()
@@ -276,7 +276,8 @@ class LocalCluster:
         moved = previous is None or previous.postgres_port != database_port
         ports = self.supervisor.ensure_controller(None if moved or previous is None else previous.controller_ports(),
                                                   nodes_per_group, say)
-        self.supervisor.ensure_sim_executor(say)
+        for name in OWN_PROCESSES:
+            self.supervisor.ensure_own(name, say)
         if autoscaler:
             say("installing Karpenter's CRDs and wf's NodePools; starting Karpenter's kwok provider")
             apply_objects(self.kubeconfig, karpenter_kwok.objects(catalog))
@@ -398,7 +399,7 @@ class LocalCluster:
                 (karpenter_kwok.NAME, karpenter_kwok.pid_file(self.workdir), build.binary_path(karpenter_kwok.BINARY)),
                 (local_argo_server.NAME, self._argo_server().pid_file, build.binary_path(local_argo_server.BINARY)),
                 (CONTROLLER, self.supervisor.controller_pid_file, build.binary_path(CONTROLLER)),
-                (SIM_EXECUTOR, self.supervisor.sim_executor_pid_file, Path(sys.executable)),
+                *((name, self.supervisor.own_pid_file(name), Path(sys.executable)) for name in OWN_PROCESSES),
                 (mpi.OPERATOR, mpi.pid_file(self.workdir), mpi.binary()),
                 # After Argo, its only client: with no session left, its SIGTERM (a "smart" shutdown) is quick.
                 (local_postgres.NAME, self._postgres().pid_file, self._postgres().binary),
