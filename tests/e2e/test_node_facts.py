@@ -35,8 +35,8 @@ def _running_past_start(kube: Kube, name: str) -> dict[str, Any]:
     while True:
         running = [n for n in (_get(kube, name).get("status") or {}).get("nodes", {}).values()
                    if n["type"] == "Pod" and n["phase"] == "Running" and n.get("hostNodeName")]
-        if running and (datetime.now(UTC) - parse_time(running[0]["startedAt"])).total_seconds() \
-                > RECENTLY_STARTED_SECONDS + 5:
+        started = parse_time(running[0]["startedAt"]) if running else None
+        if started and (datetime.now(UTC) - started).total_seconds() > RECENTLY_STARTED_SECONDS + 5:
             return running[0]
         assert time.monotonic() < deadline, _node_tree(_get(kube, name))
         time.sleep(0.5)
@@ -58,7 +58,7 @@ def test_an_attempt_whose_spot_node_was_deleted_is_priced_in_get_watch_and_repor
 
     import wf
 
-    program = {SIM_DURATION: f"{WORK_SECONDS}s", SIM_CHECKPOINTS: "10"}
+    program: dict[str, Any] = {SIM_DURATION: f"{WORK_SECONDS}s", SIM_CHECKPOINTS: "10"}
     path = job_file(tmp_path, "priced", [step("train", **program)], capacity="spot", checkpoint={})
     (submitted,) = wf.submit(str(path), kube=kube)
     name, core = submitted.name, kube.core
@@ -123,3 +123,27 @@ def test_an_attempt_whose_spot_node_was_deleted_is_priced_in_get_watch_and_repor
               f"{expected:.4f} node-hours; record {final['metadata']['annotations'][NODE_FACTS_ANNOTATION]}")
     finally:
         local_cluster.cluster.up(merge_into=local_cluster.kubeconfig)  # puts the deleted node back
+
+
+def test_a_gangs_launcher_and_workers_are_recorded_per_attempt_and_priced_on_their_nodes(
+    local_cluster: ClusterHandle, kube: Kube, tmp_path: Path
+) -> None:
+    from wf.controller.watch import Insight
+
+    from .test_mpijob import _explain, _submit
+
+    name = _submit(kube, tmp_path, "gang-priced", {SIM_DURATION: "20s"})
+    final = _wait_final(kube, name, timeout=300)
+    assert final["status"]["phase"] == "Succeeded", _explain(local_cluster, kube, name)()
+    view = _refined(kube, final)
+    ((attempt,),) = [row.attempts for row in view.steps]
+    record = read_record(final)
+    gang = record.gangs.get(attempt.node_id)
+    assert gang is not None and len(gang["launcher"]) == 1 and len(set(gang["worker"])) == 2, record
+    assert {record.nodes[n].instance_type for n in gang["worker"]} == {"dl1.24xlarge"}, record
+    # Without the catalog a gang is priced only from the record: every replica at its own node.
+    cost = Insight(kube, lambda: None).cost(final, view, datetime.now(UTC))
+    (step_cost,) = cost.steps
+    assert step_cost.unpriced_attempts == 0 and "dl1.24xlarge" in step_cost.instance_types, cost
+    assert step_cost.node_hours >= 2 * attempt.seconds(datetime.now(UTC)) / 3600, cost  # two whole DL1 nodes
+    assert not any("launcher and workers" in a for a in cost.assumptions), cost.assumptions
