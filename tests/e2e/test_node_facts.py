@@ -119,6 +119,8 @@ def test_an_attempt_whose_spot_node_was_deleted_is_priced_in_get_watch_and_repor
         assert mine["estimateUsd"] == pytest.approx(run.cost.estimate_usd, rel=1e-6), (mine, run.cost)
         (total_line,) = [u for u in report["usage"] if u["team"] == "*" and u["class"] == "*"]
         assert total_line["nodeHours"] == pytest.approx(sum(w["nodeHours"] for w in report["workflows"]), rel=1e-9)
+        recorder_log = (local_cluster.cluster.workdir / "logs" / "node-recorder.log").read_text()
+        assert f"recorded node {node} " in recorder_log and " ERROR " not in recorder_log, recorder_log[-2000:]
         print(f"\nnode facts e2e: {name} attempts {[round(a.seconds(now), 1) for a in attempts]} s on {instance}, "
               f"{expected:.4f} node-hours; record {final['metadata']['annotations'][NODE_FACTS_ANNOTATION]}")
     finally:
@@ -147,3 +149,12 @@ def test_a_gangs_launcher_and_workers_are_recorded_per_attempt_and_priced_on_the
     assert step_cost.unpriced_attempts == 0 and "dl1.24xlarge" in step_cost.instance_types, cost
     assert step_cost.node_hours >= 2 * attempt.seconds(datetime.now(UTC)) / 3600, cost  # two whole DL1 nodes
     assert not any("launcher and workers" in a for a in cost.assumptions), cost.assumptions
+
+
+def test_the_recorder_without_its_rights_says_which_and_exits_3(local_cluster: ClusterHandle) -> None:
+    # The workflow's own account may watch no pods: the recorder names the right it lacks instead of retrying.
+    done = wf_cli(local_cluster, "platform", "record-nodes", f"--as=system:serviceaccount:{NAMESPACE}:wf-workflow",
+                  timeout=120)
+    assert done.returncode == 3, (done.stdout, done.stderr)
+    assert "watching pods" in done.stderr and "get, list and watch on pods" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr

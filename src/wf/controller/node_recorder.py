@@ -22,7 +22,6 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
 from typing import Any, Final
 
 from wf.compile.node_facts import (
@@ -59,17 +58,15 @@ class Forbidden(Exception):
 class NodeRecorder:
     """Records bindings as pod events arrive (`pod_event`, the stream's sink)."""
 
-    def __init__(self, kube: Kube, api: Any = None, sleep: Callable[[float], object] = time.sleep) -> None:
+    def __init__(self, kube: Kube, api: Any = None) -> None:
         from kubernetes.client import CoreV1Api, CustomObjectsApi
 
         self.api = api or kube.api_client  # the client to call with: impersonating the recorder's account, or not
         self.core, self.custom = CoreV1Api(self.api), CustomObjectsApi(self.api)
-        self.sleep = sleep
         self.gangs = GangAttempts()
         self._records: OrderedDict[tuple[str, str], NodeRecord] = OrderedDict()
         self._later: dict[Binding, None] = {}  # bindings a transient failure kept from being written
         self._refused: set[tuple[str, str]] = set()  # workflows a 403 refused (said once)
-        self.writes = 0
 
     def pod_event(self, kind: str, pod: dict[str, Any]) -> None:
         if (place := pod_place(pod)) is None:
@@ -107,14 +104,14 @@ class NodeRecorder:
                                 binding.namespace, binding.workflow, server_message(exc))
                     self._later[binding] = None
                     return
-                self.sleep(backoff.next())
+                time.sleep(backoff.next())
             except (HTTPError, OSError, ConflictsInARow) as exc:
                 if time.monotonic() >= deadline:
                     log.warning("recording node %s of %s/%s: %s; again at the next event", binding.node,
                                 binding.namespace, binding.workflow, exc)
                     self._later[binding] = None
                     return
-                self.sleep(backoff.next())
+                time.sleep(backoff.next())
 
     def _facts(self, node: str) -> NodeFacts | None:
         from kubernetes.client.exceptions import ApiException
@@ -173,7 +170,6 @@ class NodeRecorder:
                 if exc.status == 403:
                     raise self._refusal(exc, "patch", binding) from exc
                 raise
-            self.writes += 1
             self._remember(key, decode_record(text))
             log.info("recorded node %s (%s) of %s/%s%s", binding.node, facts.instance_type, binding.namespace,
                      binding.workflow, f", attempt {binding.gang[0]} {binding.gang[1]}" if binding.gang else "")
