@@ -175,7 +175,8 @@ def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: Mapping[str, N
         assumptions.append("Spot estimate = On-Demand x (1 - the Spot advisor's average savings for the type); "
                            "real Spot prices vary by zone and hour")
     if any_unpriced:
-        assumptions.append("attempts whose node is gone or of an unknown type are not priced")
+        assumptions.append("attempts on a node that is gone and that the workflow's record (wf.dev/nodes, the node "
+                           "facts recorder's) lacks, or of an unknown type, are not priced")
     if any_multi_node:
         assumptions.append("a multi-node step's launcher and workers whose nodes were not recorded are each priced "
                            "at its class's instance type and its own capacity for the attempt's whole run (the "
