@@ -23,9 +23,10 @@ What it does, in order:
 
 With `--report` it then checks that the numbers agree (issue 24): `wf report --since <the day> -o json` (wall and
 peak RSS of the whole command, and of `-o html`), its totals against the sum of `wf get` over every workflow of the
-day (each one's cost table, as printed), and Argo's wf counters as the cluster's Prometheus scraped them
-(completions, attempts, interruptions; each series' highest value over the day, since Argo drops a series ten
-minutes after its last update).
+day (each one's cost table, as printed; and which of them left an attempt unpriced: none should, the node facts
+recorder keeps every attempt's node even when consolidation or the storm removed it), and Argo's wf counters as the
+cluster's Prometheus scraped them (completions, attempts, interruptions; each series' highest value over the day,
+since Argo drops a series ten minutes after its last update).
 
 With `--checkpoints` every shard's simulated program saves a checkpoint every tenth of its work
 (`sim.wf.dev/checkpoints: 10`), and every other workflow (by index) gives its steps a checkpoint location, so the
@@ -637,10 +638,12 @@ def day_report(state: Any, items: list[dict[str, Any]], env: dict[str, str]) -> 
     names = {w["metadata"]["name"] for w in items}
     runs = [r for r in document["workflows"] if r["name"] in names]
     node_hours = estimate = 0.0
-    mismatches = []
+    mismatches, unpriced = [], []
     for run in runs:
         shown, _, _ = _measured([*wf, "get", run["name"], "-n", run["namespace"], *target], env)
         hours, usd = _get_total(shown)
+        if "not priced" in shown:  # an attempt whose node is neither recorded (wf.dev/nodes) nor still there
+            unpriced.append(run["name"])
         node_hours, estimate = node_hours + hours, estimate + usd
         if abs(hours - run["nodeHours"]) > 0.00005 or abs(usd - run["estimateUsd"]) > 0.0001:
             mismatches.append(f"{run['name']}: wf get {hours} h ${usd}, report {run['nodeHours']} h "
@@ -664,6 +667,7 @@ def day_report(state: Any, items: list[dict[str, Any]], env: dict[str, str]) -> 
                    "interruptions": total["interruptions"]},
         "sum_of_wf_get": {"node_hours": round(node_hours, 4), "estimate_usd": round(estimate, 4)},
         "mismatches": mismatches,
+        "unpriced": unpriced,
         "prometheus": {"completions": scraped("wf_workflow_completions_total", day),
                        "attempts": scraped("wf_step_attempts_total", day),
                        "interruptions": scraped("wf_step_interruptions_total", day)},
@@ -706,8 +710,9 @@ def report(r: dict[str, Any]) -> None:
         print(f"wf report -o json: {d['json']['wall_seconds']}s, {d['json']['peak_mib']} MiB; -o html: "
               f"{d['html']['wall_seconds']}s, {d['html']['peak_mib']} MiB; {d['workflows']} workflows {d['outcomes']}")
         print(f"report totals {d['report']}; sum of wf get {d['sum_of_wf_get']}; workflows that differ: "
-              f"{len(d['mismatches'])}; Prometheus {d['prometheus']}")
-        for line in d["mismatches"][:10]:
+              f"{len(d['mismatches'])}; with an attempt not priced: {len(d['unpriced'])}; "
+              f"Prometheus {d['prometheus']}")
+        for line in [*d["mismatches"][:10], *d["unpriced"][:10]]:
             print(f"  {line}")
     if "gaudi_share" in r:
         print(f"{'team':<10} {'Gaudi card-hours':>17} {'share':>6} {'quota share':>12} {'peak cards':>11} "

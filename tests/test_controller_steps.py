@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 
 from controller_fakes import nested_run, pod_node, workflow
+from wf.compile.node_facts import NodeRecord
 from wf.controller.checkpoints import AttemptRecord, Saved
 from wf.controller.cost import NodeFacts, job_cost
 from wf.controller.ops import retry_plan
 from wf.controller.steps import WorkflowView, pod_name, with_facts, workflow_view
-from wf.core.constants import RETRIED_ANNOTATION
+from wf.core.constants import NODE_FACTS_ANNOTATION, RETRIED_ANNOTATION
 from wf.core.errors import InputError
 
 
@@ -83,6 +84,23 @@ def test_cost_per_step_with_spot_estimate_and_unknown_nodes() -> None:
     assert train.unpriced_attempts == 1
     assert cost.estimate_usd == pytest.approx(prep.estimate_usd + train.estimate_usd)
     assert any("Spot advisor" in a for a in cost.assumptions) and any("not priced" in a for a in cost.assumptions)
+    # The workflow's record of its nodes (the recorder's) prices p0 on its node, gone since; the record comes
+    # before the live node (gaudi-2 is recorded as it was when bound, the live facts say something else).
+    doc["metadata"]["annotations"] = {NODE_FACTS_ANNOTATION: NodeRecord({
+        "gaudi-1": NodeFacts("dl1.24xlarge", "spot", zone="us-east-1a"),
+        "gaudi-2": NodeFacts("dl1.24xlarge", "spot", zone="us-east-1a")}).encode()}
+    recorded = job_cost(workflow_view(doc), doc, {**nodes, "gaudi-2": NodeFacts("p3.2xlarge", "on-demand")},
+                        datetime.now(UTC))
+    p0 = view_attempt(doc, "p0")
+    whole = recorded.steps[1]
+    assert whole.unpriced_attempts == 0 and whole.instance_types == ("dl1.24xlarge",)
+    assert whole.node_hours == pytest.approx(79 / 60 + p0.seconds(datetime.now(UTC)) / 3600)
+    assert whole.estimate_usd == pytest.approx(whole.node_hours * dl1.spot_price())
+    assert not any("not priced" in a for a in recorded.assumptions)
+
+
+def view_attempt(doc: dict[str, Any], node_id: str) -> Any:
+    return next(a for row in workflow_view(doc).steps for a in row.attempts if a.node_id == node_id)
 
 
 def test_a_multi_node_step_is_priced_per_replica_at_its_own_capacity() -> None:
@@ -113,7 +131,19 @@ def test_a_multi_node_step_is_priced_per_replica_at_its_own_capacity() -> None:
     assert train.node_hours == pytest.approx(2 + launcher_share)  # two whole DL1 nodes for the hour
     assert train.estimate_usd == pytest.approx(2 * dl1.spot_price() + launcher_share * r5.price_on_demand)
     assert train.instance_types == ("r5.4xlarge", "dl1.24xlarge") and train.on_spot  # launcher first
-    assert any("launcher and workers are each priced" in a for a in cost.assumptions)
+    assert any("launcher and workers whose nodes were not recorded" in a for a in cost.assumptions)
+    # Recorded: each replica at its own node's type and capacity (a worker that ran On-Demand is charged so),
+    # without the catalog; no assumption about classes is left.
+    doc["metadata"]["annotations"] = {NODE_FACTS_ANNOTATION: NodeRecord(
+        {"cpu-1": NodeFacts("r5.4xlarge", "on-demand"), "gaudi-1": NodeFacts("dl1.24xlarge", "spot"),
+         "gaudi-9": NodeFacts("dl1.24xlarge", "on-demand")},
+        {"t0": {"launcher": ("cpu-1",), "worker": ("gaudi-1", "gaudi-9")}}).encode()}
+    recorded = job_cost(workflow_view(doc), doc, {}, datetime.now(UTC))
+    (train,) = recorded.steps
+    assert train.node_hours == pytest.approx(2 + launcher_share) and train.unpriced_attempts == 0
+    assert train.estimate_usd == pytest.approx(dl1.spot_price() + dl1.price_on_demand
+                                               + launcher_share * r5.price_on_demand)
+    assert not any("launcher and workers" in a for a in recorded.assumptions)
 
 
 def test_retry_plan_keeps_success_drops_failures_and_resets_the_path() -> None:

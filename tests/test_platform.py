@@ -501,3 +501,30 @@ def test_check_refuses_a_prometheus_address_before_asking_the_cluster(capsys: py
         main(["platform", "check", "--prometheus", "prometheus:9090", "--context", "nowhere"])
     assert ended.value.code == 2
     assert "--prometheus" in capsys.readouterr().err
+
+
+def test_the_node_facts_recorder_has_least_privilege_and_runs_the_catalogs_wf_image(catalog: Catalog) -> None:
+    objects = bundle(catalog)["node-recorder.yaml"]
+    assert [o["kind"] for o in objects] == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]  # no image named
+    (role,) = [o for o in objects if o["kind"] == "ClusterRole"]
+    granted = {(group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]
+               for resource in rule["resources"] for verb in rule["verbs"]}
+    assert granted == {("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"), ("", "nodes", "get"),
+                       ("argoproj.io", "workflows", "get"), ("argoproj.io", "workflows", "patch")}
+    with_image = catalog.model_copy(update={"cluster": catalog.cluster.model_copy(
+        update={"wf_image": "ghcr.io/example/wf:0.9"})})
+    (deployment,) = [o for o in bundle(with_image)["node-recorder.yaml"] if o["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "wf-node-recorder" and deployment["spec"]["replicas"] == 1
+    (container,) = pod["containers"]
+    assert container["image"] == "ghcr.io/example/wf:0.9"
+    assert container["command"] == ["wf", "platform", "record-nodes"]
+    # `wf platform check` looks for the Deployment on a real cluster, the account on both (the local cluster runs
+    # the recorder as a process, as that account).
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in platform.expected(with_image, pinned_versions()).objects}
+    local = {(o["kind"], o["metadata"]["name"])
+             for o in platform.local_expected(with_image, pinned_versions()).objects}
+    assert ("Deployment", "wf-node-recorder") in kinds - local
+    assert {("ServiceAccount", "wf-node-recorder"), ("ClusterRole", "wf-node-recorder")} <= local
+    assert {(o["kind"], o["metadata"]["name"]) for o in platform.node_recorder_rbac()} <= {
+        (o["kind"], o["metadata"]["name"]) for o in platform.local_objects(catalog, ["wf"])}

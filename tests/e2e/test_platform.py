@@ -116,7 +116,10 @@ def test_the_bundle_is_accepted_in_a_server_side_dry_run(platform_cluster: tuple
     client = dynamic(kube)
     # The catalog's Prometheus runs in its own namespace, where metrics.yaml puts its scrape configuration.
     kube.core.create_namespace({"metadata": {"name": catalog.cluster.prometheus.namespace}})
-    files = platform.bundle(catalog, pinned_versions(), "123456789012")
+    # With a wf image, so the node facts recorder's Deployment is judged too.
+    imaged = catalog.model_copy(update={"cluster": catalog.cluster.model_copy(update={"wf_image": "wf:0.1"})})
+    files = platform.bundle(imaged, pinned_versions(), "123456789012")
+    assert any(doc["kind"] == "Deployment" for doc in files["node-recorder.yaml"])
     tried, unserved = 0, []
     for name, docs in files.items():
         if name in platform.PATCHES:

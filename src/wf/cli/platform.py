@@ -12,7 +12,7 @@ import typer
 from wf.cli.options import PROMETHEUS_ENV, CatalogOption, ReportOutput, local_prometheus, with_target
 from wf.cli.output import print_line, print_report
 from wf.controller.client import Target, connect
-from wf.core.errors import InputError, WorkFailed
+from wf.core.errors import ClusterError, InputError, WorkFailed
 
 if TYPE_CHECKING:
     from wf.model.catalog import Catalog
@@ -123,3 +123,25 @@ def check(catalog: CatalogOption = None, output: ReportOutput = "text",
                    else f"{len(findings)} findings on {kind} ({kube.context})", err=True)
     if findings:
         raise WorkFailed(f"{len(findings)} platform findings")
+
+
+@platform_app.command("record-nodes")
+@with_target(namespaced=False)
+def record_nodes(as_user: Annotated[str | None, typer.Option(
+                     "--as", help="Act as this user, as `kubectl --as` (the credentials need the impersonate verb): "
+                                  "the local cluster runs the recorder as its service account.")] = None,
+                 *, target: Target) -> None:
+    """Keep, on each workflow, the instance type, capacity and zone of every node its pods are bound to, so
+    `wf get` and `wf report` price attempts whose nodes are gone; runs until stopped (the platform bundle's
+    wf-node-recorder Deployment; inside a pod without a kubeconfig it uses the pod's service account)."""
+    import logging
+
+    from wf.controller.node_recorder import Forbidden
+    from wf.controller.node_recorder import record_nodes as record
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    kube = connect(target)
+    try:
+        record(kube, kube.impersonating(as_user) if as_user else None)
+    except Forbidden as exc:
+        raise ClusterError(f"wf platform record-nodes ({kube.context}): {exc}") from None

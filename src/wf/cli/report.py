@@ -27,10 +27,10 @@ from wf.controller.client import Target, connect
 from wf.core.errors import InputError, WorkFailed, did_you_mean, listing
 
 if TYPE_CHECKING:
+    from wf.compile.node_facts import NodeFacts
     from wf.controller.archive import Archive
     from wf.controller.checkpoints import AttemptRecord
     from wf.controller.client import Kube
-    from wf.controller.cost import NodeFacts
     from wf.controller.report import Facts, Report
     from wf.model.catalog import Catalog
 
@@ -172,12 +172,12 @@ def _facts(kube: Kube, catalog: Catalog, team: str | None) -> Facts:
     not a read per node), the teams' Kueue workloads; and each workflow's checkpoint ledger as it is read."""
     from kubernetes.client.exceptions import ApiException
 
+    from wf.compile.node_facts import node_facts
     from wf.controller.checkpoints import read_ledger
     from wf.controller.client import api_errors, lookup_errors
     from wf.controller.queue import QueueReader
     from wf.controller.report import Facts
     from wf.controller.stream import KubeTransport
-    from wf.controller.watch import node_facts
 
     nodes: dict[str, NodeFacts | None] = {}
     listed = True

@@ -48,7 +48,7 @@ from wf.cluster.supervise import (
     CONTROLLER,
     KUBERNETES_SERVICE_IP,
     KUBERNETES_SERVICE_PORT,
-    SIM_EXECUTOR,
+    OWN_PROCESSES,
     ComponentStatus,
     ControllerPorts,
     Say,
@@ -183,7 +183,7 @@ class LocalCluster:
         state = self.state()
         health_port = state.controller_health_port if state else None
         out = [*self.supervisor.control_plane(), self.supervisor.controller(health_port)]
-        out.append(self.supervisor.sim_executor())
+        out += [self.supervisor.own(name) for name in OWN_PROCESSES]
         if state and state.autoscaler:
             out.append(self._autoscaler_status())
         queues = self._kueue()
@@ -316,7 +316,8 @@ class LocalCluster:
         moved = previous is None or previous.postgres_port != database_port
         ports = self.supervisor.ensure_controller(None if moved or previous is None else previous.controller_ports(),
                                                   nodes_per_group, say)
-        self.supervisor.ensure_sim_executor(say)
+        for name in OWN_PROCESSES:
+            self.supervisor.ensure_own(name, say)
         if autoscaler:
             say("installing Karpenter's CRDs and wf's NodePools; starting Karpenter's kwok provider")
             apply_objects(self.kubeconfig, karpenter_kwok.objects(catalog))
@@ -474,7 +475,7 @@ class LocalCluster:
                 (karpenter_kwok.NAME, karpenter_kwok.pid_file(self.workdir), build.binary_path(karpenter_kwok.BINARY)),
                 (local_argo_server.NAME, self._argo_server().pid_file, build.binary_path(local_argo_server.BINARY)),
                 (CONTROLLER, self.supervisor.controller_pid_file, build.binary_path(CONTROLLER)),
-                (SIM_EXECUTOR, self.supervisor.sim_executor_pid_file, Path(sys.executable)),
+                *((name, self.supervisor.own_pid_file(name), Path(sys.executable)) for name in OWN_PROCESSES),
                 (local_artifact_store.NAME, self._artifact_store().pid_file, Path(sys.executable)),
                 (mpi.OPERATOR, mpi.pid_file(self.workdir), mpi.binary()),
                 # After Argo, its only client: with no session left, its SIGTERM (a "smart" shutdown) is quick.

@@ -25,15 +25,25 @@ import yaml
 from wf.argo.size import ARGO_MAX_WORKFLOW_SIZE_ENV
 from wf.cluster import build, images, processes
 from wf.cluster.tuning import CONTROLLER_ARGS, KWOK_OPTIONS, KWOKCTL_OPTIONS, TUNING, requeue_time
-from wf.core.constants import REAL_NODE_LABEL
+from wf.core.constants import CATALOG_NAMESPACE, REAL_NODE_LABEL
 from wf.core.errors import ClusterError
 from wf.render.platform import CONTROLLER_NAMESPACE
+from wf.render.platform import NODE_RECORDER as NODE_RECORDER_ACCOUNT
 
 Say = Callable[[str], None]
 
 CONTROLLER = "workflow-controller"
 # Reports the outputs of simulated pods as Argo's executor would (wf/sim_executor.py).
 SIM_EXECUTOR = "sim-executor"
+# Keeps each workflow's nodes for its cost (wf.controller.node_recorder), as the platform bundle's Deployment does.
+NODE_RECORDER = "node-recorder"
+# wf's own processes beside the control plane, each started with the cluster's admin kubeconfig: what follows
+# `python`. The recorder acts as the bundle's account, so the local cluster runs it with the rights EKS gives it.
+OWN_PROCESSES = {
+    SIM_EXECUTOR: ["-m", "wf.cluster.executor"],
+    NODE_RECORDER: ["-m", "wf", "platform", "record-nodes",
+                    f"--as=system:serviceaccount:{CATALOG_NAMESPACE}:{NODE_RECORDER_ACCOUNT}"],
+}
 # Nothing is pulled under kwok; a real node has it imported (wf.cluster.images).
 EXECUTOR_IMAGE = images.ARGOEXEC
 STAGES_FILE = Path(__file__).with_name("kwok-stages.yaml")
@@ -78,8 +88,6 @@ class Supervisor:
         self.kubeconfig = workdir / "kubeconfig"
         self.controller_pid_file = workdir / "pids" / f"{CONTROLLER}.pid"
         self.controller_log = workdir / "logs" / f"{CONTROLLER}.log"
-        self.sim_executor_pid_file = workdir / "pids" / f"{SIM_EXECUTOR}.pid"
-        self.sim_executor_log = workdir / "logs" / f"{SIM_EXECUTOR}.log"
 
     def exists(self) -> bool:
         return (self.kwok_cluster_dir / "kwok.yaml").is_file()
@@ -268,20 +276,22 @@ class Supervisor:
                         cwd=self.workdir)
         return ports
 
-    # ---- the simulated executor ------------------------------------------------------------------------
-    def sim_executor(self) -> ComponentStatus:
-        pid = processes.read_pid(self.sim_executor_pid_file)
-        return ComponentStatus(name=SIM_EXECUTOR, pid=pid, port=None, log=str(self.sim_executor_log),
+    # ---- wf's own processes: the simulated executor, the node facts recorder ------------------------------
+    def own_pid_file(self, name: str) -> Path:
+        return self.workdir / "pids" / f"{name}.pid"
+
+    def own(self, name: str) -> ComponentStatus:
+        pid = processes.read_pid(self.own_pid_file(name))
+        return ComponentStatus(name=name, pid=pid, port=None, log=str(self.workdir / "logs" / f"{name}.log"),
                                running=processes.is_running(pid, Path(sys.executable)))
 
-    def ensure_sim_executor(self, say: Say) -> None:
-        if self.sim_executor().running:
+    def ensure_own(self, name: str, say: Say) -> None:
+        if (status := self.own(name)).running:
             return
-        say(f"starting {SIM_EXECUTOR}")
+        say(f"starting {name}")
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", "HOME")}
-        argv = [sys.executable, "-m", "wf.cluster.executor", "--kubeconfig", str(self.kubeconfig)]
-        processes.start(argv, env=env, log_file=self.sim_executor_log, pid_file=self.sim_executor_pid_file,
-                        cwd=self.workdir)
+        argv = [sys.executable, *OWN_PROCESSES[name], "--kubeconfig", str(self.kubeconfig)]
+        processes.start(argv, env=env, log_file=Path(status.log), pid_file=self.own_pid_file(name), cwd=self.workdir)
 
     # ---- stop --------------------------------------------------------------------------------------
     def stop_all(self, extra: Sequence[tuple[str, Path, Path]], say: Say) -> None:

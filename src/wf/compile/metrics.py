@@ -198,7 +198,7 @@ def _pods(template: dict[str, Any]) -> Iterator[tuple[int, dict[str, Decimal], C
     if not replicas:
         yield 1, template_requests(template), read_placement(template)
         return
-    for count, pod in replicas:
+    for _, count, pod in replicas:
         spec = pod.get("spec") or {}
         requests, _ = pod_requests(list(spec.get("containers") or []), list(spec.get("initContainers") or []))
         yield count, requests, read_placement(pod)

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wf.controller.kubeconfig import DEFAULT_NAMESPACE, resolve_target
+from wf.controller.kubeconfig import DEFAULT_NAMESPACE, kubeconfig_paths, resolve_target
+from wf.core.constants import SERVICE_ACCOUNT_TOKENS_ROOT
 from wf.core.errors import ClusterError, InputError
 
 if TYPE_CHECKING:
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from wf.aws.s3 import Endpoint
 
 DEFAULT_TIMEOUT = (10.0, 60.0)  # (connect, read) seconds for ordinary requests; watches pass their own
+# In a pod: the namespace of its service account, beside the token Kubernetes mounts.
+SERVICE_ACCOUNT_NAMESPACE = f"{SERVICE_ACCOUNT_TOKENS_ROOT}/kubernetes.io/serviceaccount/namespace"
 
 
 class RequestCounter:
@@ -162,6 +165,12 @@ def connect(target: Target, *, connections: int | None = None) -> Kube:
         _use_token_source(configuration, eks.TokenSource(target.eks_cluster, target.region, session))
         ctx_name, server = endpoint.arn or target.eks_cluster, endpoint.server
         ns = target.namespace or DEFAULT_NAMESPACE
+    elif _in_pod(target):
+        # As kubectl: inside a pod, without a kubeconfig, the pod's service account (the platform's own wf
+        # components, such as the node facts recorder).
+        k8s_config.load_incluster_config(client_configuration=configuration)
+        ctx_name, server = "in-cluster", str(configuration.host)
+        ns = target.namespace or Path(SERVICE_ACCOUNT_NAMESPACE).read_text().strip() or DEFAULT_NAMESPACE
     else:
         resolved = resolve_target(target.kubeconfig, target.context, target.namespace)
         config = resolved.config
@@ -208,6 +217,13 @@ def pod_log(core: CoreV1Api, pod: str, namespace: str, *, container: str, tail_l
         return bytes(response.data).decode("utf-8", errors="replace")
     finally:
         response.release_conn()
+
+
+def _in_pod(target: Target) -> bool:
+    """Running in a pod (its service account's token mounted) and pointed at no kubeconfig, context or file."""
+    return (not target.kubeconfig and not target.context and "KUBERNETES_SERVICE_HOST" in os.environ
+            and Path(SERVICE_ACCOUNT_NAMESPACE).is_file()
+            and not any(path.is_file() for path in kubeconfig_paths(None)))
 
 
 def server_message(exc: Any) -> str:

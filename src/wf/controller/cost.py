@@ -10,6 +10,7 @@ is only indicative (real Spot prices move by zone and hour).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -17,18 +18,12 @@ from functools import lru_cache
 from typing import Any
 
 from wf.compile.kinds.mpijob import replica_templates
+from wf.compile.node_facts import Gang, NodeFacts, read_record
 from wf.compile.readback import read_placement
 from wf.compile.schedulability import pod_requests, template_requests
 from wf.controller.steps import Attempt, WorkflowView, templates_by_name
 from wf.model.catalog import Catalog
 from wf.model.nodegroups import instance_allocatable, node_share
-
-
-@dataclass(frozen=True)
-class NodeFacts:
-    instance_type: str
-    capacity: str | None  # "spot" | "on-demand" | None when the node carries no capacity label
-    draining: bool = False  # cordoned, or tainted by what takes nodes away (wf.controller.watch.DRAIN_TAINTS)
 
 
 @dataclass(frozen=True)
@@ -101,31 +96,40 @@ def _share(requests: tuple[tuple[str, Decimal], ...], instance: str) -> float:
 _Piece = tuple[float, float, float, bool, str | None]
 
 
-def _replica_costs(attempt: Attempt, template: dict[str, Any], catalog: Catalog, now: datetime) -> list[_Piece]:
-    """A multi-node attempt's launcher and workers, each replica on a node of its class for the attempt's whole
-    run (the MPIJob's lifetime), at its own capacity's price: the workers' capacity is the attempt's (after any
-    Spot fallback), the launcher's its own."""
+def _replica_costs(attempt: Attempt, template: dict[str, Any], catalog: Catalog | None, gang: Gang,
+                   nodes: Mapping[str, NodeFacts], now: datetime) -> list[_Piece]:
+    """A multi-node attempt's launcher and workers, each replica for the attempt's whole run (the MPIJob's
+    lifetime) at its own node's type and capacity where the record says which node it was bound to, else at its
+    class's first instance type and its own capacity: the workers' is the attempt's (after any Spot fallback),
+    the launcher's its own."""
     pieces: list[_Piece] = []
-    for count, pod in replica_templates(template):
+    for role, count, pod in replica_templates(template):
         placed = read_placement(pod)
-        if placed.compute_class not in catalog.class_names:
-            pieces.append((0.0, 0.0, 0.0, False, None))
-            continue
-        instance = catalog.compute_class(placed.compute_class).instances[0]
-        capacity = attempt.capacity if placed.fallback_after is not None else placed.capacity
         spec = pod.get("spec") or {}
         requests, _ = pod_requests(list(spec.get("containers") or []), list(spec.get("initContainers") or []))
-        h, od, est, spot, name = _attempt_cost(attempt, requests, NodeFacts(instance.name, capacity), now)
-        pieces.append((h * count, od * count, est * count, spot, name))
+        bound = [nodes[n] for n in gang.get(role, ()) if n in nodes][:count]
+        facts: list[NodeFacts | None] = list(bound)
+        if len(bound) < count:
+            if catalog is None or placed.compute_class not in catalog.class_names:
+                facts.append(None)
+            else:
+                capacity = attempt.capacity if placed.fallback_after is not None else placed.capacity
+                instance = catalog.compute_class(placed.compute_class).instances[0]
+                facts += [NodeFacts(instance.name, capacity)] * (count - len(bound))
+        pieces += [_attempt_cost(attempt, requests, f, now) for f in facts]
     return pieces
 
 
-def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, NodeFacts], now: datetime,
+def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: Mapping[str, NodeFacts], now: datetime,
              catalog: Catalog | None = None) -> JobCost:
-    """Cost per step of a workflow whose attempts ran on the given nodes (name -> facts); multi-node steps need
-    the catalog (their replicas are not Argo's pods, so their nodes are not known: their class's are)."""
+    """Cost per step of a workflow whose attempts ran on the given nodes (name -> facts, as read live): the
+    workflow's own record of its nodes comes first (wf.compile.node_facts: what the recorder kept as each pod
+    was bound, so attempts on nodes since gone are priced), the live nodes second. A multi-node step's replicas
+    not in the record are priced at their class's instance type, which needs the catalog."""
     from wf.model.instances import AS_OF
 
+    record = read_record(workflow)
+    known: Mapping[str, NodeFacts] = {**nodes, **record.nodes} if record.nodes else nodes
     templates = templates_by_name(workflow)  # a workflow from a WorkflowTemplate: the ones Argo stored
     requests: dict[str, dict[str, Decimal]] = {}  # by template: read once, not once per attempt
     steps: list[StepCost] = []
@@ -139,13 +143,14 @@ def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, Node
             template = templates.get(attempt.template) or {}
             if "resource" in template:
                 # Argo's resource pod only waits: the MPIJob's launcher and workers are what the attempt ran.
-                any_multi_node = any_multi_node or catalog is not None
-                pieces = _replica_costs(attempt, template, catalog, now) if catalog is not None \
-                    else [(0.0, 0.0, 0.0, False, None)]
+                gang = record.gangs.get(attempt.node_id) or {}
+                pieces = _replica_costs(attempt, template, catalog, gang, known, now)
+                any_multi_node = any_multi_node or catalog is not None and any(len(gang.get(role, ())) < count
+                                                       for role, count, _ in replica_templates(template))
             else:
                 if attempt.template not in requests:
                     requests[attempt.template] = template_requests(template)
-                pieces = [_attempt_cost(attempt, requests[attempt.template], nodes.get(attempt.host or ""), now)]
+                pieces = [_attempt_cost(attempt, requests[attempt.template], known.get(attempt.host or ""), now)]
             if any(name is None for *_, name in pieces):
                 unpriced += 1
                 continue
@@ -170,8 +175,10 @@ def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: dict[str, Node
         assumptions.append("Spot estimate = On-Demand x (1 - the Spot advisor's average savings for the type); "
                            "real Spot prices vary by zone and hour")
     if any_unpriced:
-        assumptions.append("attempts whose node is gone or of an unknown type are not priced")
+        assumptions.append("attempts on a node that is gone and that the workflow's record (wf.dev/nodes, the node "
+                           "facts recorder's) lacks, or of an unknown type, are not priced")
     if any_multi_node:
-        assumptions.append("a multi-node step's launcher and workers are each priced at its class's instance type "
-                           "and its own capacity for the attempt's whole run (the MPIJob's lifetime)")
+        assumptions.append("a multi-node step's launcher and workers whose nodes were not recorded are each priced "
+                           "at its class's instance type and its own capacity for the attempt's whole run (the "
+                           "MPIJob's lifetime)")
     return JobCost(tuple(steps), tuple(assumptions))

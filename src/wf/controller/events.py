@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wf.controller.steps import WorkflowView, templates_by_name, workflow_view
-from wf.core.constants import ARGO_POD_NAME_FORMAT_ANNOTATION, CAPACITY_LABEL, CLASS_LABEL, KUEUE_QUEUE_LABEL
+from wf.core.constants import (
+    ARGO_POD_NAME_FORMAT_ANNOTATION,
+    CAPACITY_LABEL,
+    CLASS_LABEL,
+    KUEUE_QUEUE_LABEL,
+    NODE_FACTS_ANNOTATION,
+)
 from wf.core.errors import InputError
 
 Key = tuple[str, str]  # (namespace, name)
@@ -78,8 +84,9 @@ def snapshot(workflow: dict[str, Any], share: Shared | None = None) -> Snapshot:
     share = share or Shared()
     metadata = workflow.get("metadata") or {}
     templates = list(templates_by_name(workflow).values())
+    # How its pods are named (`wf logs`), and the record of its nodes (cost).
     annotations = {k: v for k, v in (metadata.get("annotations") or {}).items()
-                   if k == ARGO_POD_NAME_FORMAT_ANNOTATION}
+                   if k in (ARGO_POD_NAME_FORMAT_ANNOTATION, NODE_FACTS_ANNOTATION)}
     return Snapshot(
         view=workflow_view(workflow),
         workflow={

@@ -19,10 +19,11 @@ from functools import partial
 from typing import Any
 
 from wf.argo.nodes import offloaded
-from wf.compile.readback import node_capacity, read_placement
+from wf.compile.node_facts import NodeFacts, node_facts, read_record
+from wf.compile.readback import read_placement
 from wf.controller.checkpoints import read_ledger
 from wf.controller.client import Kube, cluster_error, lookup_errors
-from wf.controller.cost import JobCost, NodeFacts, job_cost
+from wf.controller.cost import JobCost, job_cost
 from wf.controller.events import Inbox, Key, Shared, Snapshot, WatchState, snapshot
 from wf.controller.queue import QueueReader
 from wf.controller.steps import TERMINAL_PHASES, StepRow, WorkflowView, pod_name, templates_by_name, with_facts
@@ -33,18 +34,10 @@ from wf.controller.stream import (
     Transport,
 )
 from wf.controller.view import Display, detailed
-from wf.core.constants import CLASS_LABEL, INSTANCE_TYPE_LABEL
+from wf.core.constants import CLASS_LABEL
 from wf.core.errors import ClusterError, InputError
 
 TICK_SECONDS = 1.0  # redraw durations this often while nothing happens
-# Taints of a node on its way out (a cordon, Karpenter's disruption, the AWS node termination handler's Spot and
-# rebalance notices, cluster-autoscaler's scale-down, a lost kubelet): a SIGTERM there was not the program's own.
-DRAIN_TAINTS = frozenset({
-    "node.kubernetes.io/unschedulable", "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
-    "node.kubernetes.io/out-of-service", "karpenter.sh/disrupted", "ToBeDeletedByClusterAutoscaler",
-    "aws-node-termination-handler/spot-itn", "aws-node-termination-handler/rebalance-recommendation",
-    "aws-node-termination-handler/asg-lifecycle-termination", "aws-node-termination-handler/scheduled-maintenance",
-})
 EXPLAIN_EVERY_SECONDS = 10.0
 NODE_COUNT_TTL_SECONDS = 30.0
 LOOKUP_RETRY_SECONDS = 30.0  # a side look-up the API server could not answer is asked again after this
@@ -73,16 +66,6 @@ class WatchOutcome:
     @property
     def followed(self) -> list[Key]:
         return sorted(set(self.views) | self.deleted)
-
-
-def node_facts(node: dict[str, Any]) -> NodeFacts | None:
-    """What cost and interruption judgement need of a Node, as the API server sends it (JSON, the form wf's
-    streams and pages read); None without an instance type."""
-    labels = (node.get("metadata") or {}).get("labels") or {}
-    spec = node.get("spec") or {}
-    draining = bool(spec.get("unschedulable") or any(t.get("key") in DRAIN_TAINTS for t in spec.get("taints") or []))
-    return NodeFacts(labels[INSTANCE_TYPE_LABEL], node_capacity(labels), draining) \
-        if INSTANCE_TYPE_LABEL in labels else None
 
 
 class Insight:
@@ -154,8 +137,10 @@ class Insight:
         return with_facts(view, workflow, ledger, self.node_stayed)
 
     def cost(self, workflow: dict[str, Any], view: WorkflowView, now: datetime) -> JobCost:
-        """What the workflow's attempts cost, from the facts of every node one ran on (read while they exist)."""
-        for host in {a.host for row in view.steps for a in row.attempts if a.host}:
+        """What the workflow's attempts cost, from the facts of every node one ran on: the workflow's record of
+        them, else the live Node (read while it exists)."""
+        recorded = read_record(workflow).nodes
+        for host in {a.host for row in view.steps for a in row.attempts if a.host} - set(recorded):
             self.node(host)
         return job_cost(view, workflow, self.nodes(), now, self._catalog_or_none())
 

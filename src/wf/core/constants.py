@@ -27,6 +27,10 @@ MPIJOB_LABEL: Final = f"{DOMAIN}/mpijob"
 # mpirun): the step's failure condition reads it as an interruption. A key without dots or prefix, since Argo reads
 # the condition's key as a gjson path, in which every dot is a step.
 MPI_WORKER_LOST_ANNOTATION: Final = "wf-worker-lost"
+# On a workflow: where its attempts ran, kept by the node facts recorder (wf.controller.node_recorder) as each pod
+# is bound, so its cost outlives the nodes: JSON, each node's instance type, capacity and zone once, and a
+# multi-node attempt's launcher and worker nodes by the attempt's Argo node id (wf.compile.node_facts).
+NODE_FACTS_ANNOTATION: Final = f"{DOMAIN}/nodes"
 # The team a job spec names in its own labels (`metadata.labels.team`, the examples' convention), which compiled
 # workflows and templates carry: `wf template list` shows it.
 JOB_TEAM_LABEL: Final = "team"

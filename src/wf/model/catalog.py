@@ -173,6 +173,11 @@ class ClusterInfo(StrictModel):
         default_factory=PrometheusInfo,
         description="The Prometheus that scrapes Argo's and Kueue's metrics (what `wf report` and "
                     "`wf platform check --prometheus` ask)")
+    wf_image: str | None = Field(
+        default=None, alias="wfImage", pattern=r"^[^\s]+$",
+        description="An image with wf installed (its `wf` on PATH), which the platform's own wf components run: the "
+                    "node facts recorder that keeps each workflow's nodes for its cost (`wf platform render` adds "
+                    "its Deployment only with it)")
 
 
 class ComputeClass(StrictModel):

@@ -27,7 +27,14 @@ from typing import Any
 import yaml
 
 from wf.compile.artifacts import LIFECYCLE_FILE, KeyedEndpoint, lifecycle_configuration, repository_configmap
-from wf.core.constants import CATALOG_CONFIGMAP, CATALOG_KEY, CATALOG_NAMESPACE, STEP_CACHE_PREFIX
+from wf.core.constants import (
+    CAPACITY_LABEL,
+    CATALOG_CONFIGMAP,
+    CATALOG_KEY,
+    CATALOG_NAMESPACE,
+    STEP_CACHE_PREFIX,
+    WORKFLOW,
+)
 from wf.core.errors import InputError
 from wf.model.catalog import Catalog
 from wf.model.nodegroups import node_groups
@@ -43,6 +50,8 @@ KUEUE_NAMESPACE = "kueue-system"
 KUEUE_CONFIGMAP = "kueue-manager-config"
 KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
 LOCAL_MARKER = "wf-local-cluster"
+# The node facts recorder (wf.controller.node_recorder): its Deployment, service account and cluster role.
+NODE_RECORDER = "wf-node-recorder"
 # The hand-written manifests (with the reasons for each value) the rendering reads, in apply order.
 MANIFEST_FILES = ("namespaces.yaml", "argo-crds.yaml", "workflow-controller-configmap.yaml", "rbac.yaml")
 KUSTOMIZATION = "kustomization.yaml"
@@ -222,6 +231,58 @@ def step_cache_rbac(namespaces: Sequence[str]) -> list[dict[str, Any]]:
         out += granted(cache, [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update"],
                                 "resourceNames": [cache]}])
     return out
+
+
+def node_recorder_rbac() -> list[dict[str, Any]]:
+    """The node facts recorder's account (wf.controller.node_recorder): it watches the pods of every namespace,
+    reads the Node each is bound to and writes the workflow's record of its nodes; nothing more."""
+    meta = {"name": NODE_RECORDER, "namespace": CATALOG_NAMESPACE}
+    rules = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+             {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+             {"apiGroups": [WORKFLOW.group], "resources": [WORKFLOW.plural], "verbs": ["get", "patch"]}]
+    return [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(meta)},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": NODE_RECORDER},
+             "rules": rules},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+             "metadata": {"name": NODE_RECORDER},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NODE_RECORDER},
+             "subjects": [{"kind": "ServiceAccount", **meta}]}]
+
+
+def node_recorder_deployment(image: str) -> dict[str, Any]:
+    """The recorder on a real cluster: one replica of `wf platform record-nodes` in the catalog's wf image, as its
+    account (the token of its service account, no kubeconfig), preferring On-Demand nodes: while it is away, pods
+    that are bound and gone again leave nothing to record (those still there are recorded when it lists them)."""
+    labels = {"app.kubernetes.io/name": NODE_RECORDER}
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": NODE_RECORDER, "namespace": CATALOG_NAMESPACE, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},  # one writer at a time (its writes are conflict-safe anyway)
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {
+                "serviceAccountName": NODE_RECORDER,
+                "securityContext": {"runAsNonRoot": True, "runAsUser": 65534,
+                                    "seccompProfile": {"type": "RuntimeDefault"}},
+                "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 100, "preference": {"matchExpressions": [
+                        {"key": CAPACITY_LABEL, "operator": "In", "values": ["on-demand"]}]}}]}},
+                "containers": [{
+                    "name": "recorder", "image": image, "command": ["wf", "platform", "record-nodes"],
+                    "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+                    "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                        "capabilities": {"drop": ["ALL"]}},
+                }],
+            }},
+        },
+    }
+
+
+def node_recorder_objects(catalog: Catalog) -> list[dict[str, Any]]:
+    """The recorder's account, and its Deployment where the catalog names the wf image."""
+    image = catalog.cluster.wf_image
+    return [*node_recorder_rbac(), *([node_recorder_deployment(image)] if image else [])]
 
 
 def platform_nodes(catalog: Catalog) -> int:
@@ -466,7 +527,7 @@ def local_objects(catalog: Catalog, namespaces: Sequence[str], database: ArgoDat
                   artifact_endpoint: KeyedEndpoint | None = None) -> list[dict[str, Any]]:
     """What the local cluster applies from the rendering, in apply order (namespaces first). Kueue's objects and
     the teams' roles come later, once Kueue's webhooks serve (wf.cluster.kueue)."""
-    return _unique([*_namespaces(catalog, namespaces), *step_cache_rbac(namespaces),
+    return _unique([*_namespaces(catalog, namespaces), *step_cache_rbac(namespaces), *node_recorder_rbac(),
                     argo_configmap(catalog, local=True, database=database),
                     *configmaps(catalog, namespaces, artifact_endpoint), *local_checkpoint_claims(catalog, namespaces)])
 
@@ -496,7 +557,7 @@ class Expected:
 def expected(catalog: Catalog, versions: Versions) -> Expected:
     namespaces = workflow_namespaces(catalog)
     objects = [*namespaces_rbac(catalog, namespaces), argo_configmap(catalog), *configmaps(catalog, namespaces),
-               *metrics_objects(catalog)]
+               *metrics_objects(catalog), *node_recorder_objects(catalog)]
     if catalog.queues:
         objects += [kueue_configmap(kueue.configuration(catalog)), *kueue.objects(catalog)]
     autoscaler.check_choice(catalog)
@@ -509,11 +570,13 @@ def expected(catalog: Catalog, versions: Versions) -> Expected:
 def local_expected(catalog: Catalog, versions: Versions) -> Expected:
     """On the local cluster Argo's ConfigMap is the local one, there are no plugins or autoscaler to find, and its
     Prometheus scrapes the same jobs on loopback (wf.cluster.prometheus), without Services or a configuration in
-    the cluster."""
+    the cluster; the node facts recorder is a process there."""
     full = expected(catalog, versions)
     local_argo = argo_configmap(catalog, local=True)
-    scraping = {_key(o) for o in metrics_objects(catalog)}
-    objects = [local_argo if _key(o) == _key(local_argo) else o for o in full.objects if _key(o) not in scraping]
+    # The node facts recorder runs there as a process beside the simulated executor, as the same account.
+    processes = [o for o in node_recorder_objects(catalog) if o["kind"] == "Deployment"]
+    elsewhere = {_key(o) for o in [*metrics_objects(catalog), *processes]}
+    objects = [local_argo if _key(o) == _key(local_argo) else o for o in full.objects if _key(o) not in elsewhere]
     return Expected(objects, full.components, [], [], full.metrics)
 
 
@@ -541,6 +604,7 @@ def bundle(catalog: Catalog, versions: Versions, account: str | None, database: 
         files["device-plugins.yaml"] = plugins
     files["autoscaler.yaml"] = autoscaler.objects(catalog, account)
     files["metrics.yaml"] = metrics_objects(catalog)
+    files["node-recorder.yaml"] = node_recorder_objects(catalog)
     return files
 
 
@@ -581,6 +645,11 @@ _HEADERS = {
                             "resources and client limits wf's work needs, with upstream's serving settings.",
     "device-plugins.yaml": "A device plugin per accelerator the catalog uses, on those classes' nodes only.",
     "autoscaler.yaml": "What grows the node groups (cluster.autoscaler in the catalog).",
+    "node-recorder.yaml": "The node facts recorder (`wf platform record-nodes`): it keeps on each workflow the "
+                          "instance type, capacity and zone of the nodes its pods were bound to, so `wf get` and "
+                          "`wf report` price attempts whose nodes Spot or consolidation removed. Its account may "
+                          "watch pods, get nodes and get and patch workflows; the Deployment needs cluster.wfImage "
+                          "in the catalog (an image with wf installed).",
     "metrics.yaml": "What the cluster's Prometheus (cluster.prometheus in the catalog) needs to scrape Argo's "
                     "controller and Kueue: a Service for the controller's metrics port, Roles to find the endpoints, "
                     "GET on /metrics, and the scrape jobs: a ConfigMap to mount and list in Prometheus' "

@@ -257,12 +257,13 @@ def _replicas(job: dict[str, Any]) -> dict[str, Any]:
     return {role: spec for role, spec in specs.items() if isinstance(spec, dict)}
 
 
-def replica_templates(template: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
-    """The pod templates of the MPIJob a resource template creates, each with its replica count (none for any
-    other template): what one attempt of the step runs, launcher and workers."""
+def replica_templates(template: dict[str, Any]) -> list[tuple[str, int, dict[str, Any]]]:
+    """The pod templates of the MPIJob a resource template creates, each with its role as its pods' JOB_ROLE_LABEL
+    says it (launcher, worker) and its replica count (none for any other template): what one attempt of the step
+    runs."""
     job = _mpijob(template)
-    return [(int(spec.get("replicas") or 1), spec.get("template") or {}) for spec in _replicas(job).values()] \
-        if job is not None else []
+    return [(role.lower(), int(spec.get("replicas") or 1), spec.get("template") or {})
+            for role, spec in _replicas(job).items()] if job is not None else []
 
 
 class MultiNodeStep:

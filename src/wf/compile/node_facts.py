@@ -1,0 +1,217 @@
+"""Where a workflow's attempts ran, kept with the workflow: the node facts record.
+
+An attempt is priced at its node's instance type and capacity, but nodes go (Spot reclaims them, Karpenter
+consolidates them away) long before anyone asks what a run cost. So the node facts recorder
+(wf.controller.node_recorder) writes, as each of a workflow's pods is bound, its node's facts onto the workflow:
+the annotation NODE_FACTS_ANNOTATION, one JSON object
+
+    {"nodes": {"<node>": ["<instance type>", "<capacity>", "<zone>"]},
+     "gangs": {"<attempt's Argo node id>": {"launcher": ["<node>"], "worker": ["<node>", ...]}}}
+
+A node appears once however many pods ran on it. Argo's node status already says which node ran each of its pods
+(`hostNodeName`); a multi-node step's launcher and workers are the mpi-operator's pods, so `gangs` says, per
+attempt, which nodes its replicas were bound to. The attempt is the one whose Argo resource pod created their
+MPIJob: every attempt of one run of the step creates the same MPIJob name (wf.compile.kinds.mpijob), only after the
+previous one's pods are gone, so a replica belongs to the newest resource pod of its MPIJob created before it.
+
+This module is the pure part: a Node's facts, a pod's place, the record read and merged. The record is bounded
+(MAX_RECORD_BYTES): past it new nodes are left out, and cost falls back to the live Node, as without a recorder.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from wf.compile.kinds.mpijob import JOB_NAME_LABEL, JOB_ROLE_LABEL
+from wf.compile.readback import node_capacity
+from wf.core.constants import (
+    ARGO_NODE_ID_ANNOTATION,
+    ARGO_WORKFLOW_LABEL,
+    INSTANCE_TYPE_LABEL,
+    MPIJOB_LABEL,
+    NODE_FACTS_ANNOTATION,
+    WORKFLOW_NAME_LABEL,
+    ZONE_LABEL,
+)
+
+# Well under the API server's 256 KiB for all of an object's annotations: about 1,000 nodes per workflow.
+MAX_RECORD_BYTES: Final = 64 * 1024
+# Taints of a node on its way out (a cordon, Karpenter's disruption, the AWS node termination handler's Spot and
+# rebalance notices, cluster-autoscaler's scale-down, a lost kubelet): a SIGTERM there was not the program's own.
+DRAIN_TAINTS: Final = frozenset({
+    "node.kubernetes.io/unschedulable", "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
+    "node.kubernetes.io/out-of-service", "karpenter.sh/disrupted", "ToBeDeletedByClusterAutoscaler",
+    "aws-node-termination-handler/spot-itn", "aws-node-termination-handler/rebalance-recommendation",
+    "aws-node-termination-handler/asg-lifecycle-termination", "aws-node-termination-handler/scheduled-maintenance",
+})
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    instance_type: str
+    capacity: str | None  # "spot" | "on-demand" | None when the node carries no capacity label
+    draining: bool = False  # cordoned, or tainted by what takes nodes away (DRAIN_TAINTS); never recorded
+    zone: str | None = None
+
+
+def node_facts(node: Mapping[str, Any]) -> NodeFacts | None:
+    """What cost and interruption judgement need of a Node, as the API server sends it (JSON, the form wf's
+    streams and pages read); None without an instance type."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    spec = node.get("spec") or {}
+    draining = bool(spec.get("unschedulable") or any(t.get("key") in DRAIN_TAINTS for t in spec.get("taints") or []))
+    return NodeFacts(labels[INSTANCE_TYPE_LABEL], node_capacity(labels), draining, labels.get(ZONE_LABEL)) \
+        if INSTANCE_TYPE_LABEL in labels else None
+
+
+Gang = Mapping[str, tuple[str, ...]]  # role (launcher, worker) -> the nodes its pods were bound to, in order
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """A workflow's record: facts by node name, and each multi-node attempt's nodes by its Argo node id."""
+
+    nodes: Mapping[str, NodeFacts] = field(default_factory=dict)
+    gangs: Mapping[str, Gang] = field(default_factory=dict)
+
+    def holds(self, node: str, gang: tuple[str, str] | None) -> bool:
+        """Whether the record already says that `node` ran (for `gang`: that attempt's role)."""
+        if node not in self.nodes:
+            return False
+        return gang is None or node in (self.gangs.get(gang[0]) or {}).get(gang[1], ())
+
+    def with_binding(self, node: str, facts: NodeFacts, gang: tuple[str, str] | None) -> NodeRecord:
+        """The record with `node` (and, for a replica, its attempt's role) added; the first facts of a node stay."""
+        nodes = self.nodes if node in self.nodes else {**self.nodes, node: facts}
+        gangs = self.gangs
+        if gang is not None and not self.holds(node, gang):
+            attempt, role = gang
+            roles = dict(self.gangs.get(attempt) or {})
+            roles[role] = (*roles.get(role, ()), node)
+            gangs = {**self.gangs, attempt: roles}
+        return NodeRecord(nodes, gangs)
+
+    def encode(self) -> str:
+        return json.dumps({"nodes": {name: [f.instance_type, f.capacity or "", f.zone or ""]
+                                     for name, f in sorted(self.nodes.items())},
+                           "gangs": {attempt: {role: list(nodes) for role, nodes in sorted(roles.items())}
+                                     for attempt, roles in sorted(self.gangs.items())}},
+                          separators=(",", ":"))
+
+
+def read_record(workflow: Mapping[str, Any]) -> NodeRecord:
+    """The workflow's record; empty when it has none (no recorder ran) or holds what wf did not write."""
+    text = ((workflow.get("metadata") or {}).get("annotations") or {}).get(NODE_FACTS_ANNOTATION)
+    return decode_record(text) if isinstance(text, str) else NodeRecord()
+
+
+def _strings(value: Any, length: int | None = None) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or \
+            (length is not None and len(value) != length):
+        raise TypeError("not a list of strings")
+    return value
+
+
+def decode_record(text: str) -> NodeRecord:
+    try:
+        data = json.loads(text)
+        nodes = {str(name): NodeFacts(kind, capacity or None, zone=zone or None)
+                 for name, facts in (data.get("nodes") or {}).items()
+                 for kind, capacity, zone in [_strings(facts, 3)]}
+        gangs = {str(attempt): {str(role): tuple(_strings(names)) for role, names in roles.items()}
+                 for attempt, roles in (data.get("gangs") or {}).items()}
+    except (ValueError, TypeError, AttributeError):
+        return NodeRecord()
+    return NodeRecord(nodes, gangs)
+
+
+def merged_text(current: str | None, node: str, facts: NodeFacts, gang: tuple[str, str] | None) -> str | None:
+    """The annotation's new text with the binding added; None when it holds it already or would outgrow
+    MAX_RECORD_BYTES."""
+    record = decode_record(current) if current else NodeRecord()
+    if record.holds(node, gang):
+        return None
+    text = record.with_binding(node, facts, gang).encode()
+    return text if len(text.encode()) <= MAX_RECORD_BYTES else None
+
+
+@dataclass(frozen=True)
+class PodPlace:
+    """What the recorder needs of a workflow's pod: whose it is, where it runs, and which attempt it serves."""
+
+    namespace: str
+    workflow: str
+    created: str  # its creationTimestamp (RFC 3339, as the API server writes it: ordered as text)
+    node: str | None  # spec.nodeName: None until the scheduler binds it
+    attempt: str | None = None  # an Argo pod's node id: the attempt it runs
+    mpijob: str | None = None  # an Argo resource pod's MPIJob (MPIJOB_LABEL), or a replica's
+    role: str | None = None  # a replica's role: launcher | worker (None: Argo's pod)
+
+
+def pod_place(pod: Mapping[str, Any]) -> PodPlace | None:
+    """The place of a pod of a workflow (Argo's, or a multi-node step's launcher or worker); None for others."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    node = (pod.get("spec") or {}).get("nodeName") or None
+    namespace, created = meta.get("namespace", ""), meta.get("creationTimestamp") or ""
+    if workflow := labels.get(ARGO_WORKFLOW_LABEL):
+        attempt = (meta.get("annotations") or {}).get(ARGO_NODE_ID_ANNOTATION)
+        return PodPlace(namespace, workflow, created, node, attempt, labels.get(MPIJOB_LABEL))
+    if (workflow := labels.get(WORKFLOW_NAME_LABEL)) and (role := labels.get(JOB_ROLE_LABEL)):
+        return PodPlace(namespace, workflow, created, node, mpijob=labels.get(JOB_NAME_LABEL), role=role)
+    return None
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A node to record on a workflow, with the attempt and role it served for a multi-node step's replica."""
+
+    namespace: str
+    workflow: str
+    node: str
+    gang: tuple[str, str] | None = None  # (attempt's Argo node id, role)
+
+
+class GangAttempts:
+    """Which attempt each MPIJob's replicas serve: the newest resource pod of that MPIJob created before them.
+    Replicas seen before their resource pod (a relist's pages are in name order) wait for it."""
+
+    def __init__(self) -> None:
+        self._attempts: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}  # MPIJob -> pod uid -> (created, id)
+        self._waiting: dict[tuple[str, str], dict[str, PodPlace]] = {}  # MPIJob -> replica uid -> place
+
+    def observe(self, uid: str, place: PodPlace, deleted: bool = False) -> list[Binding]:
+        """What to record now that the pod `uid` is at `place` (or gone)."""
+        key = (place.namespace, place.mpijob or "")
+        if deleted:
+            (self._attempts if place.role is None else self._waiting).get(key, {}).pop(uid, None)
+            return []
+        out: list[Binding] = []
+        if place.role is None:
+            if place.mpijob and place.attempt:
+                self._attempts.setdefault(key, {})[uid] = (place.created, place.attempt)
+                for waiting_uid, replica in list(self._waiting.get(key, {}).items()):
+                    if (attempt := self._attempt(key, replica.created)) is not None:
+                        del self._waiting[key][waiting_uid]
+                        out.append(self._binding(replica, attempt))
+            if place.node:
+                out.append(Binding(place.namespace, place.workflow, place.node))
+            return out
+        if place.node is None:
+            return out
+        if (attempt := self._attempt(key, place.created)) is None:
+            self._waiting.setdefault(key, {})[uid] = place
+            return [Binding(place.namespace, place.workflow, place.node)]  # the node's facts at least, now
+        return [self._binding(place, attempt)]
+
+    def _attempt(self, key: tuple[str, str], created: str) -> str | None:
+        earlier = [pair for pair in self._attempts.get(key, {}).values() if pair[0] <= created]
+        return max(earlier)[1] if earlier else None
+
+    @staticmethod
+    def _binding(place: PodPlace, attempt: str) -> Binding:
+        assert place.node is not None and place.role is not None
+        return Binding(place.namespace, place.workflow, place.node, (attempt, place.role))

@@ -1,0 +1,223 @@
+"""The node facts recorder: as each pod of a workflow is bound to a node, that node's instance type, capacity and
+zone are written onto the workflow (wf.compile.node_facts), so every attempt can be priced after its node is gone.
+
+It watches the pods of every namespace that carry wf's step label (Argo's pods of a compiled step and a multi-node
+step's launcher and workers alike: one stream, so an MPIJob's resource pod arrives before its replicas), and for a
+binding the workflow's record does not hold yet reads the Node and merge-patches the workflow's annotation,
+naming the resourceVersion it read: a 409 (Argo's controller wrote the workflow meanwhile) reads again and merges
+again. A node appears once per workflow, so a fan-out of 10,000 pods on 100 nodes costs 100 writes.
+The watch is wf.controller.stream's: a dropped watch resumes, a 410 relists (a relist replays every bound pod, of
+which only what the record lacks is written), the API server's absence is waited out. A 403 is the account's
+missing right, said once with the right it lacks; nothing else is tried for that workflow until the recorder
+restarts.
+
+Runs as `wf platform record-nodes`: on EKS the platform bundle's Deployment (service account wf-node-recorder,
+which may get, list and watch pods, get nodes and get and patch workflows), on the local cluster a process beside
+the simulated executor acting as that same account.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import OrderedDict
+from typing import Any, Final
+
+from wf.compile.node_facts import (
+    Binding,
+    GangAttempts,
+    NodeFacts,
+    NodeRecord,
+    decode_record,
+    merged_text,
+    node_facts,
+    pod_place,
+)
+from wf.controller.client import Kube, is_transient, server_message
+from wf.controller.stream import Backoff, KubeTransport, NamespaceStream
+from wf.core.constants import NODE_FACTS_ANNOTATION, STEP_LABEL, WORKFLOW
+
+log = logging.getLogger("wf.node-recorder")
+
+# Conflicts in a row before a binding waits for the next event: Argo's controller writes a running workflow every
+# few seconds, so one read-merge-patch rarely meets more than one.
+CONFLICT_RETRIES: Final = 10
+# How long one binding's write waits out a transient failure before it is kept for later.
+TRANSIENT_SECONDS: Final = 60.0
+# Workflows whose record is remembered (what it holds, so a known binding costs no request): a day's worth.
+REMEMBERED_WORKFLOWS: Final = 4096
+# Asks the API server for a workflow's metadata only (resourceVersion, annotations), not its megabyte of status.
+_METADATA_ONLY: Final = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
+
+class Forbidden(Exception):
+    """The recorder's account lacks a right it needs."""
+
+
+class NodeRecorder:
+    """Records bindings as pod events arrive (`pod_event`, the stream's sink)."""
+
+    def __init__(self, kube: Kube, api: Any = None) -> None:
+        from kubernetes.client import CoreV1Api, CustomObjectsApi
+
+        self.api = api or kube.api_client  # the client to call with: impersonating the recorder's account, or not
+        self.core, self.custom = CoreV1Api(self.api), CustomObjectsApi(self.api)
+        self.gangs = GangAttempts()
+        self._records: OrderedDict[tuple[str, str], NodeRecord] = OrderedDict()
+        self._later: dict[Binding, None] = {}  # bindings a transient failure kept from being written
+        self._refused: set[tuple[str, str]] = set()  # workflows a 403 refused (said once)
+
+    def pod_event(self, kind: str, pod: dict[str, Any]) -> None:
+        if (place := pod_place(pod)) is None:
+            return
+        bindings = [*self._later, *self.gangs.observe((pod.get("metadata") or {}).get("uid", ""), place,
+                                                      kind == "DELETED")]
+        self._later = {}
+        for binding in bindings:
+            self.record(binding)
+
+    def record(self, binding: Binding) -> None:
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        key = (binding.namespace, binding.workflow)
+        known = self._records.get(key)
+        if key in self._refused or (known is not None and known.holds(binding.node, binding.gang)):
+            return
+        backoff, deadline = Backoff(), time.monotonic() + TRANSIENT_SECONDS
+        while True:
+            try:
+                self._write(binding)
+                return
+            except Forbidden as exc:
+                self._refused.add(key)
+                log.error("%s", exc)
+                return
+            except ApiException as exc:
+                if not is_transient(exc):  # the server's verdict on this write (a 422, a webhook's refusal)
+                    log.error("recording node %s of %s/%s: %s %s", binding.node, binding.namespace,
+                              binding.workflow, exc.status, server_message(exc))
+                    return
+                if time.monotonic() >= deadline:
+                    log.warning("recording node %s of %s/%s: %s; again at the next event", binding.node,
+                                binding.namespace, binding.workflow, server_message(exc))
+                    self._later[binding] = None
+                    return
+                time.sleep(backoff.next())
+            except (HTTPError, OSError, ConflictsInARow) as exc:
+                if time.monotonic() >= deadline:
+                    log.warning("recording node %s of %s/%s: %s; again at the next event", binding.node,
+                                binding.namespace, binding.workflow, exc)
+                    self._later[binding] = None
+                    return
+                time.sleep(backoff.next())
+
+    def _facts(self, node: str) -> NodeFacts | None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return node_facts(json.loads(self.core.read_node(node, _preload_content=False).data))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None  # gone before it was read: the live Node is no help either
+            if exc.status == 403:
+                raise Forbidden(f"reading node {node}: {server_message(exc)} (the recorder needs get on nodes)") \
+                    from exc
+            raise
+
+    def _write(self, binding: Binding) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        key = (binding.namespace, binding.workflow)
+        facts = None
+        for _ in range(CONFLICT_RETRIES):
+            try:
+                meta = self._metadata(binding.namespace, binding.workflow)
+            except ApiException as exc:
+                if exc.status == 404:
+                    self._records.pop(key, None)
+                    return  # the workflow is gone: nothing to price
+                if exc.status == 403:
+                    raise self._refusal(exc, "get", binding) from exc
+                raise
+            current = (meta.get("annotations") or {}).get(NODE_FACTS_ANNOTATION)
+            record = decode_record(current) if current else NodeRecord()
+            if record.holds(binding.node, binding.gang):
+                self._remember(key, record)
+                return
+            if facts is None and (facts := self._facts(binding.node)) is None:
+                log.warning("node %s of %s/%s has no instance type (or is gone): not recorded", binding.node,
+                            binding.namespace, binding.workflow)
+                return
+            if (text := merged_text(current, binding.node, facts, binding.gang)) is None:
+                log.warning("the node record of %s/%s is full: node %s left to the live Node", binding.namespace,
+                            binding.workflow, binding.node)
+                self._remember(key, record.with_binding(binding.node, facts, binding.gang))
+                return
+            body = {"metadata": {"resourceVersion": meta.get("resourceVersion"),
+                                 "annotations": {NODE_FACTS_ANNOTATION: text}}}
+            try:
+                self.custom.patch_namespaced_custom_object(WORKFLOW.group, WORKFLOW.version, binding.namespace,
+                                                           WORKFLOW.plural, binding.workflow, body,
+                                                           _preload_content=False)
+            except ApiException as exc:
+                if exc.status == 409:
+                    continue  # written meanwhile (Argo's controller): read and merge again
+                if exc.status == 404:
+                    self._records.pop(key, None)
+                    return
+                if exc.status == 403:
+                    raise self._refusal(exc, "patch", binding) from exc
+                raise
+            self._remember(key, decode_record(text))
+            log.info("recorded node %s (%s) of %s/%s%s", binding.node, facts.instance_type, binding.namespace,
+                     binding.workflow, f", attempt {binding.gang[0]} {binding.gang[1]}" if binding.gang else "")
+            return
+        raise ConflictsInARow(f"{CONFLICT_RETRIES} conflicts in a row writing {binding.namespace}/{binding.workflow}")
+
+    def _metadata(self, namespace: str, name: str) -> dict[str, Any]:
+        path = f"/apis/{WORKFLOW.group}/{WORKFLOW.version}/namespaces/{namespace}/{WORKFLOW.plural}/{name}"
+        response = self.api.call_api(path, "GET", header_params={"Accept": _METADATA_ONLY},
+                                     auth_settings=["BearerToken"], _preload_content=False,
+                                     _return_http_data_only=True)
+        return dict(json.loads(response.data).get("metadata") or {})
+
+    @staticmethod
+    def _refusal(exc: Exception, verb: str, binding: Binding) -> Forbidden:
+        return Forbidden(f"{verb} workflow {binding.namespace}/{binding.workflow}: {server_message(exc)} (the "
+                         f"recorder needs get and patch on workflows.{WORKFLOW.group}); its nodes are not recorded")
+
+    def _remember(self, key: tuple[str, str], record: NodeRecord) -> None:
+        self._records[key] = record
+        self._records.move_to_end(key)
+        while len(self._records) > REMEMBERED_WORKFLOWS:
+            self._records.popitem(last=False)
+
+
+class ConflictsInARow(Exception):
+    """Every read-merge-patch met a newer write: taken as transient (the binding waits for the next event)."""
+
+
+def record_nodes(kube: Kube, api: Any = None) -> None:
+    """Record forever: the pod stream of every namespace, started over when it gives up on the API server. A 403
+    on the stream itself (the account may not watch pods) raises Forbidden."""
+    from kubernetes.client import CoreV1Api
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    recorder = NodeRecorder(kube, api)
+    pods = CoreV1Api(recorder.api).list_pod_for_all_namespaces
+    while True:
+        stream = NamespaceStream(KubeTransport(pods, label_selector=STEP_LABEL), sink=recorder.pod_event,
+                                 on_trouble=lambda message: log.warning("watching pods: %s", message))
+        try:
+            stream.run()
+        except ApiException as exc:
+            if exc.status == 403:
+                raise Forbidden(f"watching pods: {server_message(exc)} (the recorder needs get, list and watch on "
+                                "pods in every namespace)") from exc
+            log.warning("watching pods: %s; listing again", server_message(exc))
+        except (HTTPError, OSError) as exc:  # the stream gave up on the API server: start over
+            log.warning("watching pods: %s; listing again", exc)
+        time.sleep(1)
