@@ -93,3 +93,72 @@ def test_the_mark_is_a_merge_patch_of_the_mpijobs_annotation_and_a_gone_mpijob_i
     custom.status = 500
     with pytest.raises(ApiException):
         mark_worker_lost(custom, loss)
+
+
+class Objects:
+    """A CustomObjectsApi's merge patch of MPIJobs: each call's (MPIJob, body), answering `statuses` in turn."""
+
+    def __init__(self, *statuses: int) -> None:
+        self.statuses = list(statuses)
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+
+    def patch_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, name: str,
+                                       body: dict[str, Any]) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        self.patches.append((f"{group}/{plural}/{namespace}/{name}", body))
+        if self.statuses and (status := self.statuses.pop(0)) != 200:
+            raise ApiException(status=status, reason="refused")
+
+
+def recorder(objects: Objects) -> Any:
+    from kubernetes.client import ApiClient
+
+    from wf.controller.node_recorder import NodeRecorder
+
+    made = NodeRecorder(kube=None, api=ApiClient())
+    made.custom = objects
+    return made
+
+
+def test_the_node_recorder_marks_a_lost_worker_from_the_pod_stream_and_from_the_node_stream() -> None:
+    """The mark is the node recorder's, on EKS and on the local cluster alike: it feeds `Gangs` the pods of its one
+    pod stream and the deletions of its node stream, and marks the MPIJob once per launcher."""
+    objects = Objects()
+    made = recorder(objects)
+    for pod in (replica("w-0", "worker", node="dl1-0"), replica("w-1", "worker", node="dl1-1"),
+                replica("l", "launcher", node="cpu-0")):
+        made.pod_event("ADDED", pod)
+    made.node_event("MODIFIED", {"metadata": {"name": "dl1-1"}})  # a node's update loses nothing
+    assert objects.patches == []
+    made.node_event("DELETED", {"metadata": {"name": "dl1-1"}})
+    made.pod_event("DELETED", replica("w-1", "worker", node="dl1-1"))  # the pod GC, later: the same loss
+    assert objects.patches == [("kubeflow.org/mpijobs/wf/bert-train-1", {"metadata": {"annotations": {
+        "wf-worker-lost": "w-1: its node dl1-1 was deleted"}}})]
+    # The retry's gang, its worker evicted (a drain): marked again, from the pod stream alone.
+    made.pod_event("MODIFIED", replica("l", "launcher", "Failed", node="cpu-0"))
+    for pod in (replica("w-0", "worker", node="dl1-0"), replica("w-1", "worker", node="dl1-2"),
+                replica("l2", "launcher", node="cpu-0")):
+        made.pod_event("ADDED", pod)
+    made.pod_event("MODIFIED", replica("w-0", "worker", node="dl1-0", deletionTimestamp="2026-03-01T12:00:00Z"))
+    assert objects.patches[1][1]["metadata"]["annotations"] == {"wf-worker-lost": "w-0: its pod is being deleted"}
+
+
+@pytest.mark.parametrize(("statuses", "patches", "logged"), [
+    ([503, 200], 2, "marked MPIJob wf/bert-train-1 (worker w-1: its node dl1-1 was deleted) lost while launcher l"),
+    ([404], 1, ""),  # the MPIJob is gone with its workflow: nothing reads a mark
+    ([403], 1, "the recorder needs patch on mpijobs.kubeflow.org"),
+    ([422], 1, "422"),
+])
+def test_a_mark_waits_out_the_api_servers_trouble_and_says_what_right_it_lacks(
+        statuses: list[int], patches: int, logged: str, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    objects = Objects(*statuses)
+    made = recorder(objects)
+    caplog.set_level(logging.INFO, logger="wf.node-recorder")
+    made.mark(LostWorker("wf", "bert-train-1", "w-1", "l", "its node dl1-1 was deleted"))
+    assert len(objects.patches) == patches
+    assert logged in caplog.text
+    if not logged:
+        assert "MPIJob" not in caplog.text

@@ -234,3 +234,35 @@ def test_gone_on_the_first_page_waits_before_listing_again() -> None:
     with pytest.raises(IndexError):
         stream.run()
     assert len(sleeps) == 1 and stream.stats.relists_after_gone == 1
+
+
+def test_watch_forever_starts_a_stream_over_after_it_gives_up_and_raises_a_refusal(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The long-running watchers' loop (the simulated executor, the node recorder): an API server away or an
+    error starts a new stream (a relist), a 403 ends it, since waiting gives no account a right it lacks."""
+    import logging
+
+    from wf.controller.stream import watch_forever
+
+    failures: list[BaseException] = [ProtocolError("connection refused"), ApiException(status=500, reason="boom"),
+                                      ApiException(status=403, reason="Forbidden")]
+    made: list[int] = []
+
+    class Refusing:
+        def pages(self) -> Any:
+            raise failures[len(made) - 1]
+
+        def watch(self, resource_version: str) -> Any:
+            raise AssertionError("never listed")
+
+        def close(self) -> None:
+            pass
+
+    def transport() -> Refusing:
+        made.append(1)
+        return Refusing()
+
+    monkeypatch.setattr("wf.controller.stream.time.sleep", lambda seconds: None)
+    with pytest.raises(ApiException) as refused:
+        watch_forever("pods", transport, lambda kind, obj: None, logging.getLogger("test"))
+    assert refused.value.status == 403 and len(made) == 3

@@ -509,8 +509,11 @@ def test_the_node_facts_recorder_has_least_privilege_and_runs_the_catalogs_wf_im
     (role,) = [o for o in objects if o["kind"] == "ClusterRole"]
     granted = {(group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]
                for resource in rule["resources"] for verb in rule["verbs"]}
+    # Pods and Nodes watched (a Node's deletion loses the workers on it), workflows' records written, and an MPIJob
+    # that lost a worker marked with a merge patch, which reads nothing.
     assert granted == {("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"), ("", "nodes", "get"),
-                       ("argoproj.io", "workflows", "get"), ("argoproj.io", "workflows", "patch")}
+                       ("", "nodes", "list"), ("", "nodes", "watch"), ("argoproj.io", "workflows", "get"),
+                       ("argoproj.io", "workflows", "patch"), ("kubeflow.org", "mpijobs", "patch")}
     with_image = catalog.model_copy(update={"cluster": catalog.cluster.model_copy(
         update={"wf_image": "ghcr.io/example/wf:0.9"})})
     (deployment,) = [o for o in bundle(with_image)["node-recorder.yaml"] if o["kind"] == "Deployment"]
@@ -528,3 +531,21 @@ def test_the_node_facts_recorder_has_least_privilege_and_runs_the_catalogs_wf_im
     assert {("ServiceAccount", "wf-node-recorder"), ("ClusterRole", "wf-node-recorder")} <= local
     assert {(o["kind"], o["metadata"]["name"]) for o in platform.node_recorder_rbac()} <= {
         (o["kind"], o["metadata"]["name"]) for o in platform.local_objects(catalog, ["wf"])}
+
+
+@pytest.mark.parametrize("local", [False, True])
+def test_check_finds_a_node_recorder_that_may_not_mark_lost_workers(catalog: Catalog, local: bool) -> None:
+    """A cluster whose recorder role predates the lost-worker mark (no watch on nodes, no patch on MPIJobs): `wf
+    platform check` says so, on EKS and on the local cluster, whose process acts as that role."""
+    expected, live = healthy(catalog, local)
+    objects = dict(live.objects)
+    (role_key,) = [k for k in objects if k[1] == "ClusterRole" and k[3] == platform.NODE_RECORDER]
+    role = copy.deepcopy(objects[role_key])
+    assert role is not None
+    role["rules"] = [r for r in role["rules"] if r["apiGroups"] != ["kubeflow.org"]]
+    role["rules"][1]["verbs"] = ["get"]
+    objects[role_key] = role
+    findings = compare(catalog, expected, Live(live.nodes, objects, live.unserved, live.local))
+    assert [f.subject for f in findings] == [f"ClusterRole {platform.NODE_RECORDER}"] * len(findings) and findings
+    problems = " ".join(f.problem for f in findings)
+    assert "rules" in problems and "watch" in problems, problems

@@ -657,39 +657,59 @@ def test_a_launchers_program_is_recorded_under_the_attempt_argo_knows_its_pod_by
     assert not created
 
 
-def test_mpirun_losing_a_rank_marks_the_mpijob_before_it_fails_the_launcher() -> None:
+def test_mpirun_losing_a_rank_fails_the_launcher_once_the_recorder_has_marked_the_mpijob() -> None:
+    """The node recorder marks the MPIJob (wf.controller.node_recorder); the twin's mpirun reads it every
+    MARK_POLL_SECONDS and fails the launcher only once the mark is there, so Argo never reads the launcher's failure
+    without it; without a mark after MARK_WAIT_SECONDS it fails anyway, as mpirun waits for no one."""
     from kubernetes.client.exceptions import ApiException
 
-    from wf.cluster.executor import MPIRUN_EXIT_CODE, mpirun_fails
+    from wf.cluster.executor import MARK_POLL_SECONDS, MARK_WAIT_SECONDS, MPIRUN_EXIT_CODE, mpirun_fails
     from wf.controller.gangs import LostWorker
 
-    calls: list[tuple[str, str, dict[str, Any]]] = []
+    calls: list[tuple[str, str, float]] = []
+    patches: list[dict[str, Any]] = []
+    now = [0.0]
 
     class Api:
-        mpijob_status = 200
+        marked_at: float | None = 0.6  # when the recorder's mark lands
+        status = 200
 
-        def patch_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, name: str,
-                                           body: dict[str, Any]) -> None:
-            calls.append(("mpijob", name, body))
-            if self.mpijob_status != 200:
-                raise ApiException(status=self.mpijob_status)
+        def get_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str,
+                                         name: str) -> dict[str, Any]:
+            calls.append(("read", f"{group}/{plural}/{namespace}/{name}", now[0]))
+            if self.status != 200:
+                raise ApiException(status=self.status)
+            marked = self.marked_at is not None and now[0] >= self.marked_at
+            return {"metadata": {"annotations": {"wf-worker-lost": "bert-train-1-worker-1: its node dl1-1 was "
+                                                                   "deleted"} if marked else {}}}
 
         def patch_namespaced_pod(self, name: str, namespace: str, body: dict[str, Any]) -> None:
-            calls.append(("pod", name, body))
+            calls.append(("fail", name, now[0]))
+            patches.append(body)
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
 
     api = Api()
     loss = LostWorker("wf", "bert-train-1", "bert-train-1-worker-1", "bert-train-1-launcher-x7",
                       "its node dl1-1 was deleted")
-    mpirun_fails(api, api, loss)
-    (_, job, mark), (_, launcher, failed) = calls
-    assert job == "bert-train-1"
-    assert mark["metadata"]["annotations"]["wf-worker-lost"] == "bert-train-1-worker-1: its node dl1-1 was deleted"
-    annotations = failed["metadata"]["annotations"]
+    mpirun_fails(api, api, loss, sleep=sleep, clock=lambda: now[0])
+    *reads, (_, launcher, failed_at) = calls
+    assert {what for what, _, _ in reads} == {"read"} and reads[0][1] == "kubeflow.org/mpijobs/wf/bert-train-1"
+    assert api.marked_at <= failed_at < api.marked_at + 2 * MARK_POLL_SECONDS  # after the mark, at once
+    annotations = patches[0]["metadata"]["annotations"]
     assert launcher == "bert-train-1-launcher-x7" and annotations[SIM_DURATION] == "0s"  # at once
     assert annotations[SIM_EXIT_CODE] == MPIRUN_EXIT_CODE != "0"
     assert "hostname:  bert-train-1-worker-1" in annotations[SIM_MESSAGE]
-    # The MPIJob gone (its workflow stopped): no mpirun left to fail.
+    # No recorder marks it: the launcher fails anyway once MARK_WAIT_SECONDS have passed.
     calls.clear()
-    api.mpijob_status = 404
-    mpirun_fails(api, api, loss)
-    assert [c[0] for c in calls] == ["mpijob"]
+    now[0], api.marked_at = 0.0, None
+    mpirun_fails(api, api, loss, sleep=sleep, clock=lambda: now[0])
+    assert calls[-1][:2] == ("fail", "bert-train-1-launcher-x7") and calls[-1][2] >= MARK_WAIT_SECONDS
+    # A read refused for a while is a read without the mark; the MPIJob gone (its workflow stopped): no mpirun
+    # left to fail.
+    for status, last in [(503, "fail"), (404, "read")]:
+        calls.clear()
+        now[0], api.status = 0.0, status
+        mpirun_fails(api, api, loss, sleep=sleep, clock=lambda: now[0])
+        assert calls[-1][0] == last, calls

@@ -54,10 +54,13 @@ MPIJob replicas. A checkpointed multi-node step's program is its launcher's (mpi
 `sim.wf.dev/checkpoints` and is played as above, its ledger record under the name of Argo's resource pod that created
 its MPIJob (what `wf get` reads by the attempt). mpirun fails within seconds when a rank's daemon goes with its node;
 the simulated launcher does the same: when a worker stops running while its launcher runs (its pod deleted, being
-deleted or failed, or its Node deleted: wf.controller.gangs), this process marks the MPIJob as having lost a worker
-(what the step's failure condition reads first, an interruption sign), then fails the launcher with Open MPI's
-message for a lost daemon. Replicas are watched in one stream of their own, so a launcher's end is read before the
-operator's cleanup of its workers, which is no loss.
+deleted or failed, or its Node deleted: the rule of wf.controller.gangs, fed as the node recorder feeds it), this
+process fails the launcher with Open MPI's message for a lost daemon. The mark that makes the attempt an
+interruption is the node recorder's (wf.controller.node_recorder, as on EKS), not this process's: the launcher fails
+once the MPIJob carries it (read every MARK_POLL_SECONDS), so Argo's next read of the MPIJob finds the mark whatever
+else it finds, or after MARK_WAIT_SECONDS without it, as mpirun waits for no one (the attempt then reads as the
+program's failure, as it would on EKS: logged). Replicas are watched in one stream of their own, so a launcher's end
+is read before the operator's cleanup of its workers, which is no loss.
 
 Lost pods. A pod Running when its node was deleted is deleted by the pod GC once its node has stayed away for
 its quarantine (40-60 s). When a node of the same name is created before that (a new machine under the old name),
@@ -90,7 +93,7 @@ from wf.compile.checkpoints import DIR_ENV, RESUME_ENV, URI_ENV
 from wf.compile.kinds.mpijob import JOB_NAME_LABEL, JOB_ROLE_LABEL
 from wf.controller.archived_logs import log_artifact, twin_object
 from wf.controller.checkpoints import AttemptRecord, Saved, last_checkpoint, ledger_name, parse_ledger
-from wf.controller.gangs import Gangs, LostWorker, mark_worker_lost
+from wf.controller.gangs import Gangs, LostWorker
 from wf.core.constants import (
     ARGO_EXECUTOR_TOKEN_VOLUME,
     ARGO_MAIN_CONTAINER,
@@ -98,6 +101,8 @@ from wf.core.constants import (
     ARGO_REPORT_OUTPUTS_COMPLETED_LABEL,
     ARGO_WORKFLOW_LABEL,
     DOMAIN,
+    MPI_WORKER_LOST_ANNOTATION,
+    MPIJOB,
     MPIJOB_LABEL,
     REAL_NODE_LABEL,
     SIM_CHECKPOINTS,
@@ -145,6 +150,11 @@ connection to the node, or possibly an internal failure of
 the daemon itself. We cannot recover from this failure, and
 therefore will terminate the job."""
 MPIRUN_EXIT_CODE = "1"  # the twin's: any non-zero exit fails the launcher's Job alike
+# How long the twin's mpirun, having lost a rank, waits for the node recorder's mark before it fails anyway: the
+# recorder sees the same pod and node events and marks within a second; real mpirun takes seconds to notice a lost
+# daemon (its TCP connection's end), and the e2e test wants the launcher failed within 10 s of the loss.
+MARK_WAIT_SECONDS = 5.0
+MARK_POLL_SECONDS = 0.2
 
 log = logging.getLogger("wf.cluster.executor")
 
@@ -781,15 +791,39 @@ class LostPods:
             return list(self.orphans.pop(name, {}).values())
 
 
-def mpirun_fails(core: Any, objects: Any, loss: LostWorker) -> None:
-    """The twin's mpirun losing a rank: the MPIJob marked first (a CustomObjectsApi), then its launcher failed with
-    Open MPI's words (a CoreV1Api), so Argo's next read of the MPIJob finds the mark, whatever else it finds."""
+def worker_lost_mark(objects: Any, loss: LostWorker) -> str | None:
+    """The lost-worker mark on the loss's MPIJob (a CustomObjectsApi): its text, "" while there is none, None when
+    the MPIJob is gone; "" too when it cannot be read just now (the next read may)."""
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
     try:
-        if not mark_worker_lost(objects, loss):
-            return  # the MPIJob is gone (its workflow stopped): nothing runs mpirun any more
+        mpijob = objects.get_namespaced_custom_object(MPIJOB.group, MPIJOB.version, loss.namespace, MPIJOB.plural,
+                                                      loss.mpijob)
+    except ApiException as exc:
+        return None if exc.status == 404 else ""
+    except (HTTPError, OSError):
+        return ""
+    return str(((mpijob.get("metadata") or {}).get("annotations") or {}).get(MPI_WORKER_LOST_ANNOTATION) or "")
+
+
+def mpirun_fails(core: Any, objects: Any, loss: LostWorker, wait: float = MARK_WAIT_SECONDS,
+                 sleep: Callable[[float], object] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
+    """The twin's mpirun losing a rank: its launcher failed with Open MPI's words (a CoreV1Api) once the node recorder
+    has marked the MPIJob (read with a CustomObjectsApi), or after `wait` without the mark."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    deadline = clock() + wait
+    while (mark := worker_lost_mark(objects, loss)) == "" and clock() < deadline:
+        sleep(MARK_POLL_SECONDS)
+    if mark is None:
+        return  # the MPIJob is gone (its workflow stopped): nothing runs mpirun any more
+    if not mark:
+        log.warning("MPIJob %s/%s lost worker %s, not marked after %.0fs (is the node recorder running?): its "
+                    "launcher fails anyway, and Argo may read the program's failure", loss.namespace, loss.mpijob,
+                    loss.worker, wait)
+    try:
         core.patch_namespaced_pod(loss.launcher, loss.namespace, {"metadata": {"annotations": {
             SIM_EXIT_CODE: MPIRUN_EXIT_CODE, SIM_MESSAGE: MPIRUN_LOST_DAEMON.format(hostname=loss.worker),
             SIM_DURATION: "0s"}}})
@@ -1033,10 +1067,9 @@ def serve(kubeconfig: Path) -> None:
     changing several times each, the client's model objects cost this process a core and a gigabyte."""
     from kubernetes.client import CoreV1Api, CustomObjectsApi
     from kubernetes.client.exceptions import ApiException
-    from urllib3.exceptions import HTTPError
 
     from wf.controller.client import Target, connect, pod_log
-    from wf.controller.stream import KubeTransport, NamespaceStream
+    from wf.controller.stream import KubeTransport, watch_forever
 
     # The pod stream, the checkpoint and report lanes and the resource pods' threads call at once.
     kube = connect(Target(kubeconfig=str(kubeconfig)), connections=2 * CHECKPOINT_LANES + REPORT_LANES)
@@ -1113,14 +1146,19 @@ def serve(kubeconfig: Path) -> None:
         lost.observe(pod, deleted)
         reports.of_pod(pod).put((pod, deleted))
 
+    def mpirun_lost(losses: list[LostWorker]) -> None:
+        """Each loss's mpirun fails in a thread of its own, which waits for the node recorder's mark."""
+        for loss in losses:
+            threading.Thread(target=mpirun_fails, args=(core, objects, loss), name=f"mpirun {loss.launcher}",
+                             daemon=True).start()
+
     def replica(kind: str, pod: dict[str, Any]) -> None:
         """An MPIJob's launcher or worker: a launcher may play a checkpointing program; a worker that stops while its
         launcher runs fails that launcher's mpirun."""
         deleted = kind == "DELETED"
         programs.observe(pod, deleted)
         lost.observe(pod, deleted)
-        for loss in gangs.observe(pod, deleted):
-            mpirun_fails(core, objects, loss)
+        mpirun_lost(gangs.observe(pod, deleted))
 
     def node_event(kind: str, node: dict[str, Any]) -> None:
         real.observe(kind, node)
@@ -1128,8 +1166,7 @@ def serve(kubeconfig: Path) -> None:
         if kind == "DELETED":
             programs.node_gone(name, time.time())
             lost.node_gone(name)
-            for loss in gangs.node_gone(name):
-                mpirun_fails(core, objects, loss)
+            mpirun_lost(gangs.node_gone(name))
             return
         for namespace, pod in lost.node_back(name):
             try:
@@ -1139,25 +1176,14 @@ def serve(kubeconfig: Path) -> None:
                 if exc.status != 404:  # 404: gone meanwhile, nothing left to end
                     log.warning("marking pod %s/%s lost: %s %s", namespace, pod, exc.status, exc.reason)
 
-    def watch_forever(what: str, transport: Callable[[], KubeTransport],
-                      sink: Callable[[str, dict[str, Any]], None]) -> None:
-        while True:
-            stream = NamespaceStream(transport(), sink=sink,
-                                     on_trouble=lambda message: log.warning("watching %s: %s", what, message))
-            try:
-                stream.run()
-            except (ApiException, HTTPError, OSError) as exc:  # the stream gave up on the API server: start over
-                log.warning("watching %s: %s; listing again", what, exc)
-                time.sleep(1)
-
-    threading.Thread(target=watch_forever, args=("nodes", lambda: KubeTransport(core.list_node), node_event),
+    threading.Thread(target=watch_forever, args=("nodes", lambda: KubeTransport(core.list_node), node_event, log),
                      name="nodes", daemon=True).start()
     # One watch for every MPIJob replica, so a launcher's end is read before the operator's cleanup of its workers.
     threading.Thread(target=watch_forever, args=("MPIJob replicas", lambda: KubeTransport(
-        core.list_pod_for_all_namespaces, label_selector=JOB_ROLE_LABEL), replica), name="replicas",
+        core.list_pod_for_all_namespaces, label_selector=JOB_ROLE_LABEL), replica, log), name="replicas",
                      daemon=True).start()
     watch_forever("pods", lambda: KubeTransport(core.list_pod_for_all_namespaces,
-                                                label_selector=ARGO_WORKFLOW_LABEL), handle)
+                                                label_selector=ARGO_WORKFLOW_LABEL), handle, log)
 
 
 def main() -> None:

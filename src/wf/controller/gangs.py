@@ -11,8 +11,10 @@ interruption sign. A worker lost before its launcher started ends nothing (the o
 launcher waits for it), nor one removed after the launcher ended (the operator's cleanup).
 
 `Gangs` is the rule, fed pod events of MPIJob replicas in the order one watch delivers them (a launcher's end comes
-before the cleanup of its workers) and node deletions; `mark_worker_lost` writes the mark. On the local cluster the
-simulated executor runs both (wf.cluster.executor, which then plays mpirun failing); on EKS nothing runs them yet.
+before the cleanup of its workers) and node deletions; `mark_worker_lost` writes the mark. The node recorder runs
+both, on EKS (the platform bundle's Deployment) and on the local cluster (a process) alike
+(wf.controller.node_recorder); the local cluster's simulated executor runs `Gangs` too, to play mpirun failing once
+the mark is there (wf.cluster.executor).
 """
 
 from __future__ import annotations

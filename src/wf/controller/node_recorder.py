@@ -1,27 +1,36 @@
 """The node facts recorder: as each pod of a workflow is bound to a node, that node's instance type, capacity and
-zone are written onto the workflow (wf.compile.node_facts), so every attempt can be priced after its node is gone.
+zone are written onto the workflow (wf.compile.node_facts), so every attempt can be priced after its node is gone;
+and when a multi-node step's worker stops running while its launcher runs, its MPIJob is marked (wf.controller.gangs),
+so the step's failure condition reads an interruption, not the program's failure.
 
 It watches the pods of every namespace that carry wf's step label (Argo's pods of a compiled step and a multi-node
-step's launcher and workers alike: one stream, so an MPIJob's resource pod arrives before its replicas), and for a
-binding the workflow's record does not hold yet reads the Node and merge-patches the workflow's annotation,
-naming the resourceVersion it read: a 409 (Argo's controller wrote the workflow meanwhile) reads again and merges
-again. A node appears once per workflow, so a fan-out of 10,000 pods on 100 nodes costs 100 writes.
-The watch is wf.controller.stream's: a dropped watch resumes, a 410 relists (a relist replays every bound pod, of
+step's launcher and workers alike: one stream, so an MPIJob's resource pod arrives before its replicas, and a
+launcher's end before the operator's cleanup of its workers, which is no loss), and the Nodes, whose deletion loses
+the workers on them before the pod GC deletes their pods. For a binding the workflow's record does not hold yet it
+reads the Node and merge-patches the workflow's annotation, naming the resourceVersion it read: a 409 (Argo's
+controller wrote the workflow meanwhile) reads again and merges again. A node appears once per workflow, so a
+fan-out of 10,000 pods on 100 nodes costs 100 writes. A lost worker is marked first, before any binding is written:
+mpirun fails within seconds of the loss, and the mark must be on the MPIJob when Argo reads the launcher's failure.
+The watches are wf.controller.stream's: a dropped watch resumes, a 410 relists (a relist replays every bound pod, of
 which only what the record lacks is written), the API server's absence is waited out. A 403 is the account's
 missing right, said once with the right it lacks; nothing else is tried for that workflow until the recorder
-restarts.
+restarts (a refused mark is said each time: one per lost worker).
 
 Runs as `wf platform record-nodes`: on EKS the platform bundle's Deployment (service account wf-node-recorder,
-which may get, list and watch pods, get nodes and get and patch workflows), on the local cluster a process beside
-the simulated executor acting as that same account.
+which may get, list and watch pods and nodes, get and patch workflows and patch MPIJobs), on the local cluster a
+process beside the simulated executor acting as that same account: the same mark on both, whether or not anyone
+watches the workflow.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import queue
+import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any, Final
 
 from wf.compile.node_facts import (
@@ -35,15 +44,17 @@ from wf.compile.node_facts import (
     pod_place,
 )
 from wf.controller.client import Kube, is_transient, server_message
-from wf.controller.stream import Backoff, KubeTransport, NamespaceStream
-from wf.core.constants import NODE_FACTS_ANNOTATION, STEP_LABEL, WORKFLOW
+from wf.controller.gangs import Gangs, LostWorker, mark_worker_lost
+from wf.controller.stream import Backoff, KubeTransport, Sink, Transport, watch_forever
+from wf.core.constants import MPIJOB, NODE_FACTS_ANNOTATION, STEP_LABEL, WORKFLOW
 
 log = logging.getLogger("wf.node-recorder")
 
 # Conflicts in a row before a binding waits for the next event: Argo's controller writes a running workflow every
 # few seconds, so one read-merge-patch rarely meets more than one.
 CONFLICT_RETRIES: Final = 10
-# How long one binding's write waits out a transient failure before it is kept for later.
+# How long one binding's write, or one lost worker's mark, waits out a transient failure (a late mark still ends
+# the attempt as an interruption while mpirun has not failed: the mark alone meets the failure condition).
 TRANSIENT_SECONDS: Final = 60.0
 # Workflows whose record is remembered (what it holds, so a known binding costs no request): a day's worth.
 REMEMBERED_WORKFLOWS: Final = 4096
@@ -56,7 +67,8 @@ class Forbidden(Exception):
 
 
 class NodeRecorder:
-    """Records bindings as pod events arrive (`pod_event`, the stream's sink)."""
+    """Marks lost workers and records bindings as pod events arrive (`pod_event`, the pod stream's sink) and
+    lost workers as Nodes are deleted (`node_event`, the node stream's)."""
 
     def __init__(self, kube: Kube, api: Any = None) -> None:
         from kubernetes.client import CoreV1Api, CustomObjectsApi
@@ -64,11 +76,14 @@ class NodeRecorder:
         self.api = api or kube.api_client  # the client to call with: impersonating the recorder's account, or not
         self.core, self.custom = CoreV1Api(self.api), CustomObjectsApi(self.api)
         self.gangs = GangAttempts()
+        self.lost = Gangs()  # the running replicas of each MPIJob, to tell a lost worker (two streams feed it)
         self._records: OrderedDict[tuple[str, str], NodeRecord] = OrderedDict()
         self._later: dict[Binding, None] = {}  # bindings a transient failure kept from being written
         self._refused: set[tuple[str, str]] = set()  # workflows a 403 refused (said once)
 
     def pod_event(self, kind: str, pod: dict[str, Any]) -> None:
+        for loss in self.lost.observe(pod, kind == "DELETED"):
+            self.mark(loss)
         if (place := pod_place(pod)) is None:
             return
         bindings = [*self._later, *self.gangs.observe((pod.get("metadata") or {}).get("uid", ""), place,
@@ -76,6 +91,37 @@ class NodeRecorder:
         self._later = {}
         for binding in bindings:
             self.record(binding)
+
+    def node_event(self, kind: str, node: dict[str, Any]) -> None:
+        if kind == "DELETED":
+            for loss in self.lost.node_gone((node.get("metadata") or {}).get("name", "")):
+                self.mark(loss)
+
+    def mark(self, loss: LostWorker) -> None:
+        """Mark the loss's MPIJob, waiting out a transient failure for TRANSIENT_SECONDS."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        what = f"MPIJob {loss.namespace}/{loss.mpijob} (worker {loss.worker}: {loss.reason})"
+        backoff, deadline = Backoff(), time.monotonic() + TRANSIENT_SECONDS
+        while True:
+            try:
+                if mark_worker_lost(self.custom, loss):
+                    log.info("marked %s lost while launcher %s ran", what, loss.launcher)
+                return  # else the MPIJob is gone: its workflow stopped, nothing reads a mark
+            except ApiException as exc:
+                if exc.status == 403:
+                    log.error("marking %s: %s (the recorder needs patch on %s.%s); the attempt reads as the "
+                              "program's failure", what, server_message(exc), MPIJOB.plural, MPIJOB.group)
+                    return
+                if not is_transient(exc) or time.monotonic() >= deadline:
+                    log.error("marking %s: %s %s", what, exc.status, server_message(exc))
+                    return
+            except (HTTPError, OSError) as exc:
+                if time.monotonic() >= deadline:
+                    log.error("marking %s: %s", what, exc)
+                    return
+            time.sleep(backoff.next())
 
     def record(self, binding: Binding) -> None:
         from kubernetes.client.exceptions import ApiException
@@ -200,24 +246,27 @@ class ConflictsInARow(Exception):
 
 
 def record_nodes(kube: Kube, api: Any = None) -> None:
-    """Record forever: the pod stream of every namespace, started over when it gives up on the API server. A 403
-    on the stream itself (the account may not watch pods) raises Forbidden."""
+    """Record and mark forever: the pod stream of every namespace and the node stream, each started over when it
+    gives up on the API server. A 403 on a stream itself (the account may not watch pods or nodes) raises
+    Forbidden, as does the end of either stream raise what ended it."""
     from kubernetes.client import CoreV1Api
     from kubernetes.client.exceptions import ApiException
-    from urllib3.exceptions import HTTPError
 
     recorder = NodeRecorder(kube, api)
-    pods = CoreV1Api(recorder.api).list_pod_for_all_namespaces
-    while True:
-        stream = NamespaceStream(KubeTransport(pods, label_selector=STEP_LABEL), sink=recorder.pod_event,
-                                 on_trouble=lambda message: log.warning("watching pods: %s", message))
+    core = CoreV1Api(recorder.api)
+    ended: queue.SimpleQueue[BaseException] = queue.SimpleQueue()
+
+    def watch(what: str, transport: Callable[[], Transport], sink: Sink, needs: str) -> None:
         try:
-            stream.run()
-        except ApiException as exc:
-            if exc.status == 403:
-                raise Forbidden(f"watching pods: {server_message(exc)} (the recorder needs get, list and watch on "
-                                "pods in every namespace)") from exc
-            log.warning("watching pods: %s; listing again", server_message(exc))
-        except (HTTPError, OSError) as exc:  # the stream gave up on the API server: start over
-            log.warning("watching pods: %s; listing again", exc)
-        time.sleep(1)
+            watch_forever(what, transport, sink, log)
+        except ApiException as exc:  # watch_forever gives up on a 403 only
+            ended.put(Forbidden(f"watching {what}: {server_message(exc)} (the recorder needs {needs})"))
+        except BaseException as exc:  # the process ends with it, as it would in one thread
+            ended.put(exc)
+
+    for what, transport, sink, needs in [
+            ("pods", lambda: KubeTransport(core.list_pod_for_all_namespaces, label_selector=STEP_LABEL),
+             recorder.pod_event, "get, list and watch on pods in every namespace"),
+            ("nodes", lambda: KubeTransport(core.list_node), recorder.node_event, "list and watch on nodes")]:
+        threading.Thread(target=watch, args=(what, transport, sink, needs), name=what, daemon=True).start()
+    raise ended.get()

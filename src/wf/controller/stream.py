@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from wf.controller.client import Kube, is_transient
+from wf.controller.client import Kube, is_transient, server_message
 from wf.core.constants import WORKFLOW
 
 # Objects per list request: a relist is held a page at a time, not whole. Workflows are big (a day's run up to
@@ -294,3 +294,24 @@ class NamespaceStream:
                     raise
                 self.stats.reconnects += 1
                 self._wait(f"lost the API server ({type(exc).__name__})")
+
+
+def watch_forever(what: str, transport: Callable[[], Transport], sink: Sink, log: Any) -> None:
+    """Deliver every change of `what` to `sink` for as long as the process lives: a stream that gives up on the
+    API server is started over on a fresh transport (a relist). A 403 is raised: waiting gives no account a right
+    it lacks (the caller names the right)."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    while True:
+        stream = NamespaceStream(transport(), sink=sink,
+                                 on_trouble=lambda message: log.warning("watching %s: %s", what, message))
+        try:
+            stream.run()
+        except ApiException as exc:
+            if exc.status == 403:
+                raise
+            log.warning("watching %s: %s; listing again", what, server_message(exc))
+        except (HTTPError, OSError) as exc:
+            log.warning("watching %s: %s; listing again", what, exc)
+        time.sleep(1)
