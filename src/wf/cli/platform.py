@@ -132,7 +132,8 @@ def record_nodes(as_user: Annotated[str | None, typer.Option(
                                   "the local cluster runs the recorder as its service account.")] = None,
                  *, target: Target) -> None:
     """Keep, on each workflow, the instance type, capacity and zone of every node its pods are bound to, so
-    `wf get` and `wf report` price attempts whose nodes are gone; runs until stopped (the platform bundle's
+    `wf get` and `wf report` price attempts whose nodes are gone, and mark a multi-node step's MPIJob that lost a
+    worker (`wf-worker-lost`: an interruption, not the program's failure); runs until stopped (the platform bundle's
     wf-node-recorder Deployment; inside a pod without a kubeconfig it uses the pod's service account)."""
     import logging
 

@@ -35,7 +35,8 @@ Say = Callable[[str], None]
 CONTROLLER = "workflow-controller"
 # Reports the outputs of simulated pods as Argo's executor would (wf/sim_executor.py).
 SIM_EXECUTOR = "sim-executor"
-# Keeps each workflow's nodes for its cost (wf.controller.node_recorder), as the platform bundle's Deployment does.
+# Keeps each workflow's nodes for its cost and marks MPIJobs that lost a worker (wf.controller.node_recorder), as the
+# platform bundle's Deployment does.
 NODE_RECORDER = "node-recorder"
 # wf's own processes beside the control plane, each started with the cluster's admin kubeconfig: what follows
 # `python`. The recorder acts as the bundle's account, so the local cluster runs it with the rights EKS gives it.

@@ -24,8 +24,8 @@ WORKFLOW_NAME_LABEL: Final = f"{DOMAIN}/workflow"
 # MPIJob's launcher asks to share the pod's node.
 MPIJOB_LABEL: Final = f"{DOMAIN}/mpijob"
 # On an MPIJob one of whose workers stopped running while its launcher ran (a rank lost with its node, which fails
-# mpirun): the step's failure condition reads it as an interruption. A key without dots or prefix, since Argo reads
-# the condition's key as a gjson path, in which every dot is a step.
+# mpirun), written by the node recorder: the step's failure condition reads it as an interruption. A key without
+# dots or prefix, since Argo reads the condition's key as a gjson path, in which every dot is a step.
 MPI_WORKER_LOST_ANNOTATION: Final = "wf-worker-lost"
 # On a workflow: where its attempts ran, kept by the node facts recorder (wf.controller.node_recorder) as each pod
 # is bound, so its cost outlives the nodes: JSON, each node's instance type, capacity and zone once, and a

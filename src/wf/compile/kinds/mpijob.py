@@ -19,13 +19,16 @@ A lost worker. When a worker's node goes, mpirun loses the rank's daemon and fai
 launcher's Job with it: `Launcher.failed`, like any program that exits non-zero. The operator's status keeps no
 trace of the worker by then (v0.6.0 updateMPIJobStatus: a failed pod counts in `Worker.failed` only while it is
 listed, the pod GC or a drain deletes it at once, getOrCreateWorker creates it again under its name, and once the
-launcher's Job has finished the workers' counters are reset). So whatever watches the pods marks the MPIJob when one
-of its workers stops running while its launcher runs (MPI_WORKER_LOST_ANNOTATION, wf.controller.gangs), before
-mpirun can fail, and the first failure requirement, `metadata.annotations.wf-worker-lost`, sorts before every
-`status.*` one: an attempt whose worker was lost names the mark, an interruption sign, whichever the poll saw first.
-On the local cluster the simulated executor marks it (and plays mpirun failing); on EKS nothing marks it yet, and
-such an attempt is the program's failure unless a poll saw `Worker.failed` (README, "What Argo's retry expression
-cannot see").
+launcher's Job has finished the workers' counters are reset). So the node recorder, which watches the pods and
+Nodes (wf.controller.node_recorder: the platform bundle's Deployment on EKS, a process on the local cluster), marks
+the MPIJob when one of its workers stops running while its launcher runs (MPI_WORKER_LOST_ANNOTATION,
+wf.controller.gangs), as a rule before mpirun has failed, and the first failure requirement,
+`metadata.annotations.wf-worker-lost`, sorts before every `status.*` one: an attempt whose worker was lost names
+the mark, an interruption sign, whichever the poll saw first; a mark alone ends an attempt whose mpirun has not
+failed yet. The local cluster's simulated launcher fails once the mark is there (wf.cluster.executor). A worker
+whose instance vanished unannounced (its Node and pod still there when mpirun fails), or lost while the recorder is
+down, leaves no mark in time: that attempt is the program's failure unless a poll saw `Worker.failed` (README,
+"What Argo's retry expression cannot see").
 
 One gang at a time. Every attempt of one run of the step (interruption retries and application retries alike)
 names the same MPIJob (mpijob_name(): per workflow, step and fan-out item), and before argoexec creates it, an init
