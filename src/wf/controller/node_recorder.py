@@ -246,27 +246,35 @@ class ConflictsInARow(Exception):
 
 
 def record_nodes(kube: Kube, api: Any = None) -> None:
-    """Record and mark forever: the pod stream of every namespace and the node stream, each started over when it
-    gives up on the API server. A 403 on a stream itself (the account may not watch pods or nodes) raises
-    Forbidden, as does the end of either stream raise what ended it."""
+    """Record and mark forever: the pod stream of every namespace and, once it has listed the pods, the node stream
+    (a deletion matters only for the workers the pods named), each started over when it gives up on the API server.
+    A 403 on a stream itself (the account may not watch pods, or nodes) raises Forbidden, naming the right; whatever
+    else ends a stream is raised as well."""
     from kubernetes.client import CoreV1Api
     from kubernetes.client.exceptions import ApiException
 
     recorder = NodeRecorder(kube, api)
     core = CoreV1Api(recorder.api)
     ended: queue.SimpleQueue[BaseException] = queue.SimpleQueue()
+    nodes_started = threading.Event()
 
-    def watch(what: str, transport: Callable[[], Transport], sink: Sink, needs: str) -> None:
+    def watch(what: str, transport: Callable[[], Transport], sink: Sink, needs: str,
+              on_synced: Callable[[], None] = lambda: None) -> None:
         try:
-            watch_forever(what, transport, sink, log)
+            watch_forever(what, transport, sink, log, on_synced)
         except ApiException as exc:  # watch_forever gives up on a 403 only
             ended.put(Forbidden(f"watching {what}: {server_message(exc)} (the recorder needs {needs})"))
         except BaseException as exc:  # the process ends with it, as it would in one thread
             ended.put(exc)
 
-    for what, transport, sink, needs in [
-            ("pods", lambda: KubeTransport(core.list_pod_for_all_namespaces, label_selector=STEP_LABEL),
-             recorder.pod_event, "get, list and watch on pods in every namespace"),
-            ("nodes", lambda: KubeTransport(core.list_node), recorder.node_event, "list and watch on nodes")]:
-        threading.Thread(target=watch, args=(what, transport, sink, needs), name=what, daemon=True).start()
+    def watch_nodes() -> None:
+        if not nodes_started.is_set():
+            nodes_started.set()
+            threading.Thread(target=watch, args=("nodes", lambda: KubeTransport(core.list_node), recorder.node_event,
+                                                 "list and watch on nodes"), name="nodes", daemon=True).start()
+
+    threading.Thread(target=watch, args=(
+        "pods", lambda: KubeTransport(core.list_pod_for_all_namespaces, label_selector=STEP_LABEL),
+        recorder.pod_event, "get, list and watch on pods in every namespace", watch_nodes), name="pods",
+                     daemon=True).start()
     raise ended.get()

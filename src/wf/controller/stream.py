@@ -296,15 +296,16 @@ class NamespaceStream:
                 self._wait(f"lost the API server ({type(exc).__name__})")
 
 
-def watch_forever(what: str, transport: Callable[[], Transport], sink: Sink, log: Any) -> None:
+def watch_forever(what: str, transport: Callable[[], Transport], sink: Sink, log: Any,
+                  on_synced: Callable[[], None] = lambda: None) -> None:
     """Deliver every change of `what` to `sink` for as long as the process lives: a stream that gives up on the
     API server is started over on a fresh transport (a relist). A 403 is raised: waiting gives no account a right
-    it lacks (the caller names the right)."""
+    it lacks (the caller names the right). `on_synced` follows each (re)list."""
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
     while True:
-        stream = NamespaceStream(transport(), sink=sink,
+        stream = NamespaceStream(transport(), sink=sink, on_synced=on_synced,
                                  on_trouble=lambda message: log.warning("watching %s: %s", what, message))
         try:
             stream.run()
