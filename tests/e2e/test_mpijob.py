@@ -89,7 +89,7 @@ def _until(check: Any, timeout: float, what: str, explain: Any = None) -> Any:
 
 def _explain(local_cluster: ClusterHandle, kube: Any, workflow: str) -> Callable[[], str]:
     """What a timed-out wait shows: the workflow's nodes, its pods (phase, node, sim annotations, containers) and
-    the ends of the simulated executor's and the mpi-operator's logs."""
+    the ends of the simulated executor's, the node recorder's and the mpi-operator's logs."""
 
     def explain() -> str:
         lines = [_node_tree(kube.custom.get_namespaced_custom_object(
@@ -100,7 +100,7 @@ def _explain(local_cluster: ClusterHandle, kube: Any, workflow: str) -> Callable
                 states = [(c.name, {k: v for k, v in c.state.to_dict().items() if v}) for c in containers]
                 sim = {k: v for k, v in (pod.metadata.annotations or {}).items() if k.startswith("sim.")}
                 lines.append(f"pod {pod.metadata.name} {pod.status.phase} on {pod.spec.node_name} {sim} {states}")
-        for log in ("sim-executor", "mpi-operator"):
+        for log in ("sim-executor", "node-recorder", "mpi-operator"):
             path = local_cluster.cluster.workdir / "logs" / f"{log}.log"
             if path.is_file():
                 lines += [f"--- {path}", *path.read_text(errors="replace").splitlines()[-40:]]
@@ -332,8 +332,8 @@ def test_one_gang_at_a_time_through_a_lost_worker_and_a_lost_launcher_both_inter
     assert {first["metadata"]["uid"], second["metadata"]["uid"], third["metadata"]["uid"]} <= seen
 
     worker_lost, launcher_lost, succeeded = sorted(_pod_nodes(workflow), key=lambda n: n["startedAt"])
-    # The worker's failed pod (read as Worker.failed) or the MPIJob's mark (the executor saw the pod fail), whichever
-    # Argo's read found first: both name the worker.
+    # The worker's failed pod (read as Worker.failed) or the MPIJob's mark (the node recorder saw the pod fail),
+    # whichever Argo's read found first: both name the worker.
     assert any(sign in worker_lost["message"] for sign in (WORKER_LOST_MESSAGE, MPI_WORKER_FAILED)), tree
     assert is_interruption(worker_lost["message"]), tree
     # Argo's resource pod went with the launcher's node: Argo's own words for a pod lost with its node.
@@ -531,6 +531,13 @@ def test_a_lost_worker_fails_mpirun_within_seconds_and_the_retry_resumes_from_th
     assert marked["metadata"]["annotations"][MPI_WORKER_LOST_ANNOTATION] in (
         [f"{worker.metadata.name}: its node {lost[0]} was deleted"] if lost else
         [f"{worker.metadata.name}: its pod {state} deleted" for state in ("was", "is being")])
+    # The mark is the node recorder's (as on EKS), and the simulated mpirun failed only once it was there.
+    logs = local_cluster.cluster.workdir / "logs"
+    mpijob = f"MPIJob {ns}/{first['metadata']['name']}"
+    assert f"marked {mpijob} (worker {worker.metadata.name}" in (logs / "node-recorder.log").read_text(), explain()
+    executor_log = (logs / "sim-executor.log").read_text()
+    assert f"{mpijob} lost worker {worker.metadata.name} (" in executor_log, explain()
+    assert f"{mpijob} lost worker {worker.metadata.name}, not marked" not in executor_log, explain()
     # An interruption: Argo names the mark, retried on the interruption budget inside the one application attempt.
     interrupted, succeeded = sorted(_pod_nodes(workflow), key=lambda n: n["startedAt"])
     assert WORKER_LOST_MESSAGE in interrupted["message"] and is_interruption(interrupted["message"]), tree
