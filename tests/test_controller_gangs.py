@@ -144,16 +144,22 @@ def test_the_node_recorder_marks_a_lost_worker_from_the_pod_stream_and_from_the_
     assert objects.patches[1][1]["metadata"]["annotations"] == {"wf-worker-lost": "w-0: its pod is being deleted"}
 
 
-@pytest.mark.parametrize(("statuses", "patches", "logged"), [
-    ([503, 200], 2, "marked MPIJob wf/bert-train-1 (worker w-1: its node dl1-1 was deleted) lost while launcher l"),
-    ([404], 1, ""),  # the MPIJob is gone with its workflow: nothing reads a mark
-    ([403], 1, "the recorder needs patch on mpijobs.kubeflow.org"),
-    ([422], 1, "422"),
+MARKED = "marked MPIJob wf/bert-train-1 (worker w-1: its node dl1-1 was deleted) lost while launcher l"
+
+
+@pytest.mark.parametrize(("statuses", "patience", "patches", "logged"), [
+    ([503, 200], 30.0, 2, MARKED),
+    ([403, 200], 30.0, 2, MARKED),  # a restarted API server's authorizer, not yet reading RBAC
+    ([404], 30.0, 1, ""),  # the MPIJob is gone with its workflow: nothing reads a mark
+    ([403], 0.0, 1, "the recorder needs patch on mpijobs.kubeflow.org"),
+    ([422], 30.0, 1, "422"),
 ])
 def test_a_mark_waits_out_the_api_servers_trouble_and_says_what_right_it_lacks(
-        statuses: list[int], patches: int, logged: str, caplog: pytest.LogCaptureFixture) -> None:
+        statuses: list[int], patience: float, patches: int, logged: str, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     import logging
 
+    monkeypatch.setattr("wf.controller.node_recorder.FORBIDDEN_PATIENCE", patience)
     objects = Objects(*statuses)
     made = recorder(objects)
     caplog.set_level(logging.INFO, logger="wf.node-recorder")

@@ -12,9 +12,10 @@ controller wrote the workflow meanwhile) reads again and merges again. A node ap
 fan-out of 10,000 pods on 100 nodes costs 100 writes. A lost worker is marked first, before any binding is written:
 mpirun fails within seconds of the loss, and the mark must be on the MPIJob when Argo reads the launcher's failure.
 The watches are wf.controller.stream's: a dropped watch resumes, a 410 relists (a relist replays every bound pod, of
-which only what the record lacks is written), the API server's absence is waited out. A 403 is the account's
-missing right, said once with the right it lacks; nothing else is tried for that workflow until the recorder
-restarts (a refused mark is said each time: one per lost worker).
+which only what the record lacks is written), the API server's absence is waited out. A 403 that lasts
+(FORBIDDEN_PATIENCE) is the account's missing right, said once with the right it lacks; nothing else is tried for
+that workflow until the recorder restarts (a refused mark is said each time: one per lost worker). A shorter one is
+waited out: an API server that has just started may refuse what RBAC allows until its authorizer's caches fill.
 
 Runs as `wf platform record-nodes`: on EKS the platform bundle's Deployment (service account wf-node-recorder,
 which may get, list and watch pods and nodes, get and patch workflows and patch MPIJobs), on the local cluster a
@@ -56,6 +57,9 @@ CONFLICT_RETRIES: Final = 10
 # How long one binding's write, or one lost worker's mark, waits out a transient failure (a late mark still ends
 # the attempt as an interruption while mpirun has not failed: the mark alone meets the failure condition).
 TRANSIENT_SECONDS: Final = 60.0
+# How long a 403 must last to be the account's missing right rather than a restarted API server's authorizer that
+# has not read RBAC's objects yet (seen here: refusals for a few seconds after a restart).
+FORBIDDEN_PATIENCE: Final = 30.0
 # Workflows whose record is remembered (what it holds, so a known binding costs no request): a day's worth.
 REMEMBERED_WORKFLOWS: Final = 4096
 # Asks the API server for a workflow's metadata only (resourceVersion, annotations), not its megabyte of status.
@@ -64,6 +68,25 @@ _METADATA_ONLY: Final = "application/json;as=PartialObjectMetadata;g=meta.k8s.io
 
 class Forbidden(Exception):
     """The recorder's account lacks a right it needs."""
+
+
+class Refusals:
+    """403s in a row: waited out for FORBIDDEN_PATIENCE from the first, then taken as the account's missing right."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.since: float | None = None
+
+    def patient(self) -> bool:
+        """One more refusal: True while they have not lasted FORBIDDEN_PATIENCE."""
+        now = self.clock()
+        if self.since is None:
+            self.since = now
+        return now - self.since < FORBIDDEN_PATIENCE
+
+    def clear(self) -> None:
+        """A request got through: the next refusal starts a new count."""
+        self.since = None
 
 
 class NodeRecorder:
@@ -103,18 +126,18 @@ class NodeRecorder:
         from urllib3.exceptions import HTTPError
 
         what = f"MPIJob {loss.namespace}/{loss.mpijob} (worker {loss.worker}: {loss.reason})"
-        backoff, deadline = Backoff(), time.monotonic() + TRANSIENT_SECONDS
+        backoff, deadline, refusals = Backoff(), time.monotonic() + TRANSIENT_SECONDS, Refusals()
         while True:
             try:
                 if mark_worker_lost(self.custom, loss):
                     log.info("marked %s lost while launcher %s ran", what, loss.launcher)
                 return  # else the MPIJob is gone: its workflow stopped, nothing reads a mark
             except ApiException as exc:
-                if exc.status == 403:
+                if exc.status == 403 and not refusals.patient():
                     log.error("marking %s: %s (the recorder needs patch on %s.%s); the attempt reads as the "
                               "program's failure", what, server_message(exc), MPIJOB.plural, MPIJOB.group)
                     return
-                if not is_transient(exc) or time.monotonic() >= deadline:
+                if (exc.status != 403 and not is_transient(exc)) or time.monotonic() >= deadline:
                     log.error("marking %s: %s %s", what, exc.status, server_message(exc))
                     return
             except (HTTPError, OSError) as exc:
@@ -131,12 +154,15 @@ class NodeRecorder:
         known = self._records.get(key)
         if key in self._refused or (known is not None and known.holds(binding.node, binding.gang)):
             return
-        backoff, deadline = Backoff(), time.monotonic() + TRANSIENT_SECONDS
+        backoff, deadline, refusals = Backoff(), time.monotonic() + TRANSIENT_SECONDS, Refusals()
         while True:
             try:
                 self._write(binding)
                 return
             except Forbidden as exc:
+                if refusals.patient():
+                    time.sleep(backoff.next())
+                    continue
                 self._refused.add(key)
                 log.error("%s", exc)
                 return
@@ -248,8 +274,8 @@ class ConflictsInARow(Exception):
 def record_nodes(kube: Kube, api: Any = None) -> None:
     """Record and mark forever: the pod stream of every namespace and, once it has listed the pods, the node stream
     (a deletion matters only for the workers the pods named), each started over when it gives up on the API server.
-    A 403 on a stream itself (the account may not watch pods, or nodes) raises Forbidden, naming the right; whatever
-    else ends a stream is raised as well."""
+    A 403 on a stream itself that lasts (the account may not watch pods, or nodes) raises Forbidden, naming the right;
+    whatever else ends a stream is raised as well."""
     from kubernetes.client import CoreV1Api
     from kubernetes.client.exceptions import ApiException
 
@@ -260,12 +286,25 @@ def record_nodes(kube: Kube, api: Any = None) -> None:
 
     def watch(what: str, transport: Callable[[], Transport], sink: Sink, needs: str,
               on_synced: Callable[[], None] = lambda: None) -> None:
-        try:
-            watch_forever(what, transport, sink, log, on_synced)
-        except ApiException as exc:  # watch_forever gives up on a 403 only
-            ended.put(Forbidden(f"watching {what}: {server_message(exc)} (the recorder needs {needs})"))
-        except BaseException as exc:  # the process ends with it, as it would in one thread
-            ended.put(exc)
+        refusals = Refusals()
+
+        def synced() -> None:
+            refusals.clear()
+            on_synced()
+
+        while True:
+            try:
+                watch_forever(what, transport, sink, log, synced)
+            except ApiException as exc:  # watch_forever gives up on a 403 only
+                if refusals.patient():
+                    log.warning("watching %s: %s; asking again (a restarted API server refuses for a while)", what,
+                                server_message(exc))
+                    time.sleep(1)
+                    continue
+                ended.put(Forbidden(f"watching {what}: {server_message(exc)} (the recorder needs {needs})"))
+            except BaseException as exc:  # the process ends with it, as it would in one thread
+                ended.put(exc)
+            return
 
     def watch_nodes() -> None:
         if not nodes_started.is_set():
