@@ -135,3 +135,19 @@ def test_the_watchs_snapshot_keeps_the_record() -> None:
     kept = snapshot(workflow).workflow
     assert kept["metadata"]["annotations"] == {NODE_FACTS_ANNOTATION: text}
     assert read_record(kept).nodes == {"gaudi-1": NodeFacts("dl1.24xlarge", "spot")}
+
+
+def test_refusals_are_waited_out_until_they_last_then_are_the_accounts_missing_right() -> None:
+    """A restarted API server refuses for a few seconds what RBAC allows; a refusal that lasts is the account's."""
+    from wf.controller.node_recorder import FORBIDDEN_PATIENCE, Refusals
+
+    now = [100.0]
+    refusals = Refusals(clock=lambda: now[0])
+    assert refusals.patient()
+    now[0] += FORBIDDEN_PATIENCE - 1
+    assert refusals.patient()
+    now[0] += 1
+    assert not refusals.patient()
+    refusals.clear()  # a list got through: the next refusal starts a new count
+    now[0] += 1000
+    assert refusals.patient()

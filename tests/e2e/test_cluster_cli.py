@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from wf.cluster import build
+from wf.cluster.supervise import OWN_PROCESSES
 
 from .conftest import ClusterHandle
 
@@ -37,11 +38,11 @@ def test_status_json_lists_each_component(local_cluster: ClusterHandle) -> None:
     assert status["context"] == local_cluster.context
     names = [c["name"] for c in status["components"]]
     assert names[:2] == ["etcd", "kube-apiserver"]
-    assert names[-6:] == ["workflow-controller", "sim-executor", "mpi-operator", "postgres", "argo-server",
+    assert names[-7:] == ["workflow-controller", *OWN_PROCESSES, "mpi-operator", "postgres", "argo-server",
                           "prometheus"]
     for comp in status["components"]:
         assert comp["running"] is True and comp["pid"] > 0, comp
-        assert (comp["port"] or 0) > 0 or comp["name"] == "sim-executor", comp  # the simulated executor serves nothing
+        assert (comp["port"] or 0) > 0 or comp["name"] in OWN_PROCESSES, comp  # wf's own processes serve nothing
         assert Path(comp["log"]).is_file()
 
 

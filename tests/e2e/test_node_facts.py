@@ -152,7 +152,8 @@ def test_a_gangs_launcher_and_workers_are_recorded_per_attempt_and_priced_on_the
 
 
 def test_the_recorder_without_its_rights_says_which_and_exits_3(local_cluster: ClusterHandle) -> None:
-    # The workflow's own account may watch no pods: the recorder names the right it lacks instead of retrying.
+    # The workflow's own account may watch no pods: once its refusals last (FORBIDDEN_PATIENCE), the recorder names
+    # the right it lacks instead of retrying.
     done = wf_cli(local_cluster, "platform", "record-nodes", f"--as=system:serviceaccount:{NAMESPACE}:wf-workflow",
                   timeout=120)
     assert done.returncode == 3, (done.stdout, done.stderr)

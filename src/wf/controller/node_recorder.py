@@ -7,9 +7,10 @@ binding the workflow's record does not hold yet reads the Node and merge-patches
 naming the resourceVersion it read: a 409 (Argo's controller wrote the workflow meanwhile) reads again and merges
 again. A node appears once per workflow, so a fan-out of 10,000 pods on 100 nodes costs 100 writes.
 The watch is wf.controller.stream's: a dropped watch resumes, a 410 relists (a relist replays every bound pod, of
-which only what the record lacks is written), the API server's absence is waited out. A 403 is the account's
-missing right, said once with the right it lacks; nothing else is tried for that workflow until the recorder
-restarts.
+which only what the record lacks is written), the API server's absence is waited out. A 403 that lasts
+(FORBIDDEN_PATIENCE) is the account's missing right, said once with the right it lacks; nothing else is tried for
+that workflow until the recorder restarts. A shorter one is waited out: an API server that has just started may
+refuse what RBAC allows until its authorizer's caches fill.
 
 Runs as `wf platform record-nodes`: on EKS the platform bundle's Deployment (service account wf-node-recorder,
 which may get, list and watch pods, get nodes and get and patch workflows), on the local cluster a process beside
@@ -22,6 +23,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any, Final
 
 from wf.compile.node_facts import (
@@ -45,6 +47,9 @@ log = logging.getLogger("wf.node-recorder")
 CONFLICT_RETRIES: Final = 10
 # How long one binding's write waits out a transient failure before it is kept for later.
 TRANSIENT_SECONDS: Final = 60.0
+# How long a 403 must last to be the account's missing right rather than a restarted API server's authorizer that
+# has not read RBAC's objects yet (seen here: refusals for a few seconds after a restart).
+FORBIDDEN_PATIENCE: Final = 30.0
 # Workflows whose record is remembered (what it holds, so a known binding costs no request): a day's worth.
 REMEMBERED_WORKFLOWS: Final = 4096
 # Asks the API server for a workflow's metadata only (resourceVersion, annotations), not its megabyte of status.
@@ -53,6 +58,25 @@ _METADATA_ONLY: Final = "application/json;as=PartialObjectMetadata;g=meta.k8s.io
 
 class Forbidden(Exception):
     """The recorder's account lacks a right it needs."""
+
+
+class Refusals:
+    """403s in a row: waited out for FORBIDDEN_PATIENCE from the first, then taken as the account's missing right."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.since: float | None = None
+
+    def patient(self) -> bool:
+        """One more refusal: True while they have not lasted FORBIDDEN_PATIENCE."""
+        now = self.clock()
+        if self.since is None:
+            self.since = now
+        return now - self.since < FORBIDDEN_PATIENCE
+
+    def clear(self) -> None:
+        """A request got through: the next refusal starts a new count."""
+        self.since = None
 
 
 class NodeRecorder:
@@ -85,12 +109,15 @@ class NodeRecorder:
         known = self._records.get(key)
         if key in self._refused or (known is not None and known.holds(binding.node, binding.gang)):
             return
-        backoff, deadline = Backoff(), time.monotonic() + TRANSIENT_SECONDS
+        backoff, deadline, refusals = Backoff(), time.monotonic() + TRANSIENT_SECONDS, Refusals()
         while True:
             try:
                 self._write(binding)
                 return
             except Forbidden as exc:
+                if refusals.patient():
+                    time.sleep(backoff.next())
+                    continue
                 self._refused.add(key)
                 log.error("%s", exc)
                 return
@@ -201,23 +228,29 @@ class ConflictsInARow(Exception):
 
 def record_nodes(kube: Kube, api: Any = None) -> None:
     """Record forever: the pod stream of every namespace, started over when it gives up on the API server. A 403
-    on the stream itself (the account may not watch pods) raises Forbidden."""
+    on the stream itself that lasts (the account may not watch pods) raises Forbidden."""
     from kubernetes.client import CoreV1Api
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
     recorder = NodeRecorder(kube, api)
     pods = CoreV1Api(recorder.api).list_pod_for_all_namespaces
+    refusals = Refusals()
     while True:
         stream = NamespaceStream(KubeTransport(pods, label_selector=STEP_LABEL), sink=recorder.pod_event,
-                                 on_trouble=lambda message: log.warning("watching pods: %s", message))
+                                 on_trouble=lambda message: log.warning("watching pods: %s", message),
+                                 on_synced=refusals.clear)
         try:
             stream.run()
         except ApiException as exc:
-            if exc.status == 403:
+            if exc.status != 403:
+                log.warning("watching pods: %s; listing again", server_message(exc))
+            elif refusals.patient():
+                log.warning("watching pods: %s; asking again (a restarted API server refuses for a while)",
+                            server_message(exc))
+            else:
                 raise Forbidden(f"watching pods: {server_message(exc)} (the recorder needs get, list and watch on "
                                 "pods in every namespace)") from exc
-            log.warning("watching pods: %s; listing again", server_message(exc))
         except (HTTPError, OSError) as exc:  # the stream gave up on the API server: start over
             log.warning("watching pods: %s; listing again", exc)
         time.sleep(1)
