@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install run test unit e2e bench lint clean down
+.PHONY: install system-packages run test unit e2e bench lint clean down
 
 install: $(VENV)/.installed
 
@@ -14,10 +14,21 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
+# Debian packages a real node's build needs (runc links libseccomp): installed when missing, as root; anyone else
+# is told the command (real nodes need root anyway). Not Debian: nothing to do here, the build names what it lacks.
+SYSTEM_PACKAGES := libseccomp-dev pkg-config
+
+system-packages:
+	@command -v dpkg >/dev/null || exit 0; \
+	missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	[ -z "$$missing" ] && exit 0; \
+	if [ "$$(id -u)" != 0 ]; then echo "real nodes need: sudo apt-get install $$missing" >&2; exit 0; fi; \
+	apt-get install -y -q --no-install-recommends $$missing || { apt-get update -q && apt-get install -y -q --no-install-recommends $$missing; }
+
 # Set up, start the local cluster (built from Go modules on first use, cached in ~/.cache/wf),
 # submit the example jobs and watch them to the end, then show where each step ran. Two nodes per node group:
 # the multi-node example trains on two DL1 nodes at once.
-run: install
+run: install system-packages
 	wf lint examples/ workflows/ eksctl/
 	wf cluster up --queues --nodes-per-group 2
 	wf submit examples/ --watch
@@ -31,13 +42,13 @@ lint: install
 	$(PY) -m mypy
 
 # The slowest tests' times end the run, so every CI log shows where its minutes went.
-test: lint
+test: lint system-packages
 	$(PY) -m pytest -q --durations=30 tests
 
 unit: install
 	$(PY) -m pytest -q tests --ignore=tests/e2e
 
-e2e: install
+e2e: install system-packages
 	$(PY) -m pytest -q tests/e2e
 
 # The benchmarks read a whole command's time and peak memory through GNU time (Debian's `time` package).

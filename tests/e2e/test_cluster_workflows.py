@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from wf.controller.client import Kube
+from wf.controller.client import Kube, pod_log
 from wf.core.constants import (
     CATALOG_CONFIGMAP,
     CATALOG_KEY,
@@ -139,8 +139,8 @@ def test_unschedulable_pod_stays_pending_with_the_schedulers_reason(local_cluste
 
 def test_pod_logs_are_served_through_the_api_server(local_cluster: ClusterHandle, kube: Kube) -> None:
     _, pod = _run(kube, _workflow("logs"))
-    text = kube.core.read_namespaced_pod_log(pod.metadata.name, local_cluster.namespace, container="main")
-    assert "simulated by kwok" in text
+    text = pod_log(kube.core, pod.metadata.name, local_cluster.namespace, container="main")
+    assert "simulated by kwok" in text and not text.startswith("b'"), text  # the text, not its bytes' repr
 
 
 def test_catalog_is_stored_in_the_cluster(kube: Kube) -> None:

@@ -23,6 +23,7 @@ import yaml
 from wf.cluster.nodes import node_manifest, node_name
 from wf.compile.interruptions import MPI_WORKER_FAILED, is_interruption
 from wf.compile.kinds.mpijob import JOB_NAME_LABEL, JOB_ROLE_LABEL, WORKER_LOST_MESSAGE
+from wf.controller.client import pod_log
 from wf.controller.ops import replicas
 from wf.core.constants import (
     CAPACITY_LABEL,
@@ -368,7 +369,7 @@ def test_wf_logs_reads_the_mpijob_pods_and_wf_stop_removes_them(
     assert lines and all(line.startswith("[pretrain] ") for line in lines), logs.stdout
     assert "no log from pod" not in logs.stdout
     launcher = kube.core.list_namespaced_pod(ns, label_selector=f"{selector},{JOB_ROLE_LABEL}=launcher").items[0]
-    per_pod = len(kube.core.read_namespaced_pod_log(launcher.metadata.name, ns, container="main").splitlines())
+    per_pod = len(pod_log(kube.core, launcher.metadata.name, ns, container="main").splitlines())
     assert per_pod and len(lines) == 4 * per_pod  # Argo's own pod, the launcher and the 2 workers
 
     stopped = wf_cli(local_cluster, "stop", name)

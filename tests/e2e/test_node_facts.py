@@ -84,13 +84,15 @@ def test_an_attempt_whose_spot_node_was_deleted_is_priced_in_get_watch_and_repor
         assert attempts[1].resumed is not None and attempts[1].resumed.checkpoint > 0, tree  # resumed, not restarted
         record = read_record(final)
         assert {a.host for a in attempts} <= set(record.nodes), record
-        instance = record.nodes[node].instance_type
         assert record.nodes[node].capacity == "spot" and record.nodes[node].zone, record
-        # What both attempts reserved: their run times x the step's share of the recorded node's instance type.
+        # The retry may land on another instance type of the class (r5 or r6i): each attempt on its own node's.
+        instances = tuple(dict.fromkeys(record.nodes[a.host].instance_type for a in attempts))  # as `wf get` lists them
+        # What both attempts reserved: their run times x the step's share of their recorded node's instance type.
         template = templates_by_name(final)[attempts[0].template]
-        share = node_share(template_requests(template), instance_allocatable(instance))
         now = datetime.now(UTC)
-        expected = sum(a.seconds(now) for a in attempts) / 3600 * share
+        expected = sum(a.seconds(now) / 3600 * node_share(template_requests(template),
+                                                          instance_allocatable(record.nodes[a.host].instance_type))
+                       for a in attempts)
         assert all(a.seconds(now) > 0 for a in attempts)
         with pytest.raises(client.ApiException):
             core.read_node(node)  # still gone: what follows reads the record, not the Node
@@ -108,7 +110,7 @@ def test_an_attempt_whose_spot_node_was_deleted_is_priced_in_get_watch_and_repor
         (run,) = wf.watch([name], namespace=NAMESPACE, kube=kube).runs
         assert run.cost is not None and run.cost.node_hours == pytest.approx(expected, rel=1e-6), run.cost
         (step_cost,) = run.cost.steps
-        assert step_cost.unpriced_attempts == 0 and step_cost.instance_types == (instance,), step_cost
+        assert step_cost.unpriced_attempts == 0 and step_cost.instance_types == instances, step_cost
 
         # `wf report`: the workflow counts with both attempts, as `wf get` priced it, and the total is the sum.
         reported = wf_cli(local_cluster, "report", "--since", "1h", "-o", "json")
@@ -121,7 +123,7 @@ def test_an_attempt_whose_spot_node_was_deleted_is_priced_in_get_watch_and_repor
         assert total_line["nodeHours"] == pytest.approx(sum(w["nodeHours"] for w in report["workflows"]), rel=1e-9)
         recorder_log = (local_cluster.cluster.workdir / "logs" / "node-recorder.log").read_text()
         assert f"recorded node {node} " in recorder_log and " ERROR " not in recorder_log, recorder_log[-2000:]
-        print(f"\nnode facts e2e: {name} attempts {[round(a.seconds(now), 1) for a in attempts]} s on {instance}, "
+        print(f"\nnode facts e2e: {name} attempts {[round(a.seconds(now), 1) for a in attempts]} s on {instances}, "
               f"{expected:.4f} node-hours; record {final['metadata']['annotations'][NODE_FACTS_ANNOTATION]}")
     finally:
         local_cluster.cluster.up(merge_into=local_cluster.kubeconfig)  # puts the deleted node back

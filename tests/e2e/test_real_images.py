@@ -22,7 +22,7 @@ import pytest
 
 from image_archives import docker_save
 from wf.cluster import build, images, realnode
-from wf.controller.client import Kube
+from wf.controller.client import Kube, pod_log
 
 from .conftest import ClusterHandle, become_subreaper, connected, start_cluster, stop_cluster
 
@@ -106,12 +106,6 @@ def phase(kube: Kube, name: str) -> str | None:
         raise
 
 
-def pod_log(kube: Kube, name: str) -> str:
-    # Undecoded: the client (kubernetes 36.0.3) turns a text/plain body into the repr of its bytes ("b'...'").
-    response = kube.core.read_namespaced_pod_log(name, kube.namespace, _preload_content=False)
-    return str(response.data.decode())
-
-
 def train(*extra: str) -> list[str]:
     return ["python3", f"{images.EXAMPLES_DIR}/tiny_train.py", "train", "--truth", TRUTH, "--lr", "0.05",
             "--seed", "7", "--steps", "300", "--step-seconds", "0.05", "--save-every", "2", *extra]
@@ -134,7 +128,7 @@ def test_the_python_image_saves_on_sigterm_within_the_grace_period_and_a_new_pod
     env = {**env, "WF_RESUME": "true", "WF_ATTEMPT": "1"}
     kube.core.create_namespaced_pod(kube.namespace, pod("resumed", images.PYTHON, train(), env, shared_dir))
     until("the resumed pod's success", lambda: phase(kube, "resumed") in ("Succeeded", "Failed"))
-    log = pod_log(kube, "resumed")
+    log = pod_log(kube.core, "resumed", kube.namespace, container="main")
     assert phase(kube, "resumed") == "Succeeded", log
     assert log.splitlines()[0] == f"attempt 1: resumed at step {saved['step']} from /ck"
     assert log.splitlines()[-1].startswith("done: 300 steps")
@@ -157,7 +151,7 @@ def test_an_imported_archive_runs_under_the_name_import_printed(real_cluster: Cl
     kube.core.create_namespaced_pod(kube.namespace, pod("hello", "hello:1", ["echo", "hello from an archive"]))
     until("the pod's end", lambda: phase(kube, "hello") in ("Succeeded", "Failed"), timeout=60)
     assert phase(kube, "hello") == "Succeeded"
-    assert pod_log(kube, "hello") == "hello from an archive\n"
+    assert pod_log(kube.core, "hello", kube.namespace, container="main") == "hello from an archive\n"
 
 
 def _file_of(archive: Path, path: str) -> bytes:

@@ -141,6 +141,10 @@ class RealNode:
         self.netns = f"wf-{self.id}"
         self.cgroup = f"wf-{self.id}"
         self.containerd_socket = self.run_dir / "containerd.sock"
+        # The kubelet's root as it sees it: its files are in the node's directory, bound here, because it listens on
+        # sockets at fixed places below its root (pod-resources/kubelet.sock), which a deep work directory (a test's
+        # temp dir, a long home) would push past a socket path's 108 bytes: the kubelet then exits at start.
+        self.kubelet_root = self.run_dir / "kubelet"
         self.logs = self.dir / "logs"
         self.pids = self.dir / "pids"
         self.pod_logs = self.dir / "pod-logs"
@@ -371,12 +375,17 @@ state = {q(str(self.run_dir / "state"))}
         labels = {**manifest["metadata"]["labels"], REAL_NODE_LABEL: "true"}
         config = self.kubelet_config(ports, manifest["spec"]["taints"], kwok_pki / "ca.crt")
         (self.dir / "kubelet" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        for path in (self.dir / "kubelet" / "root", self.kubelet_root):
+            path.mkdir(parents=True, exist_ok=True)
+        if not _mounts_under([str(self.kubelet_root)]):
+            _run(["mount", "--bind", str(self.dir / "kubelet" / "root"), str(self.kubelet_root)],
+                 "binding the kubelet's root")
         say(f"starting the kubelet of real node {name}")
         argv = [
             str(build.binary_path(KUBELET)),
             f"--config={self.dir / 'kubelet' / 'config.yaml'}",
             f"--kubeconfig={kubeconfig}",
-            f"--root-dir={self.dir / 'kubelet' / 'root'}",
+            f"--root-dir={self.kubelet_root}",
             f"--cert-dir={self.dir / 'kubelet' / 'pki'}",
             f"--hostname-override={name}",
             f"--node-ip={processes.LOOPBACK}",
