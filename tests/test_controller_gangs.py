@@ -159,7 +159,7 @@ def test_a_mark_waits_out_the_api_servers_trouble_and_says_what_right_it_lacks(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import logging
 
-    monkeypatch.setattr("wf.controller.node_recorder.FORBIDDEN_PATIENCE", patience)
+    monkeypatch.setattr("wf.controller.stream.FORBIDDEN_PATIENCE", patience)
     objects = Objects(*statuses)
     made = recorder(objects)
     caplog.set_level(logging.INFO, logger="wf.node-recorder")

@@ -3,6 +3,7 @@ deliver a terminal phase reached while disconnected."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -236,19 +237,10 @@ def test_gone_on_the_first_page_waits_before_listing_again() -> None:
     assert len(sleeps) == 1 and stream.stats.relists_after_gone == 1
 
 
-def test_watch_forever_starts_a_stream_over_after_it_gives_up_and_raises_a_refusal(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The long-running watchers' loop (the simulated executor, the node recorder): an API server away or an
-    error starts a new stream (a relist), a 403 ends it, since waiting gives no account a right it lacks."""
-    import logging
+def _failing_transports(failures: list[BaseException], made: list[int]) -> Callable[[], Any]:
+    """Transports whose list fails with each of `failures` in turn; `made` counts them."""
 
-    from wf.controller.stream import watch_forever
-
-    failures: list[BaseException] = [ProtocolError("connection refused"), ApiException(status=500, reason="boom"),
-                                      ApiException(status=403, reason="Forbidden")]
-    made: list[int] = []
-
-    class Refusing:
+    class Failing:
         def pages(self) -> Any:
             raise failures[len(made) - 1]
 
@@ -258,11 +250,47 @@ def test_watch_forever_starts_a_stream_over_after_it_gives_up_and_raises_a_refus
         def close(self) -> None:
             pass
 
-    def transport() -> Refusing:
+    def transport() -> Failing:
         made.append(1)
-        return Refusing()
+        return Failing()
+
+    return transport
+
+
+def test_watch_forever_starts_a_stream_over_after_it_gives_up_and_raises_a_refusal(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The long-running watchers' loop (the simulated executor, the node recorder): an API server away or an
+    error starts a new stream (a relist), a 403 that lasts ends it, since waiting gives no account a right it lacks
+    (here at once: no patience)."""
+    import logging
+
+    from wf.controller.stream import watch_forever
+
+    failures: list[BaseException] = [ProtocolError("connection refused"), ApiException(status=500, reason="boom"),
+                                      ApiException(status=403, reason="Forbidden")]
+    made: list[int] = []
+    transport = _failing_transports(failures, made)
 
     monkeypatch.setattr("wf.controller.stream.time.sleep", lambda seconds: None)
+    monkeypatch.setattr("wf.controller.stream.FORBIDDEN_PATIENCE", 0.0)
     with pytest.raises(ApiException) as refused:
         watch_forever("pods", transport, lambda kind, obj: None, logging.getLogger("test"))
     assert refused.value.status == 403 and len(made) == 3
+
+
+def test_watch_forever_waits_out_a_restarted_api_servers_refusals(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refusals shorter than FORBIDDEN_PATIENCE (an API server whose authorizer has not read RBAC yet) are asked
+    again, not raised."""
+    import logging
+
+    from wf.controller.stream import watch_forever
+
+    failures: list[BaseException] = [ApiException(status=403, reason="Forbidden"),
+                                      ApiException(status=403, reason="Forbidden"), RuntimeError("stop here")]
+    made: list[int] = []
+    transport = _failing_transports(failures, made)
+
+    monkeypatch.setattr("wf.controller.stream.time.sleep", lambda seconds: None)
+    with pytest.raises(RuntimeError, match="stop here"):
+        watch_forever("pods", transport, lambda kind, obj: None, logging.getLogger("test"))
+    assert len(made) == 3  # both refusals asked again

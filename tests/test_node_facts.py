@@ -139,7 +139,7 @@ def test_the_watchs_snapshot_keeps_the_record() -> None:
 
 def test_refusals_are_waited_out_until_they_last_then_are_the_accounts_missing_right() -> None:
     """A restarted API server refuses for a few seconds what RBAC allows; a refusal that lasts is the account's."""
-    from wf.controller.node_recorder import FORBIDDEN_PATIENCE, Refusals
+    from wf.controller.stream import FORBIDDEN_PATIENCE, Refusals
 
     now = [100.0]
     refusals = Refusals(clock=lambda: now[0])

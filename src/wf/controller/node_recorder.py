@@ -46,7 +46,7 @@ from wf.compile.node_facts import (
 )
 from wf.controller.client import Kube, is_transient, server_message
 from wf.controller.gangs import Gangs, LostWorker, mark_worker_lost
-from wf.controller.stream import Backoff, KubeTransport, Sink, Transport, watch_forever
+from wf.controller.stream import Backoff, KubeTransport, Refusals, Sink, Transport, watch_forever
 from wf.core.constants import MPIJOB, NODE_FACTS_ANNOTATION, STEP_LABEL, WORKFLOW
 
 log = logging.getLogger("wf.node-recorder")
@@ -57,9 +57,6 @@ CONFLICT_RETRIES: Final = 10
 # How long one binding's write, or one lost worker's mark, waits out a transient failure (a late mark still ends
 # the attempt as an interruption while mpirun has not failed: the mark alone meets the failure condition).
 TRANSIENT_SECONDS: Final = 60.0
-# How long a 403 must last to be the account's missing right rather than a restarted API server's authorizer that
-# has not read RBAC's objects yet (seen here: refusals for a few seconds after a restart).
-FORBIDDEN_PATIENCE: Final = 30.0
 # Workflows whose record is remembered (what it holds, so a known binding costs no request): a day's worth.
 REMEMBERED_WORKFLOWS: Final = 4096
 # Asks the API server for a workflow's metadata only (resourceVersion, annotations), not its megabyte of status.
@@ -68,25 +65,6 @@ _METADATA_ONLY: Final = "application/json;as=PartialObjectMetadata;g=meta.k8s.io
 
 class Forbidden(Exception):
     """The recorder's account lacks a right it needs."""
-
-
-class Refusals:
-    """403s in a row: waited out for FORBIDDEN_PATIENCE from the first, then taken as the account's missing right."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
-        self.since: float | None = None
-
-    def patient(self) -> bool:
-        """One more refusal: True while they have not lasted FORBIDDEN_PATIENCE."""
-        now = self.clock()
-        if self.since is None:
-            self.since = now
-        return now - self.since < FORBIDDEN_PATIENCE
-
-    def clear(self) -> None:
-        """A request got through: the next refusal starts a new count."""
-        self.since = None
 
 
 class NodeRecorder:
@@ -286,25 +264,12 @@ def record_nodes(kube: Kube, api: Any = None) -> None:
 
     def watch(what: str, transport: Callable[[], Transport], sink: Sink, needs: str,
               on_synced: Callable[[], None] = lambda: None) -> None:
-        refusals = Refusals()
-
-        def synced() -> None:
-            refusals.clear()
-            on_synced()
-
-        while True:
-            try:
-                watch_forever(what, transport, sink, log, synced)
-            except ApiException as exc:  # watch_forever gives up on a 403 only
-                if refusals.patient():
-                    log.warning("watching %s: %s; asking again (a restarted API server refuses for a while)", what,
-                                server_message(exc))
-                    time.sleep(1)
-                    continue
-                ended.put(Forbidden(f"watching {what}: {server_message(exc)} (the recorder needs {needs})"))
-            except BaseException as exc:  # the process ends with it, as it would in one thread
-                ended.put(exc)
-            return
+        try:
+            watch_forever(what, transport, sink, log, on_synced)
+        except ApiException as exc:  # watch_forever gives up on a lasting 403 only
+            ended.put(Forbidden(f"watching {what}: {server_message(exc)} (the recorder needs {needs})"))
+        except BaseException as exc:  # the process ends with it, as it would in one thread
+            ended.put(exc)
 
     def watch_nodes() -> None:
         if not nodes_started.is_set():

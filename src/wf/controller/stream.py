@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from wf.controller.client import Kube, is_transient, server_message
 from wf.core.constants import WORKFLOW
@@ -296,21 +296,53 @@ class NamespaceStream:
                 self._wait(f"lost the API server ({type(exc).__name__})")
 
 
+# How long a 403 must last to be the account's missing right rather than a restarted API server's authorizer that
+# has not read RBAC's objects yet (seen here: refusals for a few seconds after a restart).
+FORBIDDEN_PATIENCE: Final = 30.0
+
+
+class Refusals:
+    """403s in a row: waited out for FORBIDDEN_PATIENCE from the first, then taken as the account's missing right."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.since: float | None = None
+
+    def patient(self) -> bool:
+        """One more refusal: True while they have not lasted FORBIDDEN_PATIENCE."""
+        now = self.clock()
+        if self.since is None:
+            self.since = now
+        return now - self.since < FORBIDDEN_PATIENCE
+
+    def clear(self) -> None:
+        """A request got through: the next refusal starts a new count."""
+        self.since = None
+
+
+
 def watch_forever(what: str, transport: Callable[[], Transport], sink: Sink, log: Any,
                   on_synced: Callable[[], None] = lambda: None) -> None:
     """Deliver every change of `what` to `sink` for as long as the process lives: a stream that gives up on the
-    API server is started over on a fresh transport (a relist). A 403 is raised: waiting gives no account a right
-    it lacks (the caller names the right). `on_synced` follows each (re)list."""
+    API server is started over on a fresh transport (a relist). A 403 that lasts (Refusals) is raised: waiting gives
+    no account a right it lacks (the caller names the right); a shorter one is a restarted API server's. `on_synced`
+    follows each (re)list."""
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
+    refusals = Refusals()
+
+    def synced() -> None:
+        refusals.clear()
+        on_synced()
+
     while True:
-        stream = NamespaceStream(transport(), sink=sink, on_synced=on_synced,
+        stream = NamespaceStream(transport(), sink=sink, on_synced=synced,
                                  on_trouble=lambda message: log.warning("watching %s: %s", what, message))
         try:
             stream.run()
         except ApiException as exc:
-            if exc.status == 403:
+            if exc.status == 403 and not refusals.patient():
                 raise
             log.warning("watching %s: %s; listing again", what, server_message(exc))
         except (HTTPError, OSError) as exc:
