@@ -18,7 +18,10 @@ Argo's wait container uploads the main container's log as the `main-logs` artifa
 failed or evicted one, and reports it with the outputs. This process does the same when a pod has ended (or is
 being deleted, as an evicted pod is): it reads the log through the API server and keeps it in the twin's artifact
 store (wf.controller.archived_logs: a ConfigMap per object), then reports the artifact in the pod's
-WorkflowTaskResult, so `wf logs` of a step whose pod is gone reads it there as it reads S3 on EKS.
+WorkflowTaskResult, so `wf logs` of a step whose pod is gone reads it there as it reads S3 on EKS. A kubelet keeps
+a running pod being deleted until its wait container has done so; the simulated kubelet keeps it until this process
+marks it (SIM_LOGS_KEPT), or to the end of its grace period: without that, an evicted pod could be gone before its
+log was read.
 
 Resources. A resource template's pod runs `argoexec resource ACTION` (cmd/argoexec/commands/resource.go): it
 creates the template's manifest (into which the controller already put the Workflow's owner reference when
@@ -109,6 +112,7 @@ from wf.core.constants import (
     SIM_DURATION,
     SIM_EXIT_CODE,
     SIM_INIT,
+    SIM_LOGS_KEPT,
     SIM_LOST,
     SIM_MESSAGE,
     SIM_OUTPUTS,
@@ -1124,6 +1128,20 @@ def serve(kubeconfig: Path) -> None:
         reported.add(uid)
         log.info("reported outputs of %s/%s (node %s)", meta["namespace"], pod["metadata"]["name"], meta["name"])
 
+    def let_go(pod: dict[str, Any]) -> None:
+        """A running pod being deleted, its log kept (or not to be had): the simulated kubelet may remove it now,
+        as a real one does once the wait container has uploaded the log and ended."""
+        meta = pod["metadata"]
+        if not meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") != "Running" \
+                or SIM_LOGS_KEPT in (meta.get("annotations") or {}) or archived_log_location(pod) is None:
+            return
+        try:
+            core.patch_namespaced_pod(meta["name"], meta["namespace"],
+                                      {"metadata": {"annotations": {SIM_LOGS_KEPT: "true"}}})
+        except ApiException as exc:
+            if exc.status != 404:  # 404: gone already (its grace period ended)
+                raise
+
     def report_event(event: PodEvent) -> None:
         pod, deleted = event
         if deleted:
@@ -1131,6 +1149,7 @@ def serve(kubeconfig: Path) -> None:
             return
         try:
             report(pod)
+            let_go(pod)
         except Exception:  # the API server's trouble: Argo waits for the report, so make it again soon
             log.exception("reporting the outputs of %s; trying again", pod["metadata"].get("name"))
             threading.Timer(RETRY_SECONDS, reports.of_pod(pod).put, args=(event,)).start()

@@ -49,6 +49,9 @@ SIM_MESSAGE: Final = f"sim.{DOMAIN}/message"
 # Set by the simulated executor on a pod that was Running when its node was deleted and whose node name came back
 # (a new machine under the old name): the simulated kubelet then finds its containers gone, as a real one does.
 SIM_LOST: Final = f"sim.{DOMAIN}/lost"
+# Set by the simulated executor on a running pod being deleted once it has kept the pod's log, as Argo's wait container
+# uploads it before the kubelet ends the pod: the simulated kubelet then removes the pod, else at its grace's end.
+SIM_LOGS_KEPT: Final = f"sim.{DOMAIN}/logs-kept"
 # Read by the local cluster's simulated executor (wf.cluster.executor): the step's output parameters, as JSON.
 SIM_OUTPUTS: Final = f"sim.{DOMAIN}/outputs"
 # With a duration: the simulated program saves this many checkpoints, evenly over its work, when its step has a
