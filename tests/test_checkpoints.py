@@ -93,6 +93,20 @@ def test_wf_resume_finds_the_retry_mark_as_a_key_of_the_workflows_annotations(an
     assert (text in json.dumps(annotations, sort_keys=True, separators=(",", ":"))) is retried
 
 
+def test_a_program_writing_to_the_store_may_take_a_local_stores_endpoint_and_keys(catalog: Catalog,
+                                                                                make_job: Any) -> None:
+    """On the local cluster the namespace's Secret names its S3 store (wf.cluster.artifact_store); on EKS there
+    is none (optional) and the pod's role serves: one compiled workflow for both. Only a program that writes its
+    checkpoints to the bucket gets it, as only it keeps the pod's role on EKS."""
+    job = make_job([{"name": "s3", "command": ["x"], "checkpoint": {}},
+                    {"name": "volume", "command": ["x"], "checkpoint": {"store": "fsx"}},
+                    {"name": "plain", "command": ["x"]}])
+    templates = _templates(compile_job(job, with_volume(catalog)))
+    assert templates["s3"]["container"]["envFrom"] == [{"secretRef": {"name": "wf-artifact-store",
+                                                                      "optional": True}}]
+    assert "envFrom" not in templates["volume"]["container"] and "envFrom" not in templates["plain"]["container"]
+
+
 def test_a_fan_out_gets_a_location_per_item_that_no_item_text_can_escape(catalog: Catalog, make_job: Any) -> None:
     job = make_job([{"name": "shard", "command": ["x"], "forEach": ["../a", "b"]}], checkpoint={})
     pod = _templates(compile_job(job, catalog))["shard"]

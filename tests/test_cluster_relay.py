@@ -107,8 +107,8 @@ def test_local_repository_names_the_stores_cluster_address_and_keys_by_reference
     assert local["archiveLogs"] is True
     s3 = local["s3"]
     assert s3["endpoint"] == "10.96.0.10:9000" and s3["insecure"] is True and "useSDKCreds" not in s3
-    assert s3["accessKeySecret"] == {"name": "wf-artifact-store", "key": "accessKey"}
-    assert s3["secretKeySecret"] == {"name": "wf-artifact-store", "key": "secretKey"}
+    assert s3["accessKeySecret"] == {"name": "wf-artifact-store", "key": "AWS_ACCESS_KEY_ID"}
+    assert s3["secretKeySecret"] == {"name": "wf-artifact-store", "key": "AWS_SECRET_ACCESS_KEY"}
     assert (s3["bucket"], s3["keyFormat"]) == (store.s3.bucket, store.s3.key_format)
     assert repository(store)["s3"]["useSDKCreds"] is True  # the platform's stays as it was
 
@@ -119,9 +119,14 @@ def test_store_objects_keep_one_set_of_keys_private_to_the_cluster(tmp_path: Pat
     assert service["spec"]["clusterIP"] == artifact_store.SERVICE_IP and "selector" not in service["spec"]
     assert [s["metadata"]["namespace"] for s in secrets] == ["wf", "ml-training"]
     access, secret = store.keys()
-    assert all(s["stringData"] == {"accessKey": access, "secretKey": secret} for s in secrets)
+    # The environment's names: a checkpointing program takes the Secret whole (envFrom) and finds the store.
+    assert all(s["stringData"] == {"AWS_ACCESS_KEY_ID": access, "AWS_SECRET_ACCESS_KEY": secret,
+                                   "AWS_ENDPOINT_URL_S3": "http://10.96.0.10:9000"} for s in secrets)
     assert store.keys() == (access, secret)  # made once
     assert store.keys_file.stat().st_mode & 0o777 == 0o600
+    # A cluster made before the Secret's keys took the environment's names reads its file as before.
+    store.keys_file.write_text('{"accessKey": "a1", "secretKey": "s1"}')
+    assert store.keys() == ("a1", "s1")
     endpoint = store.endpoint(12345)
     assert endpoint.url == "http://127.0.0.1:12345" and secret not in repr(endpoint)
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes.client import V1ContainerImage, V1Node, V1NodeList, V1NodeStatus
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import ReadTimeoutError
 
@@ -54,14 +55,34 @@ class FakeCustom:
         return {"items": [o for o in self.store.values() if o["metadata"]["labels"].get(key) == value]}
 
 
+class FakeCore:
+    """The nodes labelled as real, with the images each holds (None: this user may not list nodes)."""
+
+    def __init__(self, images: list[list[str]] | None) -> None:
+        self.images = images
+        self.selectors: list[str] = []
+
+    def list_node(self, label_selector: str = "", **kwargs: Any) -> V1NodeList:
+        self.selectors.append(label_selector)
+        if self.images is None:
+            raise ApiException(status=403, reason="Forbidden")
+        return V1NodeList(items=[V1Node(status=V1NodeStatus(images=[V1ContainerImage(names=held)]))
+                                 for held in self.images])
+
+
 class FakeKube(Kube):
-    def __init__(self, custom: FakeCustom) -> None:
+    def __init__(self, custom: FakeCustom, real_node_images: list[list[str]] | None = None) -> None:
         super().__init__(api_client=None, namespace="wf", context="test", server="https://127.0.0.1:6443")
         self._custom = custom
+        self._core = FakeCore(real_node_images if real_node_images is not None else [])
 
     @property
     def custom(self) -> FakeCustom:  # type: ignore[override]
         return self._custom
+
+    @property
+    def core(self) -> FakeCore:  # type: ignore[override]
+        return self._core
 
 
 def manifest(submission: str = "s-1", name: str = "bert-s1abc") -> dict[str, Any]:
@@ -144,6 +165,26 @@ def test_folders_expand_to_the_yaml_files_directly_in_them(tmp_path: Path) -> No
     assert [f.relative_to(tmp_path / "jobs").as_posix() for f in files] == ["a.yml", "b.yaml"]
     with pytest.raises(InputError, match="no such file"):
         job_files([str(tmp_path / "missing.yaml")])
+
+
+@pytest.mark.parametrize(("held", "placed"), [
+    ([["wf.local/python@sha256:" + "0" * 64, "wf.local/python:3.11"]], True),  # a real node holds the image
+    ([["wf.local/busybox:1"]], False),
+    ([], False),  # no real node (EKS)
+    (None, False),  # a developer who may not list nodes (EKS team roles)
+])
+def test_a_job_whose_image_only_real_nodes_hold_runs_there(held: list[list[str]] | None, placed: bool) -> None:
+    from wf.controller.submit import load_jobs, submit_jobs
+    from wf.model.catalog import load_catalog
+
+    root = Path(__file__).resolve().parents[1]
+    kube = FakeKube(FakeCustom([]), held)
+    (done,) = submit_jobs(kube, load_jobs([str(root / "examples" / "tiny-train.yaml")]),
+                          load_catalog(root / "eksctl" / "catalog.yaml"))
+    pods = [t for t in done.manifest["spec"]["templates"] if "container" in t]
+    assert [t["name"] for t in pods] == ["make-data", "train"]
+    assert all((t["nodeSelector"].get("wf.dev/real-node") == "true") is placed for t in pods)
+    assert kube.core.selectors == ["wf.dev/real-node"]  # one list for the whole submit
 
 
 def test_submit_compiles_everything_before_creating_anything(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from wf.argo.defaults import as_run
 from wf.compile.interruptions import APPLICATION_EXPRESSION, INTERRUPTION_EXPRESSION
-from wf.compile.placement import INTERRUPTION_RETRIES, place_step
+from wf.compile.placement import INTERRUPTION_RETRIES, on_real_nodes, place_step
 from wf.compile.readback import CompiledPlacement, node_capacity, read_placement
 from wf.compile.workflow import ATTEMPTS_SUFFIX, compile_job
 from wf.core.constants import (
@@ -23,6 +23,7 @@ from wf.core.constants import (
     EKS_CAPACITY_LABEL,
     EKS_CAPACITY_VALUES,
     INSTANCE_TYPE_LABEL,
+    REAL_NODE_LABEL,
 )
 from wf.model.catalog import Catalog
 from wf.model.nodegroups import node_groups
@@ -394,3 +395,26 @@ def test_a_node_labelled_by_eks_alone_reads_as_wfs_capacity(catalog: Catalog, ca
     assert labels[EKS_CAPACITY_LABEL] == EKS_CAPACITY_VALUES[capacity]
     assert node_capacity(labels) == capacity
     assert node_capacity({}) is None
+
+
+def test_steps_whose_image_only_real_nodes_hold_are_placed_on_them(catalog: Catalog, make_job: Any) -> None:
+    """The local cluster's real nodes hold images no registry serves (built there or imported): a simulated node
+    of the class could only pretend to run them, so their pods select the real nodes, within the class."""
+    job = make_job([{"name": "local", "command": ["x"], "image": "train:1"},
+                    {"name": "default", "command": ["x"], "needs": ["local"]},
+                    {"name": "other", "command": ["x"], "image": "ghcr.io/me/other:2", "needs": ["local"]}],
+                   image="wf.local/python:3.11")
+    manifest = compile_job(job, catalog)
+    # The names the kubelet reports in node.status.images: whole, as containerd keeps them.
+    placed = on_real_nodes(manifest, frozenset({"docker.io/library/train:1", "wf.local/python:3.11"}))
+    templates = {t["name"]: t for t in manifest["spec"]["templates"]}
+    assert sorted(placed) == ["default", "local"]
+    assert templates["local"]["nodeSelector"] == {CLASS_LABEL: "cpu", CAPACITY_LABEL: "spot", ARCH_LABEL: "amd64",
+                                                  REAL_NODE_LABEL: "true"}
+    assert REAL_NODE_LABEL not in templates["other"]["nodeSelector"]
+    assert "nodeSelector" not in templates["Main"]  # a DAG template makes no pod
+    # A template naming no image of its own runs the templateDefaults' image.
+    del templates["default"]["container"]["image"]
+    templates["default"]["nodeSelector"].pop(REAL_NODE_LABEL)
+    assert on_real_nodes(manifest, frozenset({"wf.local/python:3.11"})) == ["default"]
+    assert on_real_nodes(compile_job(job, catalog), frozenset()) == []  # EKS: no node is real

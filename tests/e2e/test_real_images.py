@@ -1,13 +1,15 @@
 """Images on a real node, which reaches no registry: the local Python image runs the example program as uid 65534
 on a read-only root in a pod of the restricted profile's shape, a deletion's SIGTERM is saved within the grace
 period and a second pod resumes from the save; an archive `wf cluster image import` took runs under the name it
-printed. One cluster with one real node for the module; `down` must leave no trace of it."""
+printed; the tiny-train example runs there as a workflow. One cluster with one real node beside simulated ones
+for the module; `down` must leave no trace of it."""
 
 from __future__ import annotations
 
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,8 +25,11 @@ import pytest
 from image_archives import docker_save
 from wf.cluster import build, images, realnode
 from wf.controller.client import Kube, pod_log
+from wf.core.constants import REAL_NODE_LABEL
 
 from .conftest import ClusterHandle, become_subreaper, connected, start_cluster, stop_cluster
+from .test_controller_e2e import wf_cli
+from .test_real_node import _stored_keys
 
 ROOT = Path(__file__).resolve().parents[2]
 TRUTH = "[-0.705, -1.397, 0.604, -1.71]"
@@ -163,3 +168,49 @@ def _file_of(archive: Path, path: str) -> bytes:
         manifest = json.loads(blob(json.load(tar.extractfile("index.json"))["manifests"][0]["digest"]))
         with tarfile.open(fileobj=io.BytesIO(blob(manifest["layers"][0]["digest"]))) as layer:
             return layer.extractfile(path).read()
+
+
+def test_the_tiny_train_example_runs_on_the_real_node_and_a_retry_resumes_from_what_it_saved(
+        real_cluster: ClusterHandle, kube: Kube) -> None:
+    """examples/tiny-train.yaml as `make run` submits it, on a cluster with simulated cpu nodes beside the real
+    one: its image is only on the real node, so every pod goes there; its checkpoints go to the cluster's S3
+    store (the namespace's Secret names it); one trial's pod deleted mid-run (a drain's SIGTERM) saves, is an
+    interruption, and its retry goes on from that save; outputs pass between the steps through Argo's executor."""
+    env = {"WF_DATA_HOME": str(real_cluster.cluster.workdir.parent.parent)}
+
+    def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return wf_cli(real_cluster, *args, timeout=timeout, env=env)
+
+    submitted = cli("submit", str(ROOT / "examples" / "tiny-train.yaml"), "-o", "name")
+    assert submitted.returncode == 0, submitted.stderr
+    name = submitted.stdout.strip().removeprefix("workflow/")
+    namespace = "ml-training"
+    selector = f"workflows.argoproj.io/workflow={name}"
+
+    def saving_trial() -> Any:
+        for p in kube.core.list_namespaced_pod(namespace, label_selector=f"{selector},wf.dev/step=train").items:
+            if p.status.phase == "Running" and "saved checkpoint (periodic)" in pod_log(
+                    kube.core, p.metadata.name, namespace, container="main"):
+                return p
+        return None
+
+    trial = until("a trial's first save", saving_trial, timeout=180)
+    kube.core.delete_namespaced_pod(trial.metadata.name, namespace)  # the pod's grace period, as a drain gives it
+    waited = cli("wait", "-n", namespace, name, "--timeout", "5m", timeout=360)
+    got = cli("get", "-n", namespace, name)
+    assert waited.returncode == 0, f"{waited.stdout}{waited.stderr}\n{got.stdout}"
+
+    real = {n.metadata.name for n in kube.core.list_node(label_selector=REAL_NODE_LABEL).items}
+    pods = kube.core.list_namespaced_pod(namespace, label_selector=selector).items
+    assert len(pods) == 3 and {p.spec.node_name for p in pods} <= real, [(p.metadata.name, p.spec.node_name)
+                                                                           for p in pods]
+    logs = cli("logs", "-n", namespace, name, "--step", "train")
+    assert logs.returncode == 0, logs.stderr
+    saved = re.findall(r"step (\d+): saved checkpoint \(SIGTERM\)", logs.stdout)
+    resumed = re.findall(r"attempt 1: resumed at step (\d+) from s3://", logs.stdout)
+    assert len(saved) == 1 and resumed == saved, logs.stdout  # the retry went on from the save SIGTERM made
+    assert logs.stdout.count("done: 600 steps") == 2, logs.stdout
+    assert "interrupted" in got.stdout or "pod deleted" in got.stdout or "143" in got.stdout, got.stdout
+    keys = [k for k in _stored_keys(real_cluster) if k.startswith(f"checkpoints/{namespace}/{name}/train/")]
+    assert len(keys) == 2 and all(k.endswith("/checkpoint.json") for k in keys), keys  # one per trial
+    print(f"\n{got.stdout}\n{logs.stdout}")

@@ -11,7 +11,9 @@ How each side reaches it:
   pods       at SERVICE_IP:SERVICE_PORT, the cluster IP of the Service `wf-artifact-store`, which the real node's
              relay (wf.cluster.relay) serves inside its network namespace and forwards here; the artifact
              repository (wf.compile.artifacts.KeyedEndpoint) names that address and the Secret `wf-artifact-store`
-             of each workflow namespace, whose keys Argo mounts into its own containers only
+             of each workflow namespace (ARTIFACT_STORE_SECRET), whose keys Argo mounts into its own containers;
+             the same Secret, taken whole as environment, tells the programs that keep checkpoints in the store
+             where it is (AWS_ENDPOINT_URL_S3) and its keys, as a pod's role does on EKS
   wf         at http://127.0.0.1:PORT with the same keys (`endpoint`), when it reads an archived log
 
 Layout under the cluster's work directory:
@@ -31,13 +33,16 @@ from typing import Any
 from wf.aws.s3 import Endpoint
 from wf.cluster import processes
 from wf.cluster.supervise import Say
-from wf.compile.artifacts import ACCESS_KEY, SECRET_KEY, KeyedEndpoint
+from wf.compile.artifacts import ACCESS_KEY, ENDPOINT_KEY, SECRET_KEY, KeyedEndpoint
+from wf.core.constants import ARTIFACT_STORE_SECRET
 from wf.core.errors import ClusterError
 from wf.model.catalog import S3Store
 from wf.render.platform import CONTROLLER_NAMESPACE
 
 NAME = "artifact-store"
-SERVICE = "wf-artifact-store"  # the Service (and each namespace's Secret) naming the store
+SERVICE = ARTIFACT_STORE_SECRET  # the Service naming the store, the same name as each namespace's Secret
+# keys.json's own names, kept apart from the Secret's so the file of a cluster made earlier still reads.
+_FILE_KEYS = ("accessKey", "secretKey")
 # A fixed cluster IP from the lower band of the Service range (wf.cluster.supervise.SERVICE_CIDR), which the API
 # server hands out only when asked for it by name, so no other Service takes it first.
 SERVICE_IP = "10.96.0.10"
@@ -64,10 +69,10 @@ class LocalArtifactStore:
         if not self.keys_file.is_file():
             self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             self.keys_file.touch(mode=0o600)
-            self.keys_file.write_text(json.dumps({ACCESS_KEY: secrets.token_hex(10),
-                                                  SECRET_KEY: secrets.token_urlsafe(30)}))
+            self.keys_file.write_text(json.dumps(dict(zip(_FILE_KEYS, (secrets.token_hex(10),
+                                                                        secrets.token_urlsafe(30)), strict=True))))
         keys = json.loads(self.keys_file.read_text())
-        return str(keys[ACCESS_KEY]), str(keys[SECRET_KEY])
+        return str(keys[_FILE_KEYS[0]]), str(keys[_FILE_KEYS[1]])
 
     def endpoint(self, port: int) -> Endpoint:
         """Where wf, on the host, reads the store."""
@@ -77,7 +82,7 @@ class LocalArtifactStore:
     @staticmethod
     def in_cluster() -> KeyedEndpoint:
         """Where pods on real nodes reach the store, as the artifact repository names it."""
-        return KeyedEndpoint(address=f"{SERVICE_IP}:{SERVICE_PORT}", secret=SERVICE)
+        return KeyedEndpoint(address=f"{SERVICE_IP}:{SERVICE_PORT}", secret=ARTIFACT_STORE_SECRET)
 
     def objects(self, namespaces: Sequence[str]) -> list[dict[str, Any]]:
         """The Service holding the store's cluster IP (no selector: the relay is its backend), and the keys'
@@ -87,8 +92,9 @@ class LocalArtifactStore:
                    "metadata": {"name": SERVICE, "namespace": CONTROLLER_NAMESPACE},
                    "spec": {"clusterIP": SERVICE_IP, "ports": [{"name": "s3", "port": SERVICE_PORT}]}}
         keys = [{"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                 "metadata": {"name": SERVICE, "namespace": ns},
-                 "stringData": {ACCESS_KEY: access, SECRET_KEY: secret}} for ns in namespaces]
+                 "metadata": {"name": ARTIFACT_STORE_SECRET, "namespace": ns},
+                 "stringData": {ACCESS_KEY: access, SECRET_KEY: secret,
+                                ENDPOINT_KEY: f"http://{SERVICE_IP}:{SERVICE_PORT}"}} for ns in namespaces]
         return [service, *keys]
 
     def ensure(self, previous_port: int | None, bucket: S3Store | None, say: Say, timeout: float = 60.0) -> int:

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from wf.cluster import build
 from wf.core.errors import ClusterError, InputError
+from wf.jobspec.images import normalized
 
 REGISTRY = "wf.local"  # a name no registry answers to: these images exist only where they were imported
 PAUSE = f"{REGISTRY}/pause:1"
@@ -388,16 +389,6 @@ def keep_archive(source: Path, directory: Path) -> tuple[Path, list[str]]:
     shutil.copyfile(source, staged)
     os.replace(staged, target)
     return target, named
-
-
-def normalized(name: str) -> str:
-    """An image name as the kubelet and containerd read it: Docker Hub's domain and `library/` where it has none,
-    `:latest` where it has no tag or digest."""
-    first, _, rest = name.partition("/")
-    if not rest or ("." not in first and ":" not in first and first != "localhost"):
-        name = f"docker.io/{name if rest else 'library/' + name}"
-    last = name.rsplit("/", 1)[1]
-    return name if ":" in last or "@" in last else f"{name}:latest"
 
 
 def archive(name: str, cache: Path) -> Path:

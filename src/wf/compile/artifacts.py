@@ -15,8 +15,10 @@ from wf.model.catalog import ArtifactStore
 CONFIGMAP = "wf-artifact-repositories"
 KEY = "s3"
 REPOSITORY_REF = {"configMap": CONFIGMAP, "key": KEY}
-ACCESS_KEY = "accessKey"  # the keys of a KeyedEndpoint's Secret
-SECRET_KEY = "secretKey"
+# The keys of a KeyedEndpoint's Secret: the environment's names, so a program takes the Secret whole (envFrom).
+ACCESS_KEY = "AWS_ACCESS_KEY_ID"
+SECRET_KEY = "AWS_SECRET_ACCESS_KEY"
+ENDPOINT_KEY = "AWS_ENDPOINT_URL_S3"  # the store's URL, which only the program reads (Argo's is the repository's)
 
 
 @dataclass(frozen=True)

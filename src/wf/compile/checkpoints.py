@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from wf.compile.placement import Placement
-from wf.core.constants import RETRIED_ANNOTATION
+from wf.core.constants import ARTIFACT_STORE_SECRET, RETRIED_ANNOTATION
 from wf.core.errors import PathKey, Problem
 from wf.core.units import parse_duration
 from wf.jobspec.job import TrainingJob
@@ -139,6 +139,15 @@ def container_env(job: TrainingJob, step: Step, catalog: Catalog) -> list[dict[s
         {"name": ATTEMPT_ENV, "value": "{{retries}}"},
         {"name": APPLICATION_ATTEMPT_ENV, "value": f"{{{{inputs.parameters.{APPLICATION_ATTEMPT_INPUT}}}}}"},
     ]
+
+
+def container_env_from(job: TrainingJob, step: Step, catalog: Catalog) -> list[dict[str, Any]]:
+    """For a program that writes its checkpoints to the artifact store: the namespace's Secret naming a store
+    other than AWS's (endpoint and keys), taken whole if it exists. The local cluster makes it; on EKS there is
+    none and the pod's role reaches the bucket, so the same workflow runs on both."""
+    if catalog.artifacts is None or not writes_artifact_store(job, step):
+        return []
+    return [{"secretRef": {"name": ARTIFACT_STORE_SECRET, "optional": True}}]
 
 
 def volume_mounts(job: TrainingJob, step: Step, catalog: Catalog) -> list[dict[str, Any]]:

@@ -3,7 +3,8 @@
 Pods select on the labels every node group of the class carries (`wf.dev/compute-class`, `wf.dev/capacity`,
 `kubernetes.io/arch`), never on instance types, so eksctl and Karpenter node groups both satisfy them.
 `place_step` resolves a step's class and capacity; `place_pod` sizes a pod on them (a step's pod, or a multi-node
-step's replicas, wf.compile.kinds.mpijob). What a compiled template says back: wf.compile.readback.
+step's replicas, wf.compile.kinds.mpijob); `on_real_nodes` keeps a compiled workflow's pods whose image only the
+local cluster's real nodes hold on those. What a compiled template says back: wf.compile.readback.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
+from typing import Any
 
 from wf.compile.schedulability import PodConstraints, Shortfall, Verdict, judge
+from wf.core.constants import REAL_NODE_LABEL
 from wf.core.errors import PathKey, Problem
 from wf.core.units import format_cpu, format_mib, parse_quantity
+from wf.jobspec.images import normalized
 from wf.jobspec.job import TrainingJob
 from wf.jobspec.steps import Resources, Step
 from wf.model.accelerators import EFA_RESOURCE, HUGEPAGES_2MI, profile
@@ -138,6 +142,23 @@ def place_pod(catalog: Catalog, cls: ComputeClass, capacity: str, resources: Res
         else INTERRUPTION_RETRIES[capacity],
         on_demand_after=cls.spot_fallback_after if capacity == "spot" and "on-demand" in cls.capacity else None,
     ), []
+
+
+def on_real_nodes(manifest: dict[str, Any], images: frozenset[str]) -> list[str]:
+    """Select the local cluster's real nodes (REAL_NODE_LABEL) for the pods of a compiled workflow whose image is
+    one of `images`, the names (as the kubelet gives them) of images that only those nodes hold: built there or
+    imported, from no registry, so a simulated node of the same class could only pretend to run them. Keeps the
+    class's own selector (a real node is one of its node group's). The names of the templates placed."""
+    spec = manifest.get("spec") or {}
+    default = ((spec.get("templateDefaults") or {}).get("container") or {}).get("image")
+    placed = []
+    for template in spec.get("templates") or []:
+        pod = template.get("container") or template.get("script")
+        image = (pod or {}).get("image") or default
+        if pod is not None and isinstance(image, str) and normalized(image) in images:
+            template["nodeSelector"] = {**(template.get("nodeSelector") or {}), REAL_NODE_LABEL: "true"}
+            placed.append(template["name"])
+    return placed
 
 
 @lru_cache(maxsize=1024)  # a big DAG asks the same few (group, size) questions thousands of times

@@ -405,6 +405,8 @@ def _pod_template(job: TrainingJob, catalog: Catalog, step: Step, placement: Pla
                                    if refs else step.env)}) + checkpoints.container_env(job, step, catalog)
     if env:
         container["env"] = env
+    if env_from := checkpoints.container_env_from(job, step, catalog):
+        container["envFrom"] = env_from
     if step.working_dir:
         container["workingDir"] = step.working_dir
     mounts = [{"name": v.name, "mountPath": v.mount_path, **({"readOnly": True} if v.read_only else {})}

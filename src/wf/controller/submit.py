@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wf.controller.client import Kube, api_errors, cluster_error, is_transient
-from wf.core.constants import ARGO_KINDS, CRON_WORKFLOW, DOMAIN, SUBMISSION_LABEL
+from wf.core.constants import ARGO_KINDS, CRON_WORKFLOW, DOMAIN, REAL_NODE_LABEL, SUBMISSION_LABEL
 from wf.core.errors import ClusterError, InputError, WfError
 from wf.core.loader import unreadable_character
 
@@ -174,13 +174,17 @@ def compile_for(job: Any, catalog: Any, kube_namespace: str, namespace_flag: str
 
 
 def prepare(job: Any, catalog: Any, kube_namespace: str, namespace_flag: str | None,
-            parameters: dict[str, str], batch: str, *, no_cache: bool = False) -> tuple[dict[str, Any], str, str]:
+            parameters: dict[str, str], batch: str, *, no_cache: bool = False,
+            real_node_images: frozenset[str] = frozenset()) -> tuple[dict[str, Any], str, str]:
     """Compile one job (a TrainingJob) for submission: (manifest, namespace, submission id). Pure.
-    `no_cache`: its cached steps run again and save their results afresh."""
+    `no_cache`: its cached steps run again and save their results afresh. `real_node_images`: the images only the
+    cluster's real nodes hold (real_node_images), whose steps go there."""
     from wf.compile.cache import refreshed
+    from wf.compile.placement import on_real_nodes
 
     path = job.source
     manifest, namespace = compile_for(job, catalog, kube_namespace, namespace_flag)
+    on_real_nodes(manifest, real_node_images)
     if no_cache:
         refreshed(manifest)
     set_parameters(manifest, parameters, str(path))
@@ -357,6 +361,22 @@ def load_jobs(sources: list[Any]) -> list[Any]:
     return jobs + [load_job(p) for p in files]
 
 
+def real_node_images(kube: Kube) -> frozenset[str]:
+    """The names of the images on the cluster's real nodes (the local cluster's, wf.cluster.realnode), which no
+    registry serves; none where there are no such nodes (EKS) or this user may not list nodes."""
+    from kubernetes.client.exceptions import ApiException
+
+    with api_errors(kube, f"listing the nodes labelled {REAL_NODE_LABEL}"):
+        try:
+            nodes = kube.core.list_node(label_selector=REAL_NODE_LABEL).items
+        except ApiException as exc:
+            if exc.status == 403:  # a team's developer on EKS, where no node is real
+                return frozenset()
+            raise
+    return frozenset(name for node in nodes if node.status for image in node.status.images or []
+                     for name in image.names or [])
+
+
 def submit_jobs(kube: Kube, jobs: list[Any], catalog: Any, *, namespace: str | None = None,
                 parameters: dict[str, str] | None = None, dry_run: bool = False, skip_existing: bool = False,
                 no_cache: bool = False, rate: float = 20.0, burst: int = 40) -> list[Submitted]:
@@ -364,8 +384,9 @@ def submit_jobs(kube: Kube, jobs: list[Any], catalog: Any, *, namespace: str | N
     `skip_existing`, a job an earlier run of the same submit created is reported, not created again.
     SubmitInterrupted when it stops part way (Ctrl-C included)."""
     batch = str(uuid.uuid4())
+    images = real_node_images(kube)
     prepared = [(str(job.source), *prepare(job, catalog, kube.namespace, namespace, parameters or {}, batch,
-                                           no_cache=no_cache))
+                                           no_cache=no_cache, real_node_images=images))
                 for job in jobs]
     bucket = TokenBucket(rate, burst)
     out: list[Submitted] = []

@@ -40,6 +40,10 @@ RERUN_FROM_ANNOTATION: Final = f"{DOMAIN}/rerun-from"
 # On a workflow `wf retry` retried: how many times. Its presence makes WF_RESUME true (a retried step's checkpoint
 # location holds what its attempts before the retry saved); a `wf rerun` does not inherit it (new locations).
 RETRIED_ANNOTATION: Final = f"{DOMAIN}/retried"
+# A workflow namespace's Secret naming an S3-compatible store other than AWS's (the local cluster's): its endpoint
+# and keys, under the environment names AWS's SDKs read, for Argo's init and wait containers and for the programs
+# that write checkpoints to the store (an optional reference: on EKS there is none and the pod's role serves).
+ARTIFACT_STORE_SECRET: Final = "wf-artifact-store"
 
 # Read by the local cluster's simulated kubelet (kwok stages) to hold a pod Running or fail it.
 SIM_DURATION: Final = f"sim.{DOMAIN}/duration"

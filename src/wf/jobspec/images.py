@@ -57,6 +57,14 @@ def _split_docker_domain(name: str) -> tuple[str, str]:
     return domain, remote
 
 
+def normalized(image: str) -> str:
+    """`image` as the kubelet and containerd name it (normalize.go ParseNormalizedNamed, then TagNameOnly): Docker
+    Hub's domain and `library/` where it has none, `:latest` where it has no tag or digest."""
+    domain, remainder = _split_docker_domain(image)
+    last = remainder.rsplit("/", 1)[-1]
+    return f"{domain}/{remainder}" + ("" if ":" in last or "@" in last else ":latest")
+
+
 def reference_problem(image: str) -> str | None:
     """Why the kubelet cannot parse `image` as an image reference (in words), or None."""
     if _ANCHORED_IDENTIFIER.fullmatch(image):
