@@ -150,6 +150,21 @@ def test_a_steps_latest_attempt_under_a_header_saying_which_and_where() -> None:
         list(step_log_lines(unstarted, NAME, None, "train"))
 
 
+def test_a_fan_out_steps_attempts_are_its_items() -> None:
+    """`wf logs NAME train` of a fanned-out step names its items rather than saying it has not started; `--step
+    train` takes every item's attempts (of_step), the archived ones of gone pods too."""
+    from wf.controller.ops import choose_attempt, of_step
+
+    items = {f"n{i}": pod_node(NAME, f"n{i}", f"train({i}:lr:0.{i})", "Succeeded", template="train")
+             for i in (1, 2)}
+    with pytest.raises(InputError, match=r"fans out: name one of its items \(train\(1:lr:0.1\), train\(2:lr:0.2\)\)"):
+        choose_attempt(workflow(NAME, "Succeeded", items), "train")
+    chosen = choose_attempt(workflow(NAME, "Succeeded", items), "train(2:lr:0.2)")
+    assert chosen is not None and chosen.attempt.node_id == "n2"
+    assert of_step("train(1:lr:0.1)", "train") and of_step("train", "train")
+    assert not of_step("trainer", "train") and not of_step("trainer(1:x)", "train")
+
+
 def test_follow_moves_on_to_the_next_attempts_pod_when_a_retry_starts() -> None:
     from wf.controller.ops import step_log_lines
     from wf.controller.steps import pod_name, workflow_view

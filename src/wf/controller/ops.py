@@ -316,11 +316,19 @@ class ShownAttempt:
         return f"== step {self.step}, attempt {self.number} of {self.of} ({', '.join(where)})"
 
 
+def of_step(row: str, step: str) -> bool:
+    """Whether a step row (`train`, or a fan-out item's `train(1:lr:0.1)`, as Argo names its nodes) is `step`'s."""
+    return row == step or (row.startswith(step) and row[len(step):].startswith("("))
+
+
 def _step_row(workflow: dict[str, Any], step: str) -> StepRow | None:
     """The step's row; None for a step of the spec's DAGs that has not started; InputError for no step."""
     rows = {row.name: row for row in workflow_view(workflow).steps}
     if step in rows:
         return rows[step]
+    if items := [name for name in rows if of_step(name, step)]:
+        raise InputError(f"step {step} of {workflow['metadata']['name']} fans out: name one of its items "
+                         f"({', '.join(items)})")
     tasks = {task.get("name") for template in templates_by_name(workflow).values()
              for task in (template.get("dag") or {}).get("tasks") or []}
     if step in tasks:
@@ -470,8 +478,8 @@ def log_lines(kube: Kube, name: str, namespace: str | None = None, *, step: str 
 
     ns = namespace or kube.namespace
     workflow = archived if archived is not None else get_workflow(kube, name, ns)
-    if step:
-        _step_row(workflow, step)
+    if step and not any(of_step(row.name, step) for row in workflow_view(workflow).steps):
+        _step_row(workflow, step)  # no such step: its error (a step not started yet: its pods will come)
     lines: Queue[str | None] = Queue()
     started: set[str] = set()
     active = [0]
@@ -521,7 +529,7 @@ def log_lines(kube: Kube, name: str, namespace: str | None = None, *, step: str 
                     yield f"[{step_name}] {logged}"
             nodes = workflow_nodes(workflow)
             for row in workflow_view(workflow).steps:  # attempts whose pods are gone: their archived logs
-                for gone in (a for a in row.attempts if (not step or row.name == step)
+                for gone in (a for a in row.attempts if (not step or of_step(row.name, step))
                              and pod_name(workflow, a) not in listed):
                     for archived_line in _archived_log(kube, ns, nodes.get(gone.node_id), tail,
                                                        workflow_repository(workflow)) or []:
