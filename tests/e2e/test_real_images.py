@@ -28,7 +28,7 @@ from wf.controller.client import Kube, pod_log
 from wf.core.constants import REAL_NODE_LABEL
 
 from .conftest import ClusterHandle, become_subreaper, connected, start_cluster, stop_cluster
-from .test_controller_e2e import wf_cli
+from .test_controller_e2e import job_file, wf_cli
 from .test_real_node import _stored_keys
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -227,3 +227,24 @@ def test_the_tiny_train_example_runs_on_the_real_node_and_a_retry_resumes_from_w
     keys = [k for k in keys if k.startswith(f"checkpoints/{namespace}/{name}/train/")]
     assert len(keys) == 2 and all(k.endswith("/checkpoint.json") for k in keys), keys  # one per trial
     print(f"\n{got.stdout}\n{logs.stdout}")
+
+
+def test_a_real_memory_limit_exceeded_is_the_programs_failure_not_an_interruption(
+        real_cluster: ClusterHandle, tmp_path: Path) -> None:
+    """A program past its memory limit is killed by the kernel (runc's cgroup), not taken away with its node: Argo
+    says OOMKilled, the retry expression leaves it to the application retries (none here), `wf get` calls it the
+    program's failure."""
+    steps = [{"name": "hog", "resources": {"cpu": "250m", "memory": "32Mi"},
+              "command": ["python3", "-c", "blocks = [bytearray(8 << 20) for _ in range(64)]"]}]
+    job = job_file(tmp_path, "oom", steps, image=images.PYTHON)
+    env = {"WF_DATA_HOME": str(real_cluster.cluster.workdir.parent.parent)}
+    submitted = wf_cli(real_cluster, "submit", str(job), "-o", "name", env=env)
+    assert submitted.returncode == 0, submitted.stderr
+    name = submitted.stdout.strip().removeprefix("workflow/")
+    waited = wf_cli(real_cluster, "wait", name, "--timeout", "3m", env=env, timeout=240)
+    got = wf_cli(real_cluster, "get", name, env=env)
+    assert waited.returncode != 0, got.stdout  # it failed
+    (line,) = [line for line in got.stdout.splitlines() if line.startswith(f"{name} hog:")]
+    assert line.endswith("Failed [cpu/spot] on cpu-spot-us-east-1a-real-0 - main: OOMKilled (exit code 137)"), line
+    assert "attempts of" not in got.stdout, got.stdout  # one attempt: not retried as an interruption
+    print(f"\n{got.stdout}")
