@@ -411,7 +411,9 @@ def test_steps_whose_image_only_real_nodes_hold_are_placed_on_them(catalog: Cata
     assert sorted(placed) == ["default", "local"]
     assert templates["local"]["nodeSelector"] == {CLASS_LABEL: "cpu", CAPACITY_LABEL: "spot", ARCH_LABEL: "amd64",
                                                   REAL_NODE_LABEL: "true"}
-    assert REAL_NODE_LABEL not in templates["other"]["nodeSelector"]
+    assert templates["local"]["tolerations"] == [{"key": REAL_NODE_LABEL, "operator": "Equal", "value": "true",
+                                                  "effect": "NoSchedule"}]  # the real nodes' taint
+    assert REAL_NODE_LABEL not in templates["other"]["nodeSelector"] and "tolerations" not in templates["other"]
     assert "nodeSelector" not in templates["Main"]  # a DAG template makes no pod
     # A template naming no image of its own runs the templateDefaults' image.
     del templates["default"]["container"]["image"]

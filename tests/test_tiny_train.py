@@ -61,7 +61,7 @@ def test_sigterm_saves_once_more_exits_143_and_the_resumed_run_ends_where_an_uni
                    "--loss-out", str(tmp_path / "loss"))
     out, err = resumed.communicate(timeout=60)
     assert resumed.returncode == 0, err
-    assert out.splitlines()[0] == f"attempt 1: resumed at step {stopped_at} from {interrupted}"
+    assert out.splitlines()[0] == f"attempt 1: resumed at step {stopped_at} (SIGTERM save) from {interrupted}"
     assert "distance to the truth" in out.splitlines()[-1]
 
     uninterrupted = _run({"WF_CHECKPOINT_DIR": str(whole)}, "--steps", "400", "--step-seconds", "0")
@@ -162,5 +162,5 @@ def test_checkpoints_in_s3_survive_a_sigterm_and_resume(s3_endpoint: str) -> Non
     resumed = _run({**env, "WF_RESUME": "true", "WF_ATTEMPT": "1"}, *SLOW)
     out, err = resumed.communicate(timeout=60)
     assert resumed.returncode == 0, err
-    assert out.splitlines()[0].startswith(f"attempt 1: resumed at step {stopped_at} from s3://artifacts/")
+    assert out.splitlines()[0].startswith(f"attempt 1: resumed at step {stopped_at} (SIGTERM save) from s3://artifacts/")
     assert load()["step"] == 400

@@ -3,7 +3,9 @@ the machine `wf cluster up --real-nodes N` runs on (Linux, root), so pods on the
 
 A real node joins a node group of the catalog (the first without accelerators on the machine's architecture: a
 cpu class by default) with the labels and taints a simulated node of that group has (wf.cluster.nodes), plus
-REAL_NODE_LABEL, which kwok is told to leave alone (wf.cluster.supervise). Its capacity is the machine's.
+REAL_NODE_LABEL, which kwok is told to leave alone (wf.cluster.supervise), and REAL_NODE_TAINT, which keeps off
+it every pod but those whose image it alone holds (wf.compile.placement.on_real_nodes): a pod of a simulated
+example never makes it pull from a registry. Its capacity is the machine's.
 
 What it touches outside the cluster's work directory, all removed by `stop`:
   /run/wf/<id>/                 containerd's state and sockets (a socket path must stay under 108 bytes)
@@ -46,7 +48,7 @@ from wf.cluster import build, images, processes
 from wf.cluster.nodes import node_manifest
 from wf.cluster.relay import Forward
 from wf.cluster.supervise import SERVICE_CIDR
-from wf.core.constants import REAL_NODE_LABEL
+from wf.core.constants import REAL_NODE_LABEL, REAL_NODE_TAINT
 from wf.core.errors import ClusterError
 from wf.model.catalog import Catalog
 from wf.model.nodegroups import NodeGroup, node_groups
@@ -373,7 +375,7 @@ state = {q(str(self.run_dir / "state"))}
         ports = Ports(kubelet=processes.free_port(), healthz=processes.free_port())
         manifest = node_manifest(group, self.index, name)
         labels = {**manifest["metadata"]["labels"], REAL_NODE_LABEL: "true"}
-        config = self.kubelet_config(ports, manifest["spec"]["taints"], kwok_pki / "ca.crt")
+        config = self.kubelet_config(ports, [*manifest["spec"]["taints"], REAL_NODE_TAINT], kwok_pki / "ca.crt")
         (self.dir / "kubelet" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
         for path in (self.dir / "kubelet" / "root", self.kubelet_root):
             path.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from wf.compile.schedulability import PodConstraints, Shortfall, Verdict, judge
-from wf.core.constants import REAL_NODE_LABEL
+from wf.core.constants import REAL_NODE_LABEL, REAL_NODE_TAINT
 from wf.core.errors import PathKey, Problem
 from wf.core.units import format_cpu, format_mib, parse_quantity
 from wf.jobspec.images import normalized
@@ -147,8 +147,9 @@ def place_pod(catalog: Catalog, cls: ComputeClass, capacity: str, resources: Res
 def on_real_nodes(manifest: dict[str, Any], images: frozenset[str]) -> list[str]:
     """Select the local cluster's real nodes (REAL_NODE_LABEL) for the pods of a compiled workflow whose image is
     one of `images`, the names (as the kubelet gives them) of images that only those nodes hold: built there or
-    imported, from no registry, so a simulated node of the same class could only pretend to run them. Keeps the
-    class's own selector (a real node is one of its node group's). The names of the templates placed."""
+    imported, from no registry, so a simulated node of the same class could only pretend to run them; they
+    tolerate the real nodes' taint, which keeps every other pod off. Keeps the class's own selector and
+    tolerations (a real node is one of its node group's). The names of the templates placed."""
     spec = manifest.get("spec") or {}
     default = ((spec.get("templateDefaults") or {}).get("container") or {}).get("image")
     placed = []
@@ -157,6 +158,7 @@ def on_real_nodes(manifest: dict[str, Any], images: frozenset[str]) -> list[str]
         image = (pod or {}).get("image") or default
         if pod is not None and isinstance(image, str) and normalized(image) in images:
             template["nodeSelector"] = {**(template.get("nodeSelector") or {}), REAL_NODE_LABEL: "true"}
+            template["tolerations"] = [*(template.get("tolerations") or []), {"operator": "Equal", **REAL_NODE_TAINT}]
             placed.append(template["name"])
     return placed
 

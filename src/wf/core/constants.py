@@ -14,6 +14,9 @@ DOMAIN: Final = "wf.dev"
 CLASS_LABEL: Final = f"{DOMAIN}/compute-class"
 # On a node whose pods really run (wf.cluster.realnode): kwok and the simulated executor leave it and its pods alone.
 REAL_NODE_LABEL: Final = f"{DOMAIN}/real-node"
+# The taint of that key (value "true") keeping off a real node every pod but those `wf submit` placed there (their
+# image is on it alone, wf.compile.placement.on_real_nodes): no other pod's image is pulled from a registry.
+REAL_NODE_TAINT: Final = {"key": REAL_NODE_LABEL, "value": "true", "effect": "NoSchedule"}
 CAPACITY_LABEL: Final = f"{DOMAIN}/capacity"
 JOB_LABEL: Final = f"{DOMAIN}/job"
 STEP_LABEL: Final = f"{DOMAIN}/step"

@@ -145,7 +145,7 @@ def train(args: argparse.Namespace) -> int:
         print("no WF_CHECKPOINT_DIR or WF_CHECKPOINT_URI: training without checkpoints", flush=True)
     elif os.environ.get("WF_RESUME") == "true" and (state := store.load()) is not None:
         weights, done = state["weights"], state["step"]
-        print(f"attempt {attempt}: resumed at step {done} from {store.location}", flush=True)
+        print(f"attempt {attempt}: resumed at step {done} ({state['saved']} save) from {store.location}", flush=True)
     else:
         print(f"attempt {attempt}: starting from step 0; checkpoints go to {store.location}", flush=True)
 
