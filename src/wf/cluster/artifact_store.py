@@ -69,8 +69,8 @@ class LocalArtifactStore:
         if not self.keys_file.is_file():
             self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             self.keys_file.touch(mode=0o600)
-            self.keys_file.write_text(json.dumps(dict(zip(_FILE_KEYS, (secrets.token_hex(10),
-                                                                        secrets.token_urlsafe(30)), strict=True))))
+            access, secret = _FILE_KEYS
+            self.keys_file.write_text(json.dumps({access: secrets.token_hex(10), secret: secrets.token_urlsafe(30)}))
         keys = json.loads(self.keys_file.read_text())
         return str(keys[_FILE_KEYS[0]]), str(keys[_FILE_KEYS[1]])
 
