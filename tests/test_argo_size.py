@@ -51,6 +51,10 @@ def test_json_size_counts_like_go_json_marshal() -> None:
     # Go writes '<' as \u003c (5 more bytes) and 'é' as its two UTF-8 bytes.
     assert json_size(manifest) == len(compact) + 5
     assert json_size({}) == 2
+    # Every escape Go adds, beside what both encoders write alike (control characters, quotes, backslashes).
+    odd = {"k": "a&b>c\u2028\u2029\n\t\"\\\x01", "n": [1.5, -2, None, True]}
+    plain = json.dumps(odd, separators=(",", ":"), ensure_ascii=False).encode()
+    assert json_size(odd) == len(plain) + 5 + 5 + 3 + 3
 
 
 def _steps(count: int, step_bytes: int) -> tuple[dict[str, Any], int]:
