@@ -25,6 +25,7 @@ from kubernetes.client import V1Eviction, V1ObjectMeta
 
 from image_archives import docker_save
 from wf.cluster import build, images, realnode
+from wf.cluster.install import delete_nodes
 from wf.controller.client import Kube, pod_log
 from wf.core.constants import REAL_NODE_LABEL, REAL_NODE_TAINT
 
@@ -181,35 +182,52 @@ def _file_of(archive: Path, path: str) -> bytes:
             return layer.extractfile(path).read()
 
 
+NAMESPACE = "ml-training"  # the example's
+
+
+def _cli(handle: ClusterHandle, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return wf_cli(handle, *args, timeout=timeout, env={"WF_DATA_HOME": str(handle.cluster.workdir.parent.parent)})
+
+
+def _long_tiny_train(handle: ClusterHandle, kube: Kube) -> tuple[str, Any]:
+    """tiny-train submitted with 60 s trials (the example's 30 s, -p steps=1200: room for a busy machine's slow
+    look), and a trial that has saved but is not yet half done, once there is one: (workflow, trial pod)."""
+    submitted = _cli(handle, "submit", str(ROOT / "examples" / "tiny-train.yaml"), "-p", "steps=1200", "-o", "name")
+    assert submitted.returncode == 0, submitted.stderr
+    name = submitted.stdout.strip().removeprefix("workflow/")
+
+    def saving_trial() -> Any:
+        selector = f"workflows.argoproj.io/workflow={name},wf.dev/step=train"
+        for p in kube.core.list_namespaced_pod(NAMESPACE, label_selector=selector).items:
+            if p.status.phase == "Running":
+                saves = re.findall(r"step (\d+): saved checkpoint \(periodic\)",
+                                   pod_log(kube.core, p.metadata.name, NAMESPACE, container="main"))
+                if saves and int(saves[-1]) < 600:
+                    return p
+        return None
+
+    return name, until("a trial's first save", saving_trial, timeout=180)
+
+
+def _attempt_rows(got: str) -> list[str]:
+    """The rows of `wf get`'s attempts table (a step with more than one attempt)."""
+    table = got.partition("attempts of")[2].partition("cost of")[0]
+    return [line for line in table.splitlines() if line.startswith("│ ")]
+
+
 def test_the_tiny_train_example_runs_on_the_real_node_and_a_retry_resumes_from_what_it_saved(
         real_cluster: ClusterHandle, kube: Kube) -> None:
     """examples/tiny-train.yaml as `make run` submits it, on a cluster with simulated cpu nodes beside the real
     one: its image is only on the real node, so every pod goes there; its checkpoints go to the cluster's S3
     store (the namespace's Secret names it); one trial's pod evicted mid-run (a drain's SIGTERM) saves, Argo
     retries it, and the retry goes on from that save; outputs pass between the steps through Argo's executor."""
-    env = {"WF_DATA_HOME": str(real_cluster.cluster.workdir.parent.parent)}
-
-    def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        return wf_cli(real_cluster, *args, timeout=timeout, env=env)
-
-    # 60 s trials (the example's 30 s, -p steps=1200): room for a busy machine's slow look before the eviction.
-    submitted = cli("submit", str(ROOT / "examples" / "tiny-train.yaml"), "-p", "steps=1200", "-o", "name")
-    assert submitted.returncode == 0, submitted.stderr
-    name = submitted.stdout.strip().removeprefix("workflow/")
-    namespace = "ml-training"
+    namespace = NAMESPACE
+    name, trial = _long_tiny_train(real_cluster, kube)
     selector = f"workflows.argoproj.io/workflow={name}"
 
-    def saving_trial() -> Any:
-        """A trial that has saved, not yet half done (a late look must not evict a program as it ends)."""
-        for p in kube.core.list_namespaced_pod(namespace, label_selector=f"{selector},wf.dev/step=train").items:
-            if p.status.phase == "Running":
-                saves = re.findall(r"step (\d+): saved checkpoint \(periodic\)",
-                                   pod_log(kube.core, p.metadata.name, namespace, container="main"))
-                if saves and int(saves[-1]) < 600:
-                    return p
-        return None
+    def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return _cli(real_cluster, *args, timeout=timeout)
 
-    trial = until("a trial's first save", saving_trial, timeout=180)
     # Evicted as a drain evicts (a Spot notice's): SIGTERM, the pod's grace period to save.
     kube.core.create_namespaced_pod_eviction(trial.metadata.name, namespace, V1Eviction(
         metadata=V1ObjectMeta(name=trial.metadata.name, namespace=namespace)))
@@ -243,14 +261,46 @@ def test_the_tiny_train_example_runs_on_the_real_node_and_a_retry_resumes_from_w
     # The program saved and exited 143 within its grace period. Argo ends the attempt "pod deleted" when the pod
     # was gone before it read the pod's last status, else "Error (exit code 143)" (a race on a real node; the twin
     # always gives the first): both interruption signs of the retry expression, so Argo retried it.
-    table = got.stdout.partition("attempts of")[2].partition("cost of")[0]
-    rows = [line for line in table.splitlines() if line.startswith("│ train(")]
+    rows = _attempt_rows(got.stdout)
     evicted = [i for i, line in enumerate(rows) if "pod deleted" in line or "main: Error (exit code 143)" in line]
     assert len(rows) == 2 and evicted == [0] and "succeeded" in rows[1], got.stdout
     keys = _stored_keys(real_cluster)
     keys = [k for k in keys if k.startswith(f"checkpoints/{namespace}/{name}/train/")]
     assert len(keys) == 2 and all(k.endswith("/checkpoint.json") for k in keys), keys  # one per trial
     print(f"\n{got.stdout}\n{logs.stdout}")
+
+
+def test_a_real_node_lost_mid_step_is_an_interruption_and_the_retries_resume_from_what_was_saved(
+        real_cluster: ClusterHandle, kube: Kube) -> None:
+    """The machine under the real node goes while both trials train on it: kubelet, containerd and every
+    container killed (no SIGTERM, so no last save), its Node deleted, as an instance that vanishes. `up` starts
+    the node again at once, a new machine under the old name, whose kubelet runs the old pods again and
+    containerd ends them 'Unknown (exit code 255)' (seen here first: the retries were spent on the application
+    budget until that became an interruption sign). Argo retries both as interruptions, and each retry resumes
+    from the last periodic save a program wrote to the S3 store."""
+    name, _ = _long_tiny_train(real_cluster, kube)
+    until("both trials saving", lambda: len([line for p in kube.core.list_namespaced_pod(
+        NAMESPACE, label_selector=f"workflows.argoproj.io/workflow={name},wf.dev/step=train").items
+        if p.status.phase == "Running" for line in pod_log(kube.core, p.metadata.name, NAMESPACE, container="main")
+        .splitlines() if "saved checkpoint (periodic)" in line]) >= 2, timeout=120)
+    node = realnode.RealNode(real_cluster.cluster.workdir, 0)
+    node_name = node.node_name()
+    assert node_name is not None
+    node.stop(lambda _: None)
+    delete_nodes(real_cluster.cluster.kubeconfig, [node_name])
+    real_cluster.cluster.up(merge_into=real_cluster.kubeconfig)  # the node comes back, an empty machine
+    waited = _cli(real_cluster, "wait", "-n", NAMESPACE, name, "--timeout", "5m", timeout=360)
+    got = _cli(real_cluster, "get", "-n", NAMESPACE, name)
+    assert waited.returncode == 0, f"{waited.stdout}{waited.stderr}\n{got.stdout}"
+    rows = _attempt_rows(got.stdout)
+    assert len(rows) == 4 and [("interrupted" in r, "succeeded" in r) for r in rows] == [
+        (True, False), (False, True)] * 2, got.stdout
+    logs = _cli(real_cluster, "logs", "-n", NAMESPACE, name, "--step", "train")
+    # Retried on the interruption budget (WF_ATTEMPT 1), each from a save its program made, no SIGTERM's.
+    resumed = [int(n) for n in re.findall(r"attempt 1: resumed at step (\d+) \(periodic save\)", logs.stdout)]
+    assert len(resumed) == 2 and all(0 < n < 1200 for n in resumed), f"{logs.stdout}\n{got.stdout}"
+    assert logs.stdout.count("done: 1200 steps") == 2, logs.stdout
+    print(f"\n{got.stdout}")
 
 
 def test_a_real_memory_limit_exceeded_is_the_programs_failure_not_an_interruption(
@@ -261,12 +311,11 @@ def test_a_real_memory_limit_exceeded_is_the_programs_failure_not_an_interruptio
     steps = [{"name": "hog", "resources": {"cpu": "250m", "memory": "32Mi"},
               "command": ["python3", "-c", "blocks = [bytearray(8 << 20) for _ in range(64)]"]}]
     job = job_file(tmp_path, "oom", steps, image=images.PYTHON)
-    env = {"WF_DATA_HOME": str(real_cluster.cluster.workdir.parent.parent)}
-    submitted = wf_cli(real_cluster, "submit", str(job), "-o", "name", env=env)
+    submitted = _cli(real_cluster, "submit", str(job), "-o", "name")
     assert submitted.returncode == 0, submitted.stderr
     name = submitted.stdout.strip().removeprefix("workflow/")
-    waited = wf_cli(real_cluster, "wait", name, "--timeout", "3m", env=env, timeout=240)
-    got = wf_cli(real_cluster, "get", name, env=env)
+    waited = _cli(real_cluster, "wait", name, "--timeout", "3m", timeout=240)
+    got = _cli(real_cluster, "get", name)
     assert waited.returncode != 0, got.stdout  # it failed
     (line,) = [line for line in got.stdout.splitlines() if line.startswith(f"{name} hog:")]
     assert line.endswith("Failed [cpu/spot] on cpu-spot-us-east-1a-real-0 - main: OOMKilled (exit code 137)"), line

@@ -4,9 +4,10 @@ which both the Argo retry expressions and the Python classifier behind `wf get` 
 Argo's retry expression sees only `lastRetry.status`, `.message`, `.exitCode` and `.duration` of the attempt
 (workflow/controller/operator.go, v4.0.7): not the pod's `DisruptionTarget` condition, its reason or its node. So
 every way a node loss reaches a pod is recognised by the message Argo derives from the pod (inferFailedReason) or
-by the phase Argo gives it. The signs are literal text without regular-expression syntax but for dots (escaped as
-`[.]`), so the same strings are a Go RE2 alternation in the expression and substring tests in Python. An
-application sign wins over an interruption sign: the program's failures are never retried on the interruption budget.
+by the phase Argo gives it. The signs are literal text without regular-expression syntax but for dots and
+parentheses (escaped as `[.]`, `[(]`, `[)]`), so the same strings are a Go RE2 alternation in the expression and
+substring tests in Python. An application sign wins over an interruption sign: the program's failures are never
+retried on the interruption budget.
 
 Argo's `Error` phase alone says nothing about the node (a missing output file, a failed artifact upload or an
 executor error is `Error` too): only the signs do. Exit codes 143 and 137 are the one ambiguity: a drain's SIGTERM
@@ -62,6 +63,11 @@ INTERRUPTION_SIGNS: Final = (
          "node (a program that never started cannot have failed)"),
     Sign("ContainerStatusUnknown", "kubelet: a container it last saw Running is gone from the runtime: the node's "
                                    "machine was replaced under the same node name, or rebooted"),
+    Sign("Unknown (exit code 255)", "containerd's CRI: it lost the container's exit status (unknownExitReason and "
+                                    "unknownExitCode, internal/cri/server/helpers.go, set when containerd restarts "
+                                    "without the task or loses its shim), never a program's own exit: seen on a real "
+                                    "node whose machine went and came back under its name, where the new kubelet ran "
+                                    "the old pods again and they ended so"),
     Sign("imminent node shutdown", "kubelet graceful node shutdown (pod reason NodeShutdown), Spot reclaim on a node "
                                    "with shutdownGracePeriod"),
     Sign("node was low on resource", "kubelet node-pressure eviction (pod reason Evicted)"),
@@ -103,7 +109,8 @@ def is_interruption(message: str | None, node_stayed: bool | None = None) -> boo
 
 
 def _alternation(signs: tuple[Sign, ...]) -> str:
-    return "|".join(sign.text.replace(".", "[.]") for sign in signs)  # a dot is the one character escaped
+    # Dots and parentheses, the only regular-expression syntax in the signs, as classes of one character.
+    return "|".join(sign.text.replace(".", "[.]").replace("(", "[(]").replace(")", "[)]") for sign in signs)
 
 
 # The pod template's retryStrategy: retry only interruptions, on their own budget.
