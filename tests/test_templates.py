@@ -115,7 +115,9 @@ def store(monkeypatch: pytest.MonkeyPatch) -> Store:
     from wf.cli import templates, workflows
 
     api = Store()
-    kube = SimpleNamespace(custom=api, namespace="wf", context="test", server="https://127.0.0.1:6443")
+    no_real_nodes = SimpleNamespace(list_node=lambda **_: SimpleNamespace(items=[]))  # what submit asks first
+    kube = SimpleNamespace(custom=api, core=no_real_nodes, namespace="wf", context="test",
+                           server="https://127.0.0.1:6443")
     monkeypatch.setattr(templates, "connect", lambda target: kube)
     monkeypatch.setattr(workflows, "connect", lambda target: kube)
     return api
