@@ -262,8 +262,8 @@ def test_the_tiny_train_example_runs_on_the_real_node_and_a_retry_resumes_from_w
     # was gone before it read the pod's last status, else "Error (exit code 143)" (a race on a real node; the twin
     # always gives the first): both interruption signs of the retry expression, so Argo retried it.
     rows = _attempt_rows(got.stdout)
-    evicted = [i for i, line in enumerate(rows) if "pod deleted" in line or "main: Error (exit code 143)" in line]
-    assert len(rows) == 2 and evicted == [0] and "succeeded" in rows[1], got.stdout
+    ended = [i for i, line in enumerate(rows) if "pod deleted" in line or "main: Error (exit code 143)" in line]
+    assert len(rows) == 2 and ended == [0] and "succeeded" in rows[1], got.stdout
     keys = _stored_keys(real_cluster)
     keys = [k for k in keys if k.startswith(f"checkpoints/{namespace}/{name}/train/")]
     assert len(keys) == 2 and all(k.endswith("/checkpoint.json") for k in keys), keys  # one per trial
@@ -279,10 +279,13 @@ def test_a_real_node_lost_mid_step_is_an_interruption_and_the_retries_resume_fro
     budget until that became an interruption sign). Argo retries both as interruptions, and each retry resumes
     from the last periodic save a program wrote to the S3 store."""
     name, _ = _long_tiny_train(real_cluster, kube)
-    until("both trials saving", lambda: len([line for p in kube.core.list_namespaced_pod(
-        NAMESPACE, label_selector=f"workflows.argoproj.io/workflow={name},wf.dev/step=train").items
-        if p.status.phase == "Running" for line in pod_log(kube.core, p.metadata.name, NAMESPACE, container="main")
-        .splitlines() if "saved checkpoint (periodic)" in line]) >= 2, timeout=120)
+    def saved(pod: Any) -> bool:
+        return pod.status.phase == "Running" and "saved checkpoint (periodic)" in pod_log(
+            kube.core, pod.metadata.name, NAMESPACE, container="main")
+
+    until("both trials saving", lambda: sum(map(saved, kube.core.list_namespaced_pod(
+        NAMESPACE, label_selector=f"workflows.argoproj.io/workflow={name},wf.dev/step=train").items)) == 2,
+        timeout=120)
     node = realnode.RealNode(real_cluster.cluster.workdir, 0)
     node_name = node.node_name()
     assert node_name is not None
