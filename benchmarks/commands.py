@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from datetime import UTC, datetime, timedelta
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fakeapi import ApiHandler, Measured, measure, serve_until_stdin_closes, served, write_kubeconfig  # noqa: E402
+from fakeapi import ApiHandler, Measured, byte_compiled, measure, serve_until_stdin_closes, served, write_kubeconfig  # noqa: E402
 from wf.argo.nodes import node_id  # noqa: E402
 from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, INSTANCE_TYPE_LABEL, WORKFLOW  # noqa: E402
 
@@ -207,11 +206,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                                                            f"http://127.0.0.1:{port}/apis/{WORKFLOW.api_version}/"
                                                            f"namespaces/{LISTED}/{WORKFLOW.plural}"],
         }
-        # Compiled first, as an installed package's modules are: compiling wf's 170 modules is no command's cost.
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {
-            "PYTHONPATH": args.src, "COLUMNS": "200"}
-        subprocess.run([sys.executable, "-m", "compileall", "-q", args.src], env=env, check=True,
-                       stdout=subprocess.DEVNULL)
+        env = byte_compiled(args.src) | {"PYTHONPATH": args.src, "COLUMNS": "200"}
         results: dict[str, list[Measured]] = {name: [] for name in commands}
         load = [os.getloadavg()[0]]  # the machine is shared: what else ran beside the turns
         for _ in range(args.runs):  # in turns: a busy moment of the machine hits every command alike

@@ -25,11 +25,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from datetime import UTC, datetime, timedelta
@@ -37,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fakeapi import ApiHandler, Measured, measure, serve_until_stdin_closes, served, write_kubeconfig  # noqa: E402
+from fakeapi import ApiHandler, Measured, byte_compiled, measure, serve_until_stdin_closes, served, write_kubeconfig  # noqa: E402
 from watch_memory import SHARDS_AT_ONCE, Job  # noqa: E402 - a sibling script, not a package
 from wf.compile.interruptions import SPOT_FALLBACK_ANNOTATION  # noqa: E402
 from wf.controller.steps import pod_name, workflow_view  # noqa: E402
@@ -213,10 +211,7 @@ def _measure_all(args: argparse.Namespace, port: int, tmp: Path) -> tuple[dict[s
                                                        str(tmp / "digest.json"), "--file", str(tmp / "drawn.html")],
         "wf report -o html": [*report, "-o", "html", "--file", str(tmp / "report.html")],
     }
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {
-        "PYTHONPATH": args.src, "MPLCONFIGDIR": str(tmp)}
-    subprocess.run([sys.executable, "-m", "compileall", "-q", args.src], env=env, check=True,
-                   stdout=subprocess.DEVNULL)  # as an installed package's modules are
+    env = byte_compiled(args.src) | {"PYTHONPATH": args.src, "MPLCONFIGDIR": str(tmp)}
     results: dict[str, list[Measured]] = {name: [] for name in commands}
     for _ in range(args.runs):  # in turns, so a busy moment of the machine hits every command alike
         for name, command in commands.items():

@@ -478,7 +478,10 @@ def log_lines(kube: Kube, name: str, namespace: str | None = None, *, step: str 
 
     ns = namespace or kube.namespace
     workflow = archived if archived is not None else get_workflow(kube, name, ns)
-    if step and not any(of_step(row.name, step) for row in workflow_view(workflow).steps):
+    one_pass = not follow or archived is not None  # one step after another, archived logs included
+    # The step view, built once for both uses (a big fan-out's is the costly part); a plain follow needs none.
+    rows = workflow_view(workflow).steps if step or one_pass else ()
+    if step and not any(of_step(row.name, step) for row in rows):
         _step_row(workflow, step)  # no such step: its error (a step not started yet: its pods will come)
     lines: Queue[str | None] = Queue()
     started: set[str] = set()
@@ -512,7 +515,7 @@ def log_lines(kube: Kube, name: str, namespace: str | None = None, *, step: str 
             threading.Thread(target=read, args=(step_name, pod), daemon=True).start()
 
     with api_errors(kube, f"reading logs of {name}", ns):
-        if not follow or archived is not None:  # one step after another, so the output reads in order
+        if one_pass:  # one step after another, so the output reads in order
             listed = set()
             for step_name, pod in _pods_by_step(kube, name, ns, step) if archived is None else ():
                 from kubernetes.client.exceptions import ApiException
@@ -528,7 +531,7 @@ def log_lines(kube: Kube, name: str, namespace: str | None = None, *, step: str 
                 for logged in text.splitlines():
                     yield f"[{step_name}] {logged}"
             nodes = workflow_nodes(workflow)
-            for row in workflow_view(workflow).steps:  # attempts whose pods are gone: their archived logs
+            for row in rows:  # attempts whose pods are gone: their archived logs
                 for gone in (a for a in row.attempts if (not step or of_step(row.name, step))
                              and pod_name(workflow, a) not in listed):
                     for archived_line in _archived_log(kube, ns, nodes.get(gone.node_id), tail,
