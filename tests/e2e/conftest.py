@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -38,6 +41,9 @@ from wf.render.platform import WORKFLOW_NAMESPACE
 
 _PR_SET_CHILD_SUBREAPER = 36
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+_E2E = Path(__file__).resolve().parent
+# The background build of the components the session's cluster tests need, and its log (pytest_collection_finish).
+_background_build: tuple[subprocess.Popen[bytes], Path] | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +146,64 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "local_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.cluster)
+    # The unit tests first, then the cluster tests that need only the default components, then those that need
+    # optional ones (`components` marker): on a cold machine the background build (below) makes each while the
+    # tests before it run. A stable sort: each group keeps its files' order.
+    items.sort(key=lambda item: 0 if not _is_e2e(item) else 2 if item.get_closest_marker("components") else 1)
+
+
+def _is_e2e(item: pytest.Item) -> bool:
+    return Path(str(item.path)).is_relative_to(_E2E)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build what the collected cluster tests need in a background process at the lowest CPU priority, in the order
+    they need it: a cold build takes most of half an hour on 2 cores, and the unit tests (then the tests on the
+    default components) leave a core idle meanwhile. A test that needs a component the background build has not
+    finished waits for its lock; one it has not started yet is built by the test as before, so a failed or slow
+    background build changes nothing but time."""
+    global _background_build
+    from wf.cluster import build
+
+    if session.config.option.collectonly or not any(_is_e2e(item) for item in session.items):
+        return
+    names = [c.name for c in build.components() if not c.optional]
+    for item in session.items:
+        marker = item.get_closest_marker("components")
+        names += [name for name in (marker.args if marker else ()) if name not in names]
+    missing = [c.name for c in build.components() if c.name in names and not c.is_built(build.cache_dir())]
+    if not missing:
+        return
+    log = build.cache_dir() / "src" / "background-build.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            ["nice", "-n", "19", sys.executable, "-m", "wf", "cluster", "build", *missing],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, process_group=0,
+        )
+    _background_build = (process, log)
+    reporter = session.config.pluginmanager.getplugin("terminalreporter")
+    reporter.write_line(f"wf cluster build {' '.join(missing)}: in the background (log: {log})")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop the background build if the tests ended first (it leaves no process behind), and say if it failed."""
+    global _background_build
+    if _background_build is None:
+        return
+    process, log = _background_build
+    _background_build = None
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    elif process.returncode != 0:
+        reporter = session.config.pluginmanager.getplugin("terminalreporter")
+        reporter.write_line(f"the background build failed (exit {process.returncode}); the tests built what they "
+                            f"needed themselves. Its log ends:\n{log.read_text()[-3000:]}")
 
 
 def build_with_progress(config: pytest.Config) -> None:

@@ -15,7 +15,7 @@ from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL
 from .conftest import ClusterHandle, become_subreaper, connected, start_cluster, stop_cluster
 from .test_cluster_lifecycle import _listening_addresses
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.components("karpenter")]
 
 
 @pytest.fixture(scope="module")

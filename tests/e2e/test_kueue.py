@@ -33,7 +33,7 @@ from wf.model.catalog import Catalog, load_catalog
 
 from .conftest import ClusterHandle, become_subreaper, build_with_progress, connected, stop_cluster
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.components("kueue")]
 
 GAUDI = "habana.ai/gaudi"
 HARD = {"borrowingLimit": {"accelerators": 0}, "lendingLimit": {"accelerators": 0}}

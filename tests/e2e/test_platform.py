@@ -32,7 +32,7 @@ from wf.render import platform
 from .conftest import ClusterHandle, become_subreaper, build_with_progress, connected, example_namespaces, stop_cluster
 from .test_prometheus import eventually, prometheus_api
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.components("kueue")]
 
 CATALOG = Path(__file__).resolve().parents[2] / "eksctl" / "catalog.yaml"
 

@@ -23,7 +23,7 @@ from wf.render.platform import ARGO_METRICS, KUEUE_METRICS
 from .conftest import ClusterHandle, become_subreaper, build_with_progress, start_cluster, stop_cluster
 from .test_cluster_workflows import _run, _workflow
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.components("kueue")]
 
 # Prometheus scrapes every 5 s; a first scrape, a workflow's metric, a restarted target: a few rounds at most.
 WAIT_SECONDS = 60

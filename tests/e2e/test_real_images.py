@@ -36,6 +36,8 @@ from .test_real_node import _stored_keys
 ROOT = Path(__file__).resolve().parents[2]
 TRUTH = "[-0.705, -1.397, 0.604, -1.71]"
 
+pytestmark = [pytest.mark.cluster, pytest.mark.components(*realnode.COMPONENTS)]
+
 
 @pytest.fixture(scope="module")
 def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:

@@ -22,7 +22,7 @@ from wf.core.constants import CLASS_LABEL, REAL_NODE_LABEL, TWIN_ARTIFACT_LABEL
 from .conftest import ClusterHandle, become_subreaper, connected, start_cluster, stop_cluster
 from .test_controller_e2e import job_file, wf_cli
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.components(*realnode.COMPONENTS)]
 
 
 @pytest.fixture(scope="module")

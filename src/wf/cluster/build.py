@@ -445,6 +445,9 @@ def binary_path(name: str, cache: Path | None = None) -> Path:
     raise KeyError(name)
 
 
+_WAIT_POLL_SECONDS = 1.0  # how often a build waiting behind another's lock tries it again
+_WAIT_REPORT_SECONDS = 60.0  # how often such a wait is reported as progress
+
 # Progress is reported through a callback so the CLI can render it with rich and tests can record it.
 Progress = Callable[[Component, str, float], None]
 
@@ -498,12 +501,19 @@ def _building(comp: Component, cache: Path, progress: Progress | None) -> Iterat
     lock = comp.lock_file(cache)
     lock.parent.mkdir(parents=True, exist_ok=True)
     with lock.open("w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if progress:
-                progress(comp, "waiting for another build of it", 0.0)
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        waiting_since = time.monotonic()
+        reported = -_WAIT_REPORT_SECONDS
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                # Polled, not blocked on: a wait behind a cold build lasts minutes, and a CI log should say so.
+                waited = time.monotonic() - waiting_since
+                if progress and waited - reported >= _WAIT_REPORT_SECONDS:
+                    progress(comp, "waiting for another build of it", waited)
+                    reported = waited
+                time.sleep(_WAIT_POLL_SECONDS)
         yield
 
 
