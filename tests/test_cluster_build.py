@@ -96,6 +96,18 @@ def test_existing_binaries_are_skipped(tmp_path: Path, monkeypatch: pytest.Monke
     assert not (tmp_path / "go.log").exists()
 
 
+def test_named_components_are_taken_in_the_order_named(tmp_path: Path) -> None:
+    """The order a caller needs them in (the tests' background build: what the first tests need first)."""
+    cache = tmp_path / "cache"
+    for comp in build.components():
+        if comp.name in ("etcd", "kwok"):
+            comp.bin_dir(cache).mkdir(parents=True)
+            for binary in comp.binaries:
+                (comp.bin_dir(cache) / binary).write_text("")
+    results = build.build_all(["kwok", "etcd", "kwok"], cache=cache)
+    assert [r.component.name for r in results] == ["kwok", "etcd"]
+
+
 def test_a_build_waits_for_another_build_of_the_same_component_and_takes_its_result(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

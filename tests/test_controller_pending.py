@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from controller_fakes import workflow
-from wf.controller.pending import explain
+from wf.controller.pending import explain, image_problem
 from wf.model.catalog import Catalog, load_catalog
 
 CATALOG = load_catalog(Path(__file__).resolve().parents[1] / "eksctl" / "catalog.yaml")
@@ -90,3 +90,26 @@ def test_a_pod_only_the_larger_type_fits_says_the_autoscaler_may_not_add_a_node(
                      nodes_per_group={"cpu-spot-us-east-1a": 0})
     assert result.kind == "capacity"
     assert "it does not fit r5.4xlarge, which cluster-autoscaler may model the node group on" in result.text
+
+
+@pytest.mark.parametrize(("message", "reason", "image"), [
+    # Argo's message for a Pending pod is its first waiting container's reason and message (getPendingReason).
+    ('ImagePullBackOff: Back-off pulling image "registry.invalid/none:1": ErrImagePull: failed to pull and unpack',
+     "ImagePullBackOff", "registry.invalid/none:1"),
+    ('ErrImagePull: failed to pull and unpack image "registry.invalid/none:1": dial tcp 127.0.0.1:9: connect: '
+     "connection refused", "ErrImagePull", "registry.invalid/none:1"),
+    ('ErrImageNeverPull: Container image "python:3.11" is not present with pull policy of Never', "ErrImageNeverPull",
+     "python:3.11"),
+    ("InvalidImageName: Failed to apply default image tag", "InvalidImageName", "python:3.11"),
+])
+def test_an_image_that_cannot_be_pulled_is_named_and_never_starts(message: str, reason: str, image: str) -> None:
+    template = {"name": "train", "container": {"image": "python:3.11"}}
+    problem = image_problem(template, message)
+    assert problem is not None and problem.kind == "never"
+    assert problem.text.startswith(f"image {image!r} cannot be pulled ({reason})"), problem.text
+    assert problem.text.endswith(f"The kubelet said: {message}")
+
+
+def test_a_step_waiting_for_a_node_has_no_image_problem() -> None:
+    assert image_problem(train_template(), "Unschedulable: " + SCHEDULER) is None
+    assert image_problem(train_template(), "PodInitializing") is None

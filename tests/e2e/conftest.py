@@ -171,7 +171,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     for item in session.items:
         marker = item.get_closest_marker("components")
         names += [name for name in (marker.args if marker else ()) if name not in names]
-    missing = [c.name for c in build.components() if c.name in names and not c.is_built(build.cache_dir())]
+    known = {c.name: c for c in build.components()}
+    missing = [name for name in names if not known[name].is_built(build.cache_dir())]
     if not missing:
         return
     log = build.cache_dir() / "src" / "background-build.log"

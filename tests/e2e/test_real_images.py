@@ -326,3 +326,47 @@ def test_a_real_memory_limit_exceeded_is_the_programs_failure_not_an_interruptio
     assert line.endswith("Failed [cpu/spot] on cpu-spot-us-east-1a-real-0 - main: OOMKilled (exit code 137)"), line
     assert "attempts of" not in got.stdout, got.stdout  # one attempt: not retried as an interruption
     print(f"\n{got.stdout}")
+
+
+def test_an_image_that_does_not_exist_is_a_clear_error_in_get_and_the_watch_not_an_interruption(
+        real_cluster: ClusterHandle, kube: Kube, tmp_path: Path) -> None:
+    """A step whose image the real node does not hold: its kubelet's image manager refuses it and Argo keeps the
+    step Pending with the kubelet's reason, forever. `wf get` and the watch name the image and say it will not
+    start; nothing counts it as an interruption. The pull policy is Never, as this machine reaches no registry: the
+    kubelet then refuses without a pull (ErrImageNeverPull), where a node with a registry would try one and give
+    ErrImagePull, then ImagePullBackOff; the three are read by one rule (wf.controller.pending.image_problem)."""
+    from wf.compile.placement import on_real_nodes
+
+    missing = "registry.invalid/wf/no-such-image:1"
+    job = job_file(tmp_path, "no-image", [{"name": "main", "resources": {"cpu": "250m", "memory": "64Mi"},
+                                           "command": ["python3", "-c", "print('never')"]}], image=missing)
+    compiled = _cli(real_cluster, "compile", str(job), "-o", "json")
+    assert compiled.returncode == 0, compiled.stderr
+    manifest = json.loads(compiled.stdout)
+    assert on_real_nodes(manifest, frozenset({missing})), manifest  # placed as if the node held the image
+    for template in manifest["spec"]["templates"]:
+        if (template.get("container") or {}).get("image") == missing:
+            template["container"]["imagePullPolicy"] = "Never"
+    created = kube.custom.create_namespaced_custom_object("argoproj.io", "v1alpha1", "wf", "workflows", manifest)
+    name = created["metadata"]["name"]
+    try:
+        def refused() -> str | None:
+            got = _cli(real_cluster, "get", name, "-n", "wf")
+            return got.stdout if f"image {missing!r} cannot be pulled (ErrImageNeverPull)" in got.stdout else None
+
+        got = until("wf get naming the image", refused, timeout=120)
+        (line,) = [line for line in got.splitlines() if line.startswith(f"{name} main:")]
+        assert "Pending" in line and "on cpu-spot-us-east-1a-real-0" in line, got
+        assert "interrupt" not in got.lower() and "attempts of" not in got, got
+        try:
+            watched = subprocess.run(
+                [sys.executable, "-m", "wf", "watch", name, "-n", "wf", "--plain"], capture_output=True,
+                env={**os.environ, "KUBECONFIG": str(real_cluster.kubeconfig)}, timeout=20, cwd=ROOT)
+            output = watched.stdout.decode()
+            raise AssertionError(f"the watch ended (exit {watched.returncode}) on a step that cannot start: {output}")
+        except subprocess.TimeoutExpired as waited:
+            output = (waited.stdout or b"").decode()
+        assert f"image {missing!r} cannot be pulled (ErrImageNeverPull)" in output, output
+        print(f"\n{got}\n{output}")
+    finally:
+        kube.custom.delete_namespaced_custom_object("argoproj.io", "v1alpha1", "wf", "workflows", name)

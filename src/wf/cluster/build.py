@@ -465,11 +465,13 @@ def build_all(
     cache: Path | None = None,
     progress: Progress | None = None,
 ) -> list[BuildResult]:
-    """Build every missing component (or the named ones), one after the other: builds use all cores.
-    Optional components are built only when named."""
+    """Build every missing component (or the named ones, in the order named), one after the other: builds use all
+    cores. Optional components are built only when named."""
     cache = cache or cache_dir()
-    selected = [c for c in components() if (c.name in only if only else not c.optional)]
-    unknown = set(only or ()) - {c.name for c in selected}
+    known = {c.name: c for c in components()}
+    selected = [known[n] for n in dict.fromkeys(only) if n in known] if only else [
+        c for c in known.values() if not c.optional]
+    unknown = set(only or ()) - set(known)
     if unknown:
         names = ", ".join(c.name for c in components())
         raise ClusterError(f"unknown component(s) {', '.join(sorted(unknown))}; known: {names}")

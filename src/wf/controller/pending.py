@@ -1,4 +1,5 @@
-"""Why a step is Pending, in catalog terms: waiting for capacity, or never going to schedule.
+"""Why a step is Pending, in catalog terms: waiting for capacity, or never going to schedule; or, scheduled, why
+its program cannot start (its image).
 
 Inputs are what the API already says: the scheduler's FailedScheduling message (Argo copies it into the
 node's message), the cluster-autoscaler's TriggeredScaleUp/NotTriggerScaleUp events when it runs, the pod's
@@ -21,6 +22,10 @@ if TYPE_CHECKING:
     from wf.model.catalog import Catalog
 
 _INSUFFICIENT = re.compile(r"Insufficient ([A-Za-z0-9./_-]+)")
+# The kubelet's reasons for a container it cannot start because of its image (pkg/kubelet/images/types.go), which
+# Argo copies into the Pending step's message: the pod keeps trying, and Argo never ends the step.
+_QUOTED_IMAGE = re.compile(r'image \\?"([^"\\]+)\\?"')
+IMAGE_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "ImageInspectError")
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,22 @@ def _autoscaler_verdict(events: list[tuple[str, str]]) -> tuple[str, str] | None
         if reason in ("TriggeredScaleUp", "NotTriggerScaleUp"):
             return reason, message
     return None
+
+
+def image_problem(template: dict[str, Any], message: str) -> Explanation | None:
+    """Why a scheduled step's program cannot start because of its image: the job's own error, never an
+    interruption (wf.compile.interruptions' application signs), and no retry mends it."""
+    found = [r for r in IMAGE_REASONS if r in message]
+    if not found:
+        return None
+    reason = min(found, key=message.index)  # the container's reason now, before any earlier one it quotes
+    # The kubelet names the image it failed on (it may be Argo's own executor's, not the program's).
+    quoted = _QUOTED_IMAGE.search(message)
+    image = quoted.group(1) if quoted else (template.get("container") or template.get("script") or {}).get("image")
+    named = f"image {image!r}" if image else "the step's image"
+    return Explanation("never", f"{named} cannot be pulled ({reason}): the step waits until it can be, which an "
+                                f"image that does not exist never is; fix the job's image and submit again. "
+                                f"The kubelet said: {message}")
 
 
 def explain(

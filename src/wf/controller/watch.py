@@ -175,14 +175,17 @@ class Insight:
         return [(e.reason or "", e.message or "") for e in events]
 
     def explain(self, workflow: dict[str, Any], row: StepRow) -> str | None:
-        """A catalog-terms reason for a step the scheduler could not place (None when it is not stuck)."""
-        from wf.controller.pending import explain
+        """A catalog-terms reason for a step the scheduler could not place, or whose image cannot be pulled (None
+        when it is not stuck)."""
+        from wf.controller.pending import explain, image_problem
 
         attempt = row.attempts[-1]
         template = templates_by_name(workflow).get(attempt.template) or {}
         # A queued step's pod waits for its team's quota (gated) before it ever waits for a node.
         if queued := self.queue.explain(self._catalog_or_none(), workflow, template, pod_name(workflow, attempt)):
             return queued
+        if problem := image_problem(template, attempt.message):
+            return problem.text
         if "Unschedulable" not in attempt.message:
             return None
         last = self._explained.get(attempt.node_id)
