@@ -113,3 +113,10 @@ def test_an_image_that_cannot_be_pulled_is_named_and_never_starts(message: str, 
 def test_a_step_waiting_for_a_node_has_no_image_problem() -> None:
     assert image_problem(train_template(), "Unschedulable: " + SCHEDULER) is None
     assert image_problem(train_template(), "PodInitializing") is None
+
+
+def test_a_step_placed_on_the_real_nodes_waits_for_one_whatever_the_catalog_says() -> None:
+    template = train_template()
+    template["nodeSelector"]["wf.dev/real-node"] = "true"  # no node group has it: the catalog would say never
+    result = explain(template, "Unschedulable: 0/4 nodes are available", CATALOG)
+    assert result.kind == "capacity" and result.text.startswith("waiting for a real node of the local cluster")

@@ -370,3 +370,92 @@ def test_an_image_that_does_not_exist_is_a_clear_error_in_get_and_the_watch_not_
         print(f"\n{got}\n{output}")
     finally:
         kube.custom.delete_namespaced_custom_object("argoproj.io", "v1alpha1", "wf", "workflows", name)
+
+
+# The twin's contract, one small workflow of each thing a step does: an output parameter and an artifact passed on,
+# a fan-out over an output, a step evicted mid-run and retried, a failed step retried once and failing again. Each
+# step's program really does, on the real node, what its sim.wf.dev annotations tell the simulation to play.
+_TWIN_STEPS: list[dict[str, Any]] = [
+    {"name": "produce", "command": ["python3", "-c", (
+        "import json, pathlib; print('producing'); pathlib.Path('/tmp/n').write_text('3'); "
+        "pathlib.Path('/tmp/items.json').write_text(json.dumps(['a', 'b'])); "
+        "pathlib.Path('/tmp/data.txt').write_text('payload')")],
+     "outputs": {"parameters": {"n": "/tmp/n", "items": "/tmp/items.json"}, "artifacts": {"data": "/tmp/data.txt"}},
+     "annotations": {"sim.wf.dev/duration": "1s", "sim.wf.dev/outputs": '{"n": "3", "items": ["a", "b"]}'}},
+    {"name": "fan", "needs": ["produce"], "forEach": "{{steps.produce.outputs.items}}",
+     "command": ["python3", "-c", "print('item {{item}} of {{steps.produce.outputs.n}}')"],
+     "annotations": {"sim.wf.dev/duration": "1s"}},
+    {"name": "consume", "needs": ["produce"],
+     "command": ["python3", "-c", "import sys; print(open(sys.argv[1]).read())", "{{steps.produce.outputs.data}}"],
+     "annotations": {"sim.wf.dev/duration": "1s"}},
+    {"name": "long", "command": ["python3", "-c", "import time; time.sleep(12); print('long done')"],
+     "annotations": {"sim.wf.dev/duration": "12s"}},
+    {"name": "fail", "needs": ["fan", "consume", "long"], "retries": 1,
+     "command": ["python3", "-c", "import sys; print('failing'); sys.exit(3)"],
+     "annotations": {"sim.wf.dev/duration": "1s", "sim.wf.dev/exit-code": "3"}},
+]
+
+
+def _twin_summary(handle: ClusterHandle, kube: Kube, name: str) -> dict[str, Any]:
+    """What a user reads of a run, with what differs by nature between two runs (names, nodes, times) left out:
+    each step's phase and attempts (phase, message, interruption), each pod's outputs, and `wf get`'s step lines."""
+    from wf.controller.steps import workflow_view
+
+    workflow = kube.custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", "wf", "workflows", name)
+    view = workflow_view(workflow)
+    steps = {row.name: {"phase": row.phase,
+                        "attempts": [(a.phase, a.message, a.interrupted) for a in row.attempts]} for row in view.steps}
+    outputs = {}
+    for node in workflow["status"]["nodes"].values():
+        if node.get("type") == "Pod" and node.get("outputs"):
+            given = node["outputs"]
+            outputs[node["displayName"]] = {
+                "parameters": {p["name"]: p.get("value") for p in given.get("parameters") or []},
+                "artifacts": sorted(a["name"] for a in given.get("artifacts") or []),
+            }
+    got = _cli(handle, "get", "-n", "wf", name).stdout
+    lines = sorted(re.sub(r" on \S+", " on NODE", line.replace(name, "W")) for line in got.splitlines()
+                   if line.startswith(f"{name} "))
+    return {"phase": view.phase, "steps": steps, "outputs": outputs, "get": lines}
+
+
+def test_the_twin_plays_what_the_real_node_does(real_cluster: ClusterHandle, kube: Kube, tmp_path: Path) -> None:
+    """The same workflow twice at once: on the real node (its image is there only) and on the simulated nodes (an
+    image no real node holds), one step of each evicted once Running, as a drain evicts. Everything a user reads of
+    the two runs is the same, but for what a real node may do otherwise by nature (the evicted attempt's message,
+    below)."""
+    names: dict[str, str] = {}
+    for where, image in (("real", images.PYTHON), ("twin", "python:3.11")):
+        job = job_file(tmp_path, f"twin-{where}", _TWIN_STEPS, image=image)
+        submitted = _cli(real_cluster, "submit", str(job), "-o", "name")
+        assert submitted.returncode == 0, submitted.stderr
+        names[where] = submitted.stdout.strip().removeprefix("workflow/")
+    real_nodes = {n.metadata.name for n in kube.core.list_node(label_selector=REAL_NODE_LABEL).items}
+
+    def running_long(name: str) -> Any:
+        selector = f"workflows.argoproj.io/workflow={name},wf.dev/step=long"
+        pods = [p for p in kube.core.list_namespaced_pod("wf", label_selector=selector).items
+                if p.status.phase == "Running" and p.status.start_time is not None]
+        return pods[0] if len(pods) == 1 else None
+
+    evicted: dict[str, str] = {}
+    for where, name in names.items():
+        pod_ = until(f"{where}'s long step running", lambda name=name: running_long(name), timeout=120)
+        assert (pod_.spec.node_name in real_nodes) == (where == "real"), (where, pod_.spec.node_name)
+        time.sleep(2)  # its program has started
+        kube.core.create_namespaced_pod_eviction(pod_.metadata.name, "wf", V1Eviction(
+            metadata=V1ObjectMeta(name=pod_.metadata.name, namespace="wf")))
+        evicted[where] = pod_.metadata.name
+    for where, name in names.items():
+        waited = _cli(real_cluster, "wait", "-n", "wf", name, "--timeout", "5m", timeout=360)
+        assert waited.returncode != 0, (where, waited.stdout)  # `fail` failed it
+    real, twin = (_twin_summary(real_cluster, kube, names[w]) for w in ("real", "twin"))
+    # The one difference by nature: the program exits 143 on the SIGTERM within its grace period, and Argo ends the
+    # attempt "pod deleted" if the pod was gone before it read the pod's last status, else with the exit code (a
+    # race on a real node; the twin always gives the first). Both are interruptions, retried as such.
+    first = real["steps"]["long"]["attempts"][0]
+    assert first[2] and first[1] in ("pod deleted", "main: Error (exit code 143)"), real["steps"]["long"]
+    real["steps"]["long"]["attempts"][0] = (first[0], "pod deleted", True)
+    real["get"] = [line.replace("main: Error (exit code 143)", "pod deleted") for line in real["get"]]
+    print(f"\nreal: {json.dumps(real, indent=1)}\ntwin: {json.dumps(twin, indent=1)}")
+    assert real == twin

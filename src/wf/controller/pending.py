@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from wf.compile.readback import read_placement
 from wf.compile.schedulability import Verdict, judge, pod_constraints
 from wf.compile.schedulability import explain as unschedulable_reason
+from wf.core.constants import REAL_NODE_LABEL
 
 if TYPE_CHECKING:
     from wf.model.catalog import Catalog
@@ -66,6 +67,12 @@ def explain(
     events: list[tuple[str, str]] | None = None,
 ) -> Explanation:
     """Explain a Pending pod. nodes_per_group: current node count by node group name when readable."""
+    if (template.get("nodeSelector") or {}).get(REAL_NODE_LABEL):
+        # Placed on the local cluster's real nodes (wf.compile.placement.on_real_nodes), which no node group of
+        # the catalog describes: it waits for one, gone (its machine lost) or busy, not for the catalog's capacity.
+        return Explanation("capacity", "waiting for a real node of the local cluster (its image is on those only): "
+                                       "each runs as many such pods as its machine has room for; `wf cluster up` "
+                                       f"starts again one that is lost. The scheduler: {scheduler_message}")
     placed = read_placement(template)
     cls_name, capacity = placed.compute_class, placed.capacity
     if catalog is None or not cls_name:
