@@ -241,3 +241,25 @@ def kube(local_cluster: ClusterHandle) -> Iterator[Kube]:
     """The session cluster's client, shared by every test: its request counts run from the session's start."""
     with connected(local_cluster) as client:
         yield client
+
+
+@pytest.fixture(scope="session")
+def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
+    """A cluster with one real node beside simulated ones (one per node group), shared by the real-node tests: a
+    cluster of its own per file bought nothing but its start. `down` must leave no trace of the node: no mount, no
+    network namespace, no cgroup, no run directory."""
+    from wf.cluster import realnode
+
+    become_subreaper()
+    root = tmp_path_factory.mktemp("wf-real")
+    handle = start_cluster(root, f"real{os.getpid()}", real_nodes=1)
+    node = realnode.RealNode(handle.cluster.workdir, 0)
+    try:
+        yield handle
+    finally:
+        stop_cluster(handle)
+        left = realnode._mounts_under([str(root), str(node.dir), str(node.run_dir)])
+        assert not left, f"mounts left after down: {left}"
+        assert not Path("/run/netns", node.netns).exists(), "the node's network namespace is left"
+        assert not list(node._cgroup_dirs()), "cgroups left after down"
+        assert not node.run_dir.exists()

@@ -1,8 +1,8 @@
 """Images on a real node, which reaches no registry: the local Python image runs the example program as uid 65534
 on a read-only root in a pod of the restricted profile's shape, a deletion's SIGTERM is saved within the grace
 period and a second pod resumes from the save; an archive `wf cluster image import` took runs under the name it
-printed; the tiny-train example runs there as a workflow. One cluster with one real node beside simulated ones
-for the module; `down` must leave no trace of it."""
+printed; the tiny-train example runs there as a workflow; the twin is compared with it. The session's real-node
+cluster (conftest.real_cluster), one real node beside simulated ones."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from wf.cluster.install import delete_nodes
 from wf.controller.client import Kube, pod_log
 from wf.core.constants import REAL_NODE_LABEL, REAL_NODE_TAINT
 
-from .conftest import ClusterHandle, become_subreaper, connected, start_cluster, stop_cluster
+from .conftest import ClusterHandle, connected
 from .test_controller_e2e import job_file, wf_cli
 from .test_real_node import _stored_keys
 
@@ -37,21 +37,6 @@ ROOT = Path(__file__).resolve().parents[2]
 TRUTH = "[-0.705, -1.397, 0.604, -1.71]"
 
 pytestmark = [pytest.mark.cluster, pytest.mark.components(*realnode.COMPONENTS)]
-
-
-@pytest.fixture(scope="module")
-def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
-    become_subreaper()
-    root = tmp_path_factory.mktemp("wf-real")
-    handle = start_cluster(root, f"real{os.getpid()}", real_nodes=1)
-    node = realnode.RealNode(handle.cluster.workdir, 0)
-    try:
-        yield handle
-    finally:
-        stop_cluster(handle)
-        assert not Path("/run/netns", node.netns).exists() and not node.run_dir.exists()
-        assert not list(node._cgroup_dirs())
-        assert not realnode._mounts_under([str(node.dir), str(node.run_dir)])
 
 
 @pytest.fixture(scope="module")
