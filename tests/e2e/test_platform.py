@@ -2,7 +2,7 @@
 kind of gap injected into it (a taint changed on one node group's node, a queue deleted, a ConfigMap edited,
 an accelerator class's node without its devices) is reported with its fix, then repaired. The bundle's own
 documents are accepted by the API server in a server-side dry run (kinds it serves). The check asks the cluster's
-Prometheus whether it scrapes Argo and Kueue.
+Prometheus whether it scrapes Argo and Kueue, and Prometheus reaches Kueue with the scrape token.
 
 Its own cluster: the session cluster runs without Kueue, and a check of the repository's catalog needs the
 teams' queues.
@@ -23,14 +23,16 @@ from typing import Any
 import pytest
 
 from wf.cluster.install import FIELD_MANAGER, pinned_versions
+from wf.cluster.prometheus import APISERVER
 from wf.cluster.runtime import LocalCluster
 from wf.controller.client import Kube
 from wf.core.constants import CATALOG_CONFIGMAP, CATALOG_KEY, CATALOG_NAMESPACE, CLASS_LABEL, CLUSTER_QUEUE
 from wf.model.catalog import Catalog, load_catalog
 from wf.render import platform
+from wf.render.platform import ARGO_METRICS, KUEUE_METRICS
 
 from .conftest import ClusterHandle, become_subreaper, build_with_progress, connected, example_namespaces, stop_cluster
-from .test_prometheus import eventually, prometheus_api
+from .test_prometheus import _all_up, _series, eventually, prometheus_api
 
 pytestmark = [pytest.mark.cluster, pytest.mark.components("kueue")]
 
@@ -209,3 +211,13 @@ def test_a_class_node_without_its_devices_is_reported(platform_cluster: tuple[Cl
         assert "advertises 0 habana.ai/gaudi, the class needs 8" in finding["problem"]
     finally:
         kube.core.delete_node("wf-platform-no-plugin")
+
+
+def test_prometheus_scrapes_kueue_with_the_scrape_token(platform_cluster: tuple[ClusterHandle, Catalog]) -> None:
+    handle = platform_cluster[0]
+    # Kueue asks the API server who the caller is (TokenReview) and whether it may GET /metrics.
+    eventually(lambda: _all_up(handle, {ARGO_METRICS.job, APISERVER.job, KUEUE_METRICS.job}), "targets up")
+    [build_info] = eventually(lambda: _series(handle, "kueue_build_info"), "kueue_build_info")
+    assert build_info["metric"]["job"] == KUEUE_METRICS.job
+    # The teams' ClusterQueues, as Kueue reports them.
+    assert eventually(lambda: _series(handle, "kueue_cluster_queue_status"), "kueue_cluster_queue_status")

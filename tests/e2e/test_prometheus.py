@@ -1,5 +1,5 @@
-"""The local cluster's Prometheus: it scrapes Argo's workflow-controller, the API server and Kueue on loopback,
-and a metric a workflow emits reaches it."""
+"""The local cluster's Prometheus: it scrapes Argo's workflow-controller and the API server on loopback, and a
+metric a workflow emits reaches it. (That it scrapes Kueue is checked on the cluster with queues, test_platform.)"""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,10 +20,10 @@ from wf.cluster.supervise import CONTROLLER
 from wf.controller.client import Kube
 from wf.render.platform import ARGO_METRICS, KUEUE_METRICS
 
-from .conftest import ClusterHandle, become_subreaper, build_with_progress, start_cluster, stop_cluster
+from .conftest import ClusterHandle
 from .test_cluster_workflows import _run, _workflow
 
-pytestmark = [pytest.mark.cluster, pytest.mark.components("kueue")]
+pytestmark = pytest.mark.cluster
 
 # Prometheus scrapes every 5 s; a first scrape, a workflow's metric, a restarted target: a few rounds at most.
 WAIT_SECONDS = 60
@@ -117,25 +117,3 @@ def test_prometheus_follows_a_restarted_controller_to_its_new_port(local_cluster
                    and t["scrapeUrl"].startswith(f"http://127.0.0.1:{state.controller_metrics_port}/") for t in targets)
 
     eventually(scraped_at_new_port, "the restarted controller scraped")
-
-
-@pytest.fixture(scope="module")
-def queued_cluster(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Iterator[ClusterHandle]:
-    """A cluster of its own running Kueue (the repository's catalog has teams); no nodes, nothing runs."""
-    become_subreaper()
-    build_with_progress(pytestconfig)
-    handle = start_cluster(tmp_path_factory.mktemp("wf-prometheus"), f"pq{os.getpid()}", nodes_per_group=0,
-                           queues=True)
-    try:
-        yield handle
-    finally:
-        stop_cluster(handle)
-
-
-def test_prometheus_scrapes_kueue_with_the_scrape_token(queued_cluster: ClusterHandle) -> None:
-    # Kueue asks the API server who the caller is (TokenReview) and whether it may GET /metrics.
-    eventually(lambda: _all_up(queued_cluster, {ARGO_METRICS.job, APISERVER.job, KUEUE_METRICS.job}), "targets up")
-    [build_info] = eventually(lambda: _series(queued_cluster, "kueue_build_info"), "kueue_build_info")
-    assert build_info["metric"]["job"] == KUEUE_METRICS.job
-    # The teams' ClusterQueues, as Kueue reports them.
-    assert eventually(lambda: _series(queued_cluster, "kueue_cluster_queue_status"), "kueue_cluster_queue_status")
