@@ -278,6 +278,11 @@ def test_a_sigterm_exit_on_a_node_still_there_is_the_programs_failure() -> None:
     assert [a.outcome for a in stayed.steps[0].attempts] == ["failed", "interrupted", "succeeded"]
     gone = with_facts(view, doc, {}, lambda host: False)
     assert [a.outcome for a in gone.steps[0].attempts] == ["interrupted", "interrupted", "succeeded"]
+    # The node recorder saw that attempt's pod evicted while it ran (a drain's SIGTERM, saved and exited 143 on a
+    # node that stays): an interruption after all.
+    doc["metadata"].setdefault("annotations", {})[NODE_FACTS_ANNOTATION] = '{"nodes":{},"gangs":{},"disrupted":["q0"]}'
+    evicted = with_facts(view, doc, {}, lambda host: host == "cpu-spot-1")
+    assert [a.outcome for a in evicted.steps[0].attempts] == ["interrupted", "interrupted", "succeeded"]
 
 
 def test_without_a_fallback_every_attempt_keeps_the_templates_capacity() -> None:

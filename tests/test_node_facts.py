@@ -13,6 +13,7 @@ from wf.compile.node_facts import (
     NodeFacts,
     NodeRecord,
     decode_record,
+    disrupted_attempt,
     merged_text,
     node_facts,
     pod_place,
@@ -151,3 +152,39 @@ def test_refusals_are_waited_out_until_they_last_then_are_the_accounts_missing_r
     refusals.clear()  # a list got through: the next refusal starts a new count
     now[0] += 1000
     assert refusals.patient()
+
+
+def _running(pod: dict[str, Any], *, condition: str | None = None, deleting: bool = False,
+             phase: str = "Running") -> dict[str, Any]:
+    pod["status"] = {"phase": phase, "conditions": [{"type": "Ready", "status": "True"}] + (
+        [{"type": "DisruptionTarget", "status": "True", "reason": condition}] if condition else [])}
+    if deleting:
+        pod["metadata"]["deletionTimestamp"] = "2026-03-01T12:05:00Z"
+    return pod
+
+
+def test_an_attempt_taken_away_while_it_ran_is_its_disruption() -> None:
+    # An eviction (a drain's), the pod GC's deletion of a lost node's pod, or a plain deletion of a running pod.
+    assert disrupted_attempt(_running(_argo("p", "a1", "cpu-1"), condition="EvictionByEvictionAPI")) == "a1"
+    assert disrupted_attempt(_running(_argo("p", "a1", "cpu-1"), condition="DeletionByPodGC")) == "a1"
+    assert disrupted_attempt(_running(_argo("p", "a1", "cpu-1"), deleting=True)) == "a1"
+    # Not: a pod running undisturbed, one that had ended first (its program failed; Argo's pod GC deletes ended
+    # pods), one never bound, and a pod that is not Argo's.
+    assert disrupted_attempt(_running(_argo("p", "a1", "cpu-1"))) is None
+    assert disrupted_attempt(_running(_argo("p", "a1", "cpu-1"), phase="Failed", condition="EvictionByEvictionAPI",
+                                      deleting=True)) is None
+    assert disrupted_attempt(_running(_argo("p", "a1", "cpu-1"), phase="Succeeded", deleting=True)) is None
+    assert disrupted_attempt(_running(_argo("p", "a1"), deleting=True)) is None
+    assert disrupted_attempt(_running(_replica("w0", "worker", "gaudi-1", "2026-03-01T12:00:05Z"),
+                                      deleting=True)) is None
+
+
+def test_the_record_keeps_the_attempts_taken_away_once() -> None:
+    m5 = NodeFacts("m5.large", "spot", zone="us-east-1a")
+    text = merged_text(None, "cpu-1", m5, None)
+    assert text is not None and "disrupted" not in json.loads(text)  # records without any read as before
+    taken = merged_text(text, "cpu-1", m5, None, disrupted="a1")
+    assert taken is not None and json.loads(taken)["disrupted"] == ["a1"]
+    assert merged_text(taken, "cpu-1", m5, None, disrupted="a1") is None  # said once
+    assert decode_record(taken).disrupted == frozenset({"a1"})
+    assert decode_record(taken).holds("cpu-1", None) and not decode_record(text).holds("cpu-1", None, "a1")

@@ -44,6 +44,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 _E2E = Path(__file__).resolve().parent
 # The background build of the components the session's cluster tests need, and its log (pytest_collection_finish).
 _background_build: tuple[subprocess.Popen[bytes], Path] | None = None
+_SESSION_STARTED = time.time()  # this module is imported as the session collects
 
 
 @dataclass(frozen=True)
@@ -141,11 +142,18 @@ def _alive(pid: int) -> bool:
     return is_running(pid)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Whatever uses the cluster is a cluster test, marked or not, so `-m "not cluster"` leaves it out.
     for item in items:
-        if "local_cluster" in getattr(item, "fixturenames", ()):
+        fixtures = getattr(item, "fixturenames", ())
+        # Whatever uses the cluster is a cluster test, marked or not, so `-m "not cluster"` leaves it out.
+        if "local_cluster" in fixtures:
             item.add_marker(pytest.mark.cluster)
+        # With pytest-xdist (`make test`: two workers, `--dist loadgroup`), a file's tests run on one worker, so a
+        # cluster of its module starts once; the real-node tests share one cluster (real_cluster) and a machine
+        # holds one real node at a time (the kubelet's device-plugin socket has a fixed path): one worker for them.
+        group = "real-node" if "real_cluster" in fixtures else str(item.path)
+        item.add_marker(pytest.mark.xdist_group(group))
     # The unit tests first, then the cluster tests that need only the default components, then those that need
     # optional ones (`components` marker): on a cold machine the background build (below) makes each while the
     # tests before it run. A stable sort: each group keeps its files' order.
@@ -156,16 +164,29 @@ def _is_e2e(item: pytest.Item) -> bool:
     return Path(str(item.path)).is_relative_to(_E2E)
 
 
+def _tell(config: pytest.Config, line: str) -> None:
+    """A line on the terminal, also from a pytest-xdist worker (whose stdout is not the terminal; its stderr is)."""
+    with config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
+        print(line, file=sys.stderr, flush=True)
+
+
+def _background_log() -> Path:
+    from wf.cluster import build
+
+    return build.cache_dir() / "src" / "background-build.log"
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Build what the collected cluster tests need in a background process at the lowest CPU priority, in the order
     they need it: a cold build takes most of half an hour on 2 cores, and the unit tests (then the tests on the
     default components) leave a core idle meanwhile. A test that needs a component the background build has not
     finished waits for its lock; one it has not started yet is built by the test as before, so a failed or slow
-    background build changes nothing but time."""
+    background build changes nothing but time. With pytest-xdist, the first worker starts it."""
     global _background_build
     from wf.cluster import build
 
-    if session.config.option.collectonly or not any(_is_e2e(item) for item in session.items):
+    worker = getattr(session.config, "workerinput", {}).get("workerid", "gw0")
+    if session.config.option.collectonly or worker != "gw0" or not any(_is_e2e(i) for i in session.items):
         return
     names = [c.name for c in build.components() if not c.optional]
     for item in session.items:
@@ -175,7 +196,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     missing = [name for name in names if not known[name].is_built(build.cache_dir())]
     if not missing:
         return
-    log = build.cache_dir() / "src" / "background-build.log"
+    log = _background_log()
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
         process = subprocess.Popen(
@@ -183,8 +204,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, process_group=0,
         )
     _background_build = (process, log)
-    reporter = session.config.pluginmanager.getplugin("terminalreporter")
-    reporter.write_line(f"wf cluster build {' '.join(missing)}: in the background (log: {log})")
+    _tell(session.config, f"wf cluster build {' '.join(missing)}: in the background (log: {log})")
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -202,25 +222,35 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
     elif process.returncode != 0:
-        reporter = session.config.pluginmanager.getplugin("terminalreporter")
-        reporter.write_line(f"the background build failed (exit {process.returncode}); the tests built what they "
-                            f"needed themselves. Its log ends:\n{log.read_text()[-3000:]}")
+        _tell(session.config, f"the background build failed (exit {process.returncode}); the tests built what "
+                              f"they needed themselves. Its log ends:\n{log.read_text()[-3000:]}")
 
 
 def build_with_progress(config: pytest.Config) -> None:
     """Build what is missing, one line per step on the terminal: a cold build takes minutes, and CI logs should
-    show it working rather than fall silent."""
+    show it working rather than fall silent. A wait behind the background build says what that build is doing."""
     from wf.cluster import build
-
-    capture = config.pluginmanager.getplugin("capturemanager")
 
     def progress(component: build.Component, step: str, elapsed: float) -> None:
         if step == "cached":
             return
-        with capture.global_and_fixture_disabled():
-            print(f"\nwf cluster build: {component.name} {component.version}: {step} ({elapsed:.0f}s)", flush=True)
+        if step.startswith("waiting") and (doing := _background_step()):
+            step += f"; the background build: {doing}"
+        _tell(config, f"\nwf cluster build: {component.name} {component.version}: {step} ({elapsed:.0f}s)")
 
     build.build_all(progress=progress)
+
+
+def _background_step() -> str | None:
+    """The background build's last line, if it is this session's."""
+    log = _background_log()
+    try:
+        if log.stat().st_mtime < _SESSION_STARTED:
+            return None
+        lines = log.read_text().splitlines()
+    except OSError:
+        return None
+    return lines[-1] if lines else None
 
 
 @pytest.fixture(scope="session")

@@ -6,13 +6,19 @@ consolidates them away) long before anyone asks what a run cost. So the node fac
 the annotation NODE_FACTS_ANNOTATION, one JSON object
 
     {"nodes": {"<node>": ["<instance type>", "<capacity>", "<zone>"]},
-     "gangs": {"<attempt's Argo node id>": {"launcher": ["<node>"], "worker": ["<node>", ...]}}}
+     "gangs": {"<attempt's Argo node id>": {"launcher": ["<node>"], "worker": ["<node>", ...]}},
+     "disrupted": ["<attempt's Argo node id>", ...]}
 
 A node appears once however many pods ran on it. Argo's node status already says which node ran each of its pods
 (`hostNodeName`); a multi-node step's launcher and workers are the mpi-operator's pods, so `gangs` says, per
 attempt, which nodes its replicas were bound to. The attempt is the one whose Argo resource pod created their
 MPIJob: every attempt of one run of the step creates the same MPIJob name (wf.compile.kinds.mpijob), only after the
 previous one's pods are gone, so a replica belongs to the newest resource pod of its MPIJob created before it.
+`disrupted` names the attempts whose pod was taken away while it ran (Kubernetes' DisruptionTarget condition: an
+eviction, as a drain's; a preemption; the pod GC's or the taint manager's deletion; the kubelet's pressure
+eviction; or any deletion of a pod not yet ended). Such an attempt is an interruption whatever its exit code: a
+program that saves and exits 143 on the SIGTERM of an eviction may end, in Argo's words, "exit code 143" on a node
+that stays (seen on a real node), which alone would read as the program's own SIGTERM.
 
 This module is the pure part: a Node's facts, a pod's place, the record read and merged. The record is bounded
 (MAX_RECORD_BYTES): past it new nodes are left out, and cost falls back to the live Node, as without a recorder.
@@ -76,15 +82,19 @@ class NodeRecord:
 
     nodes: Mapping[str, NodeFacts] = field(default_factory=dict)
     gangs: Mapping[str, Gang] = field(default_factory=dict)
+    disrupted: frozenset[str] = frozenset()  # attempts (Argo node ids) whose pod was taken away while it ran
 
-    def holds(self, node: str, gang: tuple[str, str] | None) -> bool:
-        """Whether the record already says that `node` ran (for `gang`: that attempt's role)."""
-        if node not in self.nodes:
+    def holds(self, node: str, gang: tuple[str, str] | None, disrupted: str | None = None) -> bool:
+        """Whether the record already says that `node` ran (for `gang`: that attempt's role; for `disrupted`: that
+        the attempt was taken away)."""
+        if node not in self.nodes or (disrupted is not None and disrupted not in self.disrupted):
             return False
         return gang is None or node in (self.gangs.get(gang[0]) or {}).get(gang[1], ())
 
-    def with_binding(self, node: str, facts: NodeFacts, gang: tuple[str, str] | None) -> NodeRecord:
-        """The record with `node` (and, for a replica, its attempt's role) added; the first facts of a node stay."""
+    def with_binding(self, node: str, facts: NodeFacts, gang: tuple[str, str] | None,
+                     disrupted: str | None = None) -> NodeRecord:
+        """The record with `node` (and, for a replica, its attempt's role; for `disrupted`, that attempt taken away)
+        added; the first facts of a node stay."""
         nodes = self.nodes if node in self.nodes else {**self.nodes, node: facts}
         gangs = self.gangs
         if gang is not None and not self.holds(node, gang):
@@ -92,13 +102,14 @@ class NodeRecord:
             roles = dict(self.gangs.get(attempt) or {})
             roles[role] = (*roles.get(role, ()), node)
             gangs = {**self.gangs, attempt: roles}
-        return NodeRecord(nodes, gangs)
+        return NodeRecord(nodes, gangs, self.disrupted | ({disrupted} if disrupted else set()))
 
     def encode(self) -> str:
         return json.dumps({"nodes": {name: [f.instance_type, f.capacity or "", f.zone or ""]
                                      for name, f in sorted(self.nodes.items())},
                            "gangs": {attempt: {role: list(nodes) for role, nodes in sorted(roles.items())}
-                                     for attempt, roles in sorted(self.gangs.items())}},
+                                     for attempt, roles in sorted(self.gangs.items())},
+                           **({"disrupted": sorted(self.disrupted)} if self.disrupted else {})},
                           separators=(",", ":"))
 
 
@@ -123,18 +134,20 @@ def decode_record(text: str) -> NodeRecord:
                  for kind, capacity, zone in [_strings(facts, 3)]}
         gangs = {str(attempt): {str(role): tuple(_strings(names)) for role, names in roles.items()}
                  for attempt, roles in (data.get("gangs") or {}).items()}
+        disrupted = frozenset(_strings(data.get("disrupted") or []))
     except (ValueError, TypeError, AttributeError):
         return NodeRecord()
-    return NodeRecord(nodes, gangs)
+    return NodeRecord(nodes, gangs, disrupted)
 
 
-def merged_text(current: str | None, node: str, facts: NodeFacts, gang: tuple[str, str] | None) -> str | None:
+def merged_text(current: str | None, node: str, facts: NodeFacts, gang: tuple[str, str] | None,
+                disrupted: str | None = None) -> str | None:
     """The annotation's new text with the binding added; None when it holds it already or would outgrow
     MAX_RECORD_BYTES."""
     record = decode_record(current) if current else NodeRecord()
-    if record.holds(node, gang):
+    if record.holds(node, gang, disrupted):
         return None
-    text = record.with_binding(node, facts, gang).encode()
+    text = record.with_binding(node, facts, gang, disrupted).encode()
     return text if len(text.encode()) <= MAX_RECORD_BYTES else None
 
 
@@ -173,6 +186,7 @@ class Binding:
     workflow: str
     node: str
     gang: tuple[str, str] | None = None  # (attempt's Argo node id, role)
+    disrupted: str | None = None  # an attempt (Argo node id) whose pod on `node` was taken away while it ran
 
 
 class GangAttempts:
@@ -215,3 +229,19 @@ class GangAttempts:
     def _binding(place: PodPlace, attempt: str) -> Binding:
         assert place.node is not None and place.role is not None
         return Binding(place.namespace, place.workflow, place.node, (attempt, place.role))
+
+
+def disrupted_attempt(pod: Mapping[str, Any]) -> str | None:
+    """The attempt (Argo node id) of an Argo pod taken away while it ran: one with Kubernetes' DisruptionTarget
+    condition (an eviction, a preemption, the pod GC's or taint manager's deletion, the kubelet's pressure
+    eviction), or deleted before it ended; None for any other pod."""
+    meta = pod.get("metadata") or {}
+    attempt = (meta.get("annotations") or {}).get(ARGO_NODE_ID_ANNOTATION)
+    status = pod.get("status") or {}
+    # Seen while it runs: a pod that had ended already (its program failed, then a drain evicted what was left)
+    # was not cut short.
+    if not attempt or not (pod.get("spec") or {}).get("nodeName") or status.get("phase") not in ("Pending", "Running"):
+        return None
+    disrupted = any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+                    for c in status.get("conditions") or [])
+    return attempt if disrupted or meta.get("deletionTimestamp") else None

@@ -1,7 +1,9 @@
 """The node facts recorder: as each pod of a workflow is bound to a node, that node's instance type, capacity and
 zone are written onto the workflow (wf.compile.node_facts), so every attempt can be priced after its node is gone;
-and when a multi-node step's worker stops running while its launcher runs, its MPIJob is marked (wf.controller.gangs),
-so the step's failure condition reads an interruption, not the program's failure.
+each attempt whose pod was taken away while it ran (an eviction, a deletion) is written there too, so its exit
+reads as an interruption whatever its code; and when a multi-node step's worker stops running while its launcher
+runs, its MPIJob is marked (wf.controller.gangs), so the step's failure condition reads an interruption, not the
+program's failure.
 
 It watches the pods of every namespace that carry wf's step label (Argo's pods of a compiled step and a multi-node
 step's launcher and workers alike: one stream, so an MPIJob's resource pod arrives before its replicas, and a
@@ -40,6 +42,7 @@ from wf.compile.node_facts import (
     NodeFacts,
     NodeRecord,
     decode_record,
+    disrupted_attempt,
     merged_text,
     node_facts,
     pod_place,
@@ -89,6 +92,8 @@ class NodeRecorder:
             return
         bindings = [*self._later, *self.gangs.observe((pod.get("metadata") or {}).get("uid", ""), place,
                                                       kind == "DELETED")]
+        if place.node and (attempt := disrupted_attempt(pod)):
+            bindings.append(Binding(place.namespace, place.workflow, place.node, disrupted=attempt))
         self._later = {}
         for binding in bindings:
             self.record(binding)
@@ -130,7 +135,7 @@ class NodeRecorder:
 
         key = (binding.namespace, binding.workflow)
         known = self._records.get(key)
-        if key in self._refused or (known is not None and known.holds(binding.node, binding.gang)):
+        if key in self._refused or (known is not None and known.holds(binding.node, binding.gang, binding.disrupted)):
             return
         backoff, deadline, refusals = Backoff(), time.monotonic() + TRANSIENT_SECONDS, Refusals()
         while True:
@@ -193,17 +198,19 @@ class NodeRecorder:
                 raise
             current = (meta.get("annotations") or {}).get(NODE_FACTS_ANNOTATION)
             record = decode_record(current) if current else NodeRecord()
-            if record.holds(binding.node, binding.gang):
+            if record.holds(binding.node, binding.gang, binding.disrupted):
                 self._remember(key, record)
                 return
+            if binding.node in record.nodes:
+                facts = record.nodes[binding.node]  # a disruption on a node recorded already needs no read
             if facts is None and (facts := self._facts(binding.node)) is None:
                 log.warning("node %s of %s/%s has no instance type (or is gone): not recorded", binding.node,
                             binding.namespace, binding.workflow)
                 return
-            if (text := merged_text(current, binding.node, facts, binding.gang)) is None:
+            if (text := merged_text(current, binding.node, facts, binding.gang, binding.disrupted)) is None:
                 log.warning("the node record of %s/%s is full: node %s left to the live Node", binding.namespace,
                             binding.workflow, binding.node)
-                self._remember(key, record.with_binding(binding.node, facts, binding.gang))
+                self._remember(key, record.with_binding(binding.node, facts, binding.gang, binding.disrupted))
                 return
             body = {"metadata": {"resourceVersion": meta.get("resourceVersion"),
                                  "annotations": {NODE_FACTS_ANNOTATION: text}}}
@@ -221,8 +228,9 @@ class NodeRecorder:
                     raise self._refusal(exc, "patch", binding) from exc
                 raise
             self._remember(key, decode_record(text))
-            log.info("recorded node %s (%s) of %s/%s%s", binding.node, facts.instance_type, binding.namespace,
-                     binding.workflow, f", attempt {binding.gang[0]} {binding.gang[1]}" if binding.gang else "")
+            log.info("recorded node %s (%s) of %s/%s%s%s", binding.node, facts.instance_type, binding.namespace,
+                     binding.workflow, f", attempt {binding.gang[0]} {binding.gang[1]}" if binding.gang else "",
+                     f", attempt {binding.disrupted} taken away" if binding.disrupted else "")
             return
         raise ConflictsInARow(f"{CONFLICT_RETRIES} conflicts in a row writing {binding.namespace}/{binding.workflow}")
 

@@ -18,6 +18,7 @@ from typing import Any
 from wf.argo.nodes import NodesOffloaded, fnv32a, workflow_nodes
 from wf.compile.interruptions import is_interruption
 from wf.compile.kinds import kind_of_template
+from wf.compile.node_facts import read_record
 from wf.compile.readback import CompiledPlacement
 from wf.controller.checkpoints import AttemptRecord, Saved
 from wf.core.constants import ARGO_POD_NAME_FORMAT_ANNOTATION
@@ -303,12 +304,17 @@ def with_facts(view: WorkflowView, workflow: dict[str, Any], ledger: Mapping[str
                node_stayed: Callable[[str], bool | None]) -> WorkflowView:
     """`view` with what Argo's node tree does not hold: where each attempt resumed and what its checkpoint kept
     (the workflow's checkpoint ledger, by pod), and a SIGTERM or SIGKILL exit on a node that is still there and
-    not being drained told as the program's (`node_stayed(host)`; None: unknown, Argo's reading stands)."""
+    not being drained told as the program's (`node_stayed(host)`; None: unknown, Argo's reading stands), unless the
+    node recorder saw the attempt's pod taken away (its record's `disrupted`)."""
+
+    disrupted = read_record(workflow).disrupted
 
     def refined(attempt: Attempt) -> Attempt:
         record = ledger.get(pod_name(workflow, attempt)) if ledger else None
-        interrupted = attempt.interrupted and is_interruption(
-            attempt.message, node_stayed(attempt.host) if attempt.host else None)
+        # Taken away while it ran (the node recorder saw it evicted or deleted): an interruption, whatever its exit.
+        taken = attempt.node_id in disrupted and attempt.phase in FAILED_PHASES
+        interrupted = taken or (attempt.interrupted and is_interruption(
+            attempt.message, node_stayed(attempt.host) if attempt.host else None))
         # A record without a location only says how long a program without checkpoints ran: it resumed nothing.
         resumed = record.resumed if record and record.location else None
         kept = record.kept_seconds if record and record.saved else 0.0
