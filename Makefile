@@ -43,19 +43,15 @@ lint: install
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m mypy
 
-# The slowest tests' times end the run, so every CI log shows where its minutes went. Two workers (pytest-xdist):
-# the end-to-end tests mostly wait on their clusters (a load average near 1 on 2 cores), so two at a time take
-# about half the time; each file runs on one worker (tests/e2e/conftest.py groups them).
-PYTEST := $(PY) -m pytest -q -n 2 --dist loadgroup
-
+# The slowest tests' times end the run, so every CI log shows where its minutes went.
 test: lint system-packages
-	$(PYTEST) --durations=30 tests
+	$(PY) -m pytest -q --durations=30 tests
 
 unit: install
-	$(PYTEST) tests --ignore=tests/e2e
+	$(PY) -m pytest -q tests --ignore=tests/e2e
 
 e2e: install system-packages
-	$(PYTEST) --durations=30 tests/e2e
+	$(PY) -m pytest -q --durations=30 tests/e2e
 
 # The benchmarks read a whole command's time and peak memory through GNU time (Debian's `time` package).
 bench: install

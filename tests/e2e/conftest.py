@@ -142,18 +142,11 @@ def _alive(pid: int) -> bool:
     return is_running(pid)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Whatever uses the cluster is a cluster test, marked or not, so `-m "not cluster"` leaves it out.
     for item in items:
-        fixtures = getattr(item, "fixturenames", ())
-        # Whatever uses the cluster is a cluster test, marked or not, so `-m "not cluster"` leaves it out.
-        if "local_cluster" in fixtures:
+        if "local_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.cluster)
-        # With pytest-xdist (`make test`: two workers, `--dist loadgroup`), a file's tests run on one worker, so a
-        # cluster of its module starts once; the real-node tests share one cluster (real_cluster) and a machine
-        # holds one real node at a time (the kubelet's device-plugin socket has a fixed path): one worker for them.
-        group = "real-node" if "real_cluster" in fixtures else str(item.path)
-        item.add_marker(pytest.mark.xdist_group(group))
     # The unit tests first, then the cluster tests that need only the default components, then those that need
     # optional ones (`components` marker): on a cold machine the background build (below) makes each while the
     # tests before it run. A stable sort: each group keeps its files' order.
@@ -165,7 +158,7 @@ def _is_e2e(item: pytest.Item) -> bool:
 
 
 def _tell(config: pytest.Config, line: str) -> None:
-    """A line on the terminal, also from a pytest-xdist worker (whose stdout is not the terminal; its stderr is)."""
+    """A line on the terminal while the tests' output is captured."""
     with config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
         print(line, file=sys.stderr, flush=True)
 
@@ -181,12 +174,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     they need it: a cold build takes most of half an hour on 2 cores, and the unit tests (then the tests on the
     default components) leave a core idle meanwhile. A test that needs a component the background build has not
     finished waits for its lock; one it has not started yet is built by the test as before, so a failed or slow
-    background build changes nothing but time. With pytest-xdist, the first worker starts it."""
+    background build changes nothing but time."""
     global _background_build
     from wf.cluster import build
 
-    worker = getattr(session.config, "workerinput", {}).get("workerid", "gw0")
-    if session.config.option.collectonly or worker != "gw0" or not any(_is_e2e(i) for i in session.items):
+    if session.config.option.collectonly or not any(_is_e2e(item) for item in session.items):
         return
     names = [c.name for c in build.components() if not c.optional]
     for item in session.items:
