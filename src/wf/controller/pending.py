@@ -23,9 +23,10 @@ if TYPE_CHECKING:
     from wf.model.catalog import Catalog
 
 _INSUFFICIENT = re.compile(r"Insufficient ([A-Za-z0-9./_-]+)")
+# How the kubelet names the image in its message (`image "x"`; escaped inside Argo's JSON, hence the backslashes).
+_QUOTED_IMAGE = re.compile(r'image \\?"([^"\\]+)\\?"')
 # The kubelet's reasons for a container it cannot start because of its image (pkg/kubelet/images/types.go), which
 # Argo copies into the Pending step's message: the pod keeps trying, and Argo never ends the step.
-_QUOTED_IMAGE = re.compile(r'image \\?"([^"\\]+)\\?"')
 IMAGE_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "ImageInspectError")
 
 
