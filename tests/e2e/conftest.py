@@ -42,8 +42,8 @@ from wf.render.platform import WORKFLOW_NAMESPACE
 _PR_SET_CHILD_SUBREAPER = 36
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 _E2E = Path(__file__).resolve().parent
-# The background build of the components the session's cluster tests need, and its log (pytest_collection_finish).
-_background_build: tuple[subprocess.Popen[bytes], Path] | None = None
+# The background build of the components the session's cluster tests need (pytest_collection_finish).
+_background_build: subprocess.Popen[bytes] | None = None
 _SESSION_STARTED = time.time()  # this module is imported as the session collects
 
 
@@ -195,7 +195,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             ["nice", "-n", "19", sys.executable, "-m", "wf", "cluster", "build", *missing],
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, process_group=0,
         )
-    _background_build = (process, log)
+    _background_build = process
     _tell(session.config, f"wf cluster build {' '.join(missing)}: in the background (log: {log})")
 
 
@@ -204,8 +204,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     global _background_build
     if _background_build is None:
         return
-    process, log = _background_build
-    _background_build = None
+    process, _background_build = _background_build, None
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGTERM)
         try:
@@ -215,7 +214,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             process.wait()
     elif process.returncode != 0:
         _tell(session.config, f"the background build failed (exit {process.returncode}); the tests built what "
-                              f"they needed themselves. Its log ends:\n{log.read_text()[-3000:]}")
+                              f"they needed themselves. Its log ends:\n{_background_log().read_text()[-3000:]}")
 
 
 def build_with_progress(config: pytest.Config) -> None:
