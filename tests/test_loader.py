@@ -358,6 +358,15 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
+def test_a_text_written_plain_and_quoted_keeps_each_ones_type() -> None:
+    """Plain scalars' tags are resolved once per text (the loader's cache): the same text quoted stays a string,
+    and every repeat of a plain one is read as the first was."""
+    text = 'a: 1\nb: "1"\nc: 1\nd: null\ne: "null"\nf: [null, true, "true", 0x10, "0x10", 1.5, ~, x]\n'
+    assert _same(one(text).data, yaml.safe_load(text))
+    assert one(text).data == {"a": 1, "b": "1", "c": 1, "d": None, "e": "null",
+                              "f": [None, True, "true", 16, "0x10", 1.5, None, "x"]}
+
+
 @settings(max_examples=150, deadline=None)
 @given(json_like, st.booleans())
 def test_round_trip_equals_safe_load(data: Any, flow: bool) -> None:

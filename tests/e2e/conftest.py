@@ -185,6 +185,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         marker = item.get_closest_marker("components")
         names += [name for name in (marker.args if marker else ()) if name not in names]
     known = {c.name: c for c in build.components()}
+    if unknown := [name for name in names if name not in known]:
+        raise pytest.UsageError(f"@pytest.mark.components names no component {', '.join(unknown)} (wf cluster "
+                                f"build knows {', '.join(known)})")
     missing = [name for name in names if not known[name].is_built(build.cache_dir())]
     if not missing:
         return

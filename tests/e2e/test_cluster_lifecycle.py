@@ -72,11 +72,13 @@ def test_up_repairs_a_killed_api_server_and_leaves_the_rest_alone(local_cluster:
 
 
 def test_up_repairs_an_api_server_that_is_still_shutting_down(local_cluster: ClusterHandle, kube: Kube) -> None:
-    # A plain `kill` gives kube-apiserver about a minute of graceful stop; `up` in that window must wait for
-    # it to exit and start it again, not take it for running.
+    # A plain `kill` starts kube-apiserver's graceful stop (seconds: it closes its watches within the grace
+    # period wf.cluster.tuning gives it); `up` in that window must wait for it to exit and start it again, not
+    # take it for running.
     before = _by_name(local_cluster)["kube-apiserver"]
     assert before.pid
     os.kill(before.pid, signal.SIGTERM)
+    assert processes.is_running(before.pid)  # the window this test is about
     started = time.monotonic()
     local_cluster.cluster.up(merge_into=local_cluster.kubeconfig)
     after = _by_name(local_cluster)["kube-apiserver"]

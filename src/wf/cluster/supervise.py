@@ -227,8 +227,8 @@ class Supervisor:
 
     def repair(self, say: Say) -> None:
         """Start again whatever is dead. `up` calls this while it waits for the cluster too: a component that
-        was still shutting down when `up` began (a plain `kill` gives kube-apiserver about a minute of graceful
-        stop) counts as running until it exits, and is started again then."""
+        was still shutting down when `up` began (a plain `kill` gives kube-apiserver seconds of graceful stop)
+        counts as running until it exits, and is started again then."""
         dead = [c for c in self.control_plane() if not c.running]
         if not dead:
             return

@@ -11,7 +11,6 @@ listed; when nothing at all is left to check (an empty folder, only other tools'
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -332,8 +331,9 @@ def unschedulable(manifest: dict[str, Any], groups: list[NodeGroup]) -> list[Pro
         pod = pod_constraints(spec, {**defaults, **template})
         if pod is None:
             continue
-        key = json.dumps([pod.node_selector, pod.affinity_terms, pod.tolerations, pod.requests], sort_keys=True,
-                         default=str)
+        # repr, not JSON: the same question asked in another key order is only explained twice.
+        key = repr((sorted(pod.node_selector.items()), pod.affinity_terms, pod.tolerations,
+                    sorted(pod.requests.items())))
         if key not in reasons:
             reasons[key] = explain(pod, groups)
         if reason := reasons[key]:
