@@ -9,7 +9,7 @@ local cluster's real nodes hold on those. What a compiled template says back: wf
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
@@ -79,18 +79,66 @@ def place_step(job: TrainingJob, index: int, catalog: Catalog, section: str = "s
 def place_pod(catalog: Catalog, cls: ComputeClass, capacity: str, resources: Resources | None = None,
               devices: int = 0, at: tuple[PathKey, ...] = ()) -> tuple[Placement | None, list[Problem]]:
     """The placement of a pod asking for `resources` and `devices` accelerators on `cls` x `capacity` (defaults
-    where it asks for none), or the problems, at `at` + the field: a step's, or a multi-node step's replica."""
-    resources = resources or Resources()
+    where it asks for none), or the problems, at `at` + the field: a step's, or a multi-node step's replica.
+    Each placement is a new object: the compiled templates share nothing (YAML would write what they share as
+    anchors)."""
+    placement, found = _placed(_Same(catalog), _Same(cls), capacity, _Asked(resources or Resources()), devices)
+    if placement is None:
+        return None, [Problem.at((*at, *field), message) for field, message in found]
+    return replace(placement, node_selector=dict(placement.node_selector),
+                   tolerations=[dict(t) for t in placement.tolerations], requests=dict(placement.requests),
+                   limits=dict(placement.limits)), []
+
+
+class _Same:
+    """A catalog or class as a cache key: by identity (the cache holds it, so its id is not reused meanwhile)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.value is self.value
+
+
+class _Asked:
+    """A step's resources as a cache key: by their values (pydantic models of the job spec are not hashable)."""
+
+    __slots__ = ("resources", "values")
+
+    def __init__(self, resources: Resources) -> None:
+        self.resources = resources
+        self.values = tuple(vars(resources).items())
+
+    def __hash__(self) -> int:
+        return hash(self.values)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Asked) and other.values == self.values
+
+
+# A big DAG asks a catalog the same few (class, capacity, size) questions thousands of times.
+@lru_cache(maxsize=1024)
+def _placed(catalog_key: _Same, cls_key: _Same, capacity: str, asked: _Asked, devices: int
+            ) -> tuple[Placement | None, tuple[tuple[tuple[PathKey, ...], str], ...]]:
+    """place_pod's answer, its problems at paths relative to the pod's (never changed by a caller: copied out)."""
+    catalog: Catalog = catalog_key.value
+    cls: ComputeClass = cls_key.value
+    resources = asked.resources
     group = node_group(cls, catalog, capacity)
     # What every node of the class offers: a request sized from it fits whichever type the autoscaler models.
     least = group.least_allocatable()
     device = cls.accelerator.resource if cls.accelerator else None
     per_node = cls.accelerator.count if cls.accelerator else 0
-    problems: list[Problem] = []
+    problems: list[tuple[tuple[PathKey, ...], str]] = []
     if devices and not cls.accelerator:
-        problems.append(Problem.at((*at, "accelerators"), f"compute class {cls.name!r} has no accelerators"))
+        problems.append((("accelerators",), f"compute class {cls.name!r} has no accelerators"))
     elif devices > per_node:
-        problems.append(Problem.at((*at, "accelerators"),
+        problems.append((("accelerators",),
                          f"no {cls.name} node offers {devices} {device}; {group.by_size()[0]} has {per_node}"))
     prof = profile(device)
     # Defaults follow the cards a node can hold, so too many cards is one error, not three about fields never written.
@@ -109,10 +157,9 @@ def place_pod(catalog: Catalog, cls: ComputeClass, capacity: str, resources: Res
     else:
         memory_mib = _DEFAULT_MEMORY_MIB
     verdict = _fit(group, cpu_millis, memory_mib)
-    problems += [Problem.at((*at, "resources", s.resource), _too_big(cls, group, s, verdict))
-                 for s in verdict.shortfalls]
+    problems += [(("resources", s.resource), _too_big(cls, group, s, verdict)) for s in verdict.shortfalls]
     if problems:
-        return None, problems
+        return None, tuple(problems)
 
     # The accelerator's own needs go to the pods holding its devices; a class's explicit ones to all its pods.
     relaxed = cls.relaxations if devices or cls.pod_security is not None else PodSecurity()
@@ -141,7 +188,7 @@ def place_pod(catalog: Catalog, cls: ComputeClass, capacity: str, resources: Res
         interruption_retries=cls.interruption_retries if cls.interruption_retries is not None
         else INTERRUPTION_RETRIES[capacity],
         on_demand_after=cls.spot_fallback_after if capacity == "spot" and "on-demand" in cls.capacity else None,
-    ), []
+    ), ()
 
 
 def on_real_nodes(manifest: dict[str, Any], images: frozenset[str]) -> list[str]:
