@@ -70,6 +70,22 @@ def test_containerd_keeps_its_state_sockets_and_pod_namespaces_to_the_node(tmp_p
     assert plugins["io.containerd.grpc.v1.cri"]["stream_server_address"] == "127.0.0.1"
 
 
+def test_a_node_without_registries_sends_every_pull_to_loopback_and_can_be_given_them_back(tmp_path: Path) -> None:
+    """containerd reads its registry hosts from the node's own directory (never the machine's /etc/containerd);
+    without registries, the `_default` host file, which every registry without its own falls back to, names a
+    server on 127.0.0.1 instead of the registry's."""
+    node = realnode.RealNode(tmp_path / "cluster", 0)
+    registry = tomllib.loads(node.containerd_config())["plugins"]["io.containerd.cri.v1.images"]["registry"]
+    assert Path(registry["config_path"]) == node.registry_hosts and node.registry_hosts.is_relative_to(node.dir)
+    default = node.registry_hosts / "_default" / "hosts.toml"
+    node.allow_registries(False)
+    server = tomllib.loads(default.read_text())["server"]
+    assert server == realnode.NO_REGISTRY and server.startswith("http://127.0.0.1:")
+    node.allow_registries(True)
+    assert not default.exists()
+    node.allow_registries(True)  # idempotent, as each `up` calls it
+
+
 def test_two_clusters_real_nodes_have_distinct_namespaces_cgroups_and_run_dirs(tmp_path: Path) -> None:
     a, b, c = (realnode.RealNode(tmp_path / "a", 0), realnode.RealNode(tmp_path / "b", 0),
                realnode.RealNode(tmp_path / "a", 1))

@@ -93,13 +93,14 @@ def start_cluster(
     root: Path, name: str, nodes_per_group: int = 1, namespaces: Sequence[str] = (), autoscaler: str | None = None,
     queues: bool | None = None, real_nodes: int = 0,
 ) -> ClusterHandle:
+    """A cluster for tests: real nodes, when it has any, reach no registry (no test sends traffic off the machine)."""
     cluster = LocalCluster(name, root=root / "clusters")
     kubeconfig = root / "kubeconfig"
     started = time.monotonic()
     try:
         state = cluster.up(
             nodes_per_group=nodes_per_group, namespaces=namespaces, merge_into=kubeconfig, autoscaler=autoscaler,
-            queues=queues, real_nodes=real_nodes,
+            queues=queues, real_nodes=real_nodes, registry=False,
         )
     except BaseException:
         cluster.down()  # a half-started cluster must not leak processes either

@@ -329,11 +329,11 @@ def test_a_real_memory_limit_exceeded_is_the_programs_failure_not_an_interruptio
 
 def test_an_image_that_does_not_exist_is_a_clear_error_in_get_and_the_watch_not_an_interruption(
         real_cluster: ClusterHandle, kube: Kube, tmp_path: Path) -> None:
-    """A step whose image the real node does not hold: its kubelet's image manager refuses it and Argo keeps the
-    step Pending with the kubelet's reason, forever. `wf get` and the watch name the image and say it will not
-    start; nothing counts it as an interruption. The pull policy is Never, as this machine reaches no registry: the
-    kubelet then refuses without a pull (ErrImageNeverPull), where a node with a registry would try one and give
-    ErrImagePull, then ImagePullBackOff; the three are read by one rule (wf.controller.pending.image_problem)."""
+    """A step whose image the real node does not hold: the kubelet pulls it, the pull fails, and Argo keeps the step
+    Pending with the kubelet's reason (ErrImagePull, then ImagePullBackOff), forever. `wf get` and the watch name
+    the image and say it will not start; nothing counts it as an interruption. The test cluster's real node reaches
+    no registry (`up --no-registry`): containerd sends the pull to 127.0.0.1, refused there, and nothing leaves the
+    machine; the error says where it went."""
     from wf.compile.placement import on_real_nodes
 
     missing = "registry.invalid/wf/no-such-image:1"
@@ -343,17 +343,21 @@ def test_an_image_that_does_not_exist_is_a_clear_error_in_get_and_the_watch_not_
     assert compiled.returncode == 0, compiled.stderr
     manifest = json.loads(compiled.stdout)
     assert on_real_nodes(manifest, frozenset({missing})), manifest  # placed as if the node held the image
-    for template in manifest["spec"]["templates"]:
-        if (template.get("container") or {}).get("image") == missing:
-            template["container"]["imagePullPolicy"] = "Never"
     created = kube.custom.create_namespaced_custom_object("argoproj.io", "v1alpha1", "wf", "workflows", manifest)
     name = created["metadata"]["name"]
     try:
+        refusal = re.compile(rf"image '{re.escape(missing)}' cannot be pulled \((ErrImagePull|ImagePullBackOff)\)")
+
         def refused() -> str | None:
             got = _cli(real_cluster, "get", name, "-n", "wf")
-            return got.stdout if f"image {missing!r} cannot be pulled (ErrImageNeverPull)" in got.stdout else None
+            return got.stdout if refusal.search(got.stdout) else None
 
         got = until("wf get naming the image", refused, timeout=120)
+        (pod,) = kube.core.list_namespaced_pod("wf", label_selector=f"workflows.argoproj.io/workflow={name}").items
+        # The kubelet's events of the pull say where it went: to loopback, nowhere else.
+        said = [e.message for e in kube.core.list_namespaced_event(
+            "wf", field_selector=f"involvedObject.name={pod.metadata.name}").items if e.reason == "Failed"]
+        assert any(realnode.NO_REGISTRY.removeprefix("http://") in (m or "") for m in said), said
         (line,) = [line for line in got.splitlines() if line.startswith(f"{name} main:")]
         assert "Pending" in line and "on cpu-spot-us-east-1a-real-0" in line, got
         # One attempt, never ended: nothing to retry, no interruption counted (the summary would name one).
@@ -366,7 +370,7 @@ def test_an_image_that_does_not_exist_is_a_clear_error_in_get_and_the_watch_not_
             raise AssertionError(f"the watch ended (exit {watched.returncode}) on a step that cannot start: {output}")
         except subprocess.TimeoutExpired as waited:
             output = (waited.stdout or b"").decode()
-        assert f"image {missing!r} cannot be pulled (ErrImageNeverPull)" in output, output
+        assert refusal.search(output), output
         print(f"\n{got}\n{output}")
     finally:
         kube.custom.delete_namespaced_custom_object("argoproj.io", "v1alpha1", "wf", "workflows", name)

@@ -156,6 +156,13 @@ def up_cmd(
                      help="Real nodes (kubelet, containerd, runc on this machine; Linux, root) in a cpu class's "
                           "node group, whose pods really run [default: as before, else 0]."),
     ] = None,
+    registry: Annotated[
+        bool | None,
+        typer.Option("--registry/--no-registry",
+                     help="Whether real nodes pull images they lack from registries; with --no-registry every "
+                          "pull fails at once on 127.0.0.1 (a machine without registry access, tests) [default: "
+                          "as before, else on]."),
+    ] = None,
 ) -> None:
     """Start the local cluster (or repair a dead component of a running one) and merge its context.
 
@@ -187,6 +194,7 @@ def up_cmd(
             queues=queues,
             catalog_namespaces=not no_team_namespaces,
             real_nodes=real_nodes,
+            registry=registry,
         )
     )
     print_line(f"cluster {name} is up in {time.monotonic() - started:.0f}s: context {state.context} (namespace wf), "

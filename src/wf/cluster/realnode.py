@@ -74,6 +74,9 @@ _FIXED_DIRS = (Path("/var/lib/kubelet/device-plugins"), Path("/var/lib/kubelet")
 _V1_CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "pids", "devices", "freezer")
 _V2_CONTROLLERS = ("cpu", "cpuset", "memory", "pids")
 _POD_SUBNET = "10.88.0.0/24"  # inside the node's own network namespace only
+# Where a node that may reach no registry sends its pulls: TCP port 1 on loopback, which nothing here serves, so a
+# pull is refused at once; were anything listening there, the request would still not leave the machine.
+NO_REGISTRY = "http://127.0.0.1:1"
 _BRIDGE = "wf0"
 _ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
 _TOOLS = ("ip", "nsenter", "mount", "umount", "openssl")
@@ -178,6 +181,8 @@ state = {q(str(self.run_dir / "state"))}
   snapshotter = "overlayfs"
   [plugins."io.containerd.cri.v1.images".pinned_images]
     sandbox = {q(images.PAUSE)}
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = {q(str(self.registry_hosts))}
 
 [plugins."io.containerd.cri.v1.runtime"]
   netns_mounts_under_state_dir = true
@@ -198,6 +203,22 @@ state = {q(str(self.run_dir / "state"))}
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
 """
+
+    @property
+    def registry_hosts(self) -> Path:
+        """containerd's registry host configuration (hosts.toml files by registry; `_default` for any other)."""
+        return self.dir / "certs.d"
+
+    def allow_registries(self, allowed: bool) -> None:
+        """Let the node pull from registries as any node does, or from none: every registry's pulls then go to
+        NO_REGISTRY, a closed port on the machine's loopback, and fail at once (ErrImagePull naming it), so no
+        request leaves the machine (containerd tries a hosts.toml `server` instead of the registry's own)."""
+        default = self.registry_hosts / "_default" / "hosts.toml"
+        if allowed:
+            default.unlink(missing_ok=True)
+            return
+        default.parent.mkdir(parents=True, exist_ok=True)
+        default.write_text(f'server = "{NO_REGISTRY}"\n')
 
     def cni_config(self) -> dict[str, Any]:
         return {

@@ -83,6 +83,7 @@ class ClusterState:
     postgres_port: int | None = None  # Argo's archive and offloaded node status
     argo_server_port: int | None = None  # the archive's API
     real_nodes: int = 0  # nodes whose pods really run (wf.cluster.realnode)
+    registry: bool = True  # whether real nodes pull from registries (False: every pull fails on 127.0.0.1)
     artifact_store_port: int | None = None  # the S3 store of real nodes' pods (wf.cluster.artifact_store)
 
     @property
@@ -258,6 +259,7 @@ class LocalCluster:
         queues: bool | None = None,
         catalog_namespaces: bool = True,
         real_nodes: int | None = None,
+        registry: bool | None = None,
     ) -> ClusterState:
         """Create the cluster, or repair a dead component of an existing one; then make sure the platform
         objects, nodes and the controller are there. Idempotent: on an existing cluster, what is not given
@@ -274,6 +276,7 @@ class LocalCluster:
         if nodes_per_group < 0:
             raise InputError("--nodes-per-group must be 0 or more")
         real_nodes = (previous.real_nodes if previous else 0) if real_nodes is None else real_nodes
+        registry = (previous.registry if previous else True) if registry is None else registry
         if real_nodes < 0:
             raise InputError("--real-nodes must be 0 or more")
         if real_nodes and (missing := realnode.missing_requirement()):
@@ -343,6 +346,7 @@ class LocalCluster:
             postgres_port=database_port,
             argo_server_port=previous.argo_server_port if previous else None,
             artifact_store_port=store_port,
+            registry=registry,
         )
         self._save_state(state)
         try:
@@ -384,8 +388,11 @@ class LocalCluster:
         state = replace(state, real_nodes=max(before, wanted))
         self._save_state(state)
         for node in self._real_nodes(wanted):
-            if not all(running for *_, running in node.processes()):
+            running = all(running for *_, running in node.processes())
+            if not running:
                 node.stop(say)
+            node.allow_registries(state.registry)  # before its kubelet takes pods; read at each pull, no restart
+            if not running:
                 node.start(cluster_kubeconfig=self.kubeconfig, kwok_pki=pki, group=group,
                            forwards=self._service_forwards(state), say=say, timeout=timeout)
                 for archive in sorted(self._user_images.glob("*.tar")):
