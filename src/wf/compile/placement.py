@@ -121,8 +121,9 @@ class _Asked:
         return isinstance(other, _Asked) and other.values == self.values
 
 
-# A big DAG asks a catalog the same few (class, capacity, size) questions thousands of times.
-@lru_cache(maxsize=1024)
+# A big DAG asks a catalog the same few (class, capacity, size) questions thousands of times. Small: the entries
+# hold their catalogs (a process that loads one per job keeps at most this many).
+@lru_cache(maxsize=64)
 def _placed(catalog_key: _Same, cls_key: _Same, capacity: str, asked: _Asked, devices: int
             ) -> tuple[Placement | None, tuple[tuple[tuple[PathKey, ...], str], ...]]:
     """place_pod's answer, its problems at paths relative to the pod's (never changed by a caller: copied out)."""
