@@ -388,7 +388,7 @@ class LocalCluster:
         state = replace(state, real_nodes=max(before, wanted))
         self._save_state(state)
         for node in self._real_nodes(wanted):
-            running = all(running for *_, running in node.processes())
+            running = all(alive for *_, alive in node.processes())
             if not running:
                 node.stop(say)
             node.allow_registries(state.registry)  # before its kubelet takes pods; read at each pull, no restart
