@@ -54,3 +54,33 @@ def test_a_server_timeout_is_tried_again_and_a_refusal_is_not(scale: ModuleType,
     with pytest.raises(ApiException):
         scale._patient_call(always)
     assert always.calls == 5
+
+
+class Pages:
+    """list_pod_for_all_namespaces, a page at a time: each page's first request is dropped once."""
+
+    def __init__(self, pages: list[list[str]]) -> None:
+        self.pages = pages
+        self.asked: list[tuple[int, str | None]] = []
+
+    def __call__(self, *, limit: int, _continue: str | None, _request_timeout: int) -> Any:
+        from types import SimpleNamespace
+
+        from urllib3.exceptions import ProtocolError
+
+        self.asked.append((limit, _continue))
+        if self.asked.count((limit, _continue)) == 1:
+            raise ProtocolError("Connection aborted.")  # what the loaded API server did to the one big list
+        index = int(_continue or 0)
+        following = str(index + 1) if index + 1 < len(self.pages) else None
+        return SimpleNamespace(items=self.pages[index], metadata=SimpleNamespace(_continue=following))
+
+
+def test_the_drain_lists_every_pod_a_page_at_a_time_each_page_tried_again(
+        scale: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scale.time, "sleep", lambda _: None)
+    pages = Pages([["a", "b"], ["c"], ["d"]])
+    core = type("Core", (), {"list_pod_for_all_namespaces": staticmethod(pages)})()
+    assert list(scale._every_pod(core)) == ["a", "b", "c", "d"]
+    assert [token for _, token in pages.asked] == [None, None, "1", "1", "2", "2"]
+    assert {limit for limit, _ in pages.asked} == {scale._PAGE}
