@@ -352,6 +352,7 @@ _LIST_TIMEOUT = 300  # seconds: every pod of the day in one answer from a loaded
 # Pods a page: the full-size day's drain, listing its 8,000 pods in one answer, had the loaded API server (4.4 GB)
 # close the connection five times in a row, and the storm died mid-wave.
 _PAGE = 500
+_SERVER_TIMEOUTS = (503, 504)  # the API server too busy to answer: tried again like a dropped connection
 
 
 def _every_pod(core: Any) -> Iterator[Any]:
@@ -364,7 +365,6 @@ def _every_pod(core: Any) -> Iterator[Any]:
         token = page.metadata._continue
         if not token:
             return
-_SERVER_TIMEOUTS = (503, 504)  # the API server too busy to answer: tried again like a dropped connection
 
 
 def _sleep_until(moment: float) -> None:

@@ -48,6 +48,22 @@ def problem(catalog: Catalog, make_job: Any, step: dict[str, Any], **spec: Any) 
     return ".".join(map(str, path)), message
 
 
+def test_steps_placed_alike_share_no_object_and_a_refusal_names_each_steps_own_field(
+        catalog: Catalog, make_job: Any) -> None:
+    """Placements are computed once per (catalog, class, capacity, size) and copied out: two steps of one shape get
+    equal placements that share nothing (a manifest's shared objects become YAML anchors, and a caller's change to
+    one template would reach the other); a refused size is reported at each step's own path."""
+    job = make_job([{"name": n, "command": ["x"], "compute": "gaudi", "accelerators": 8} for n in ("a", "b")])
+    (a, _), (b, _) = place_step(job, 0, catalog), place_step(job, 1, catalog)
+    assert a == b and a is not b
+    for field in ("node_selector", "tolerations", "requests", "limits"):
+        assert getattr(a, field) is not getattr(b, field), field
+    assert all(x is not y for x, y in zip(a.tolerations, b.tolerations, strict=True))
+    huge = make_job([{"name": n, "command": ["x"], "resources": {"cpu": 4000}} for n in ("a", "b")])
+    paths = [[p.path for p in place_step(huge, i, catalog)[1]] for i in (0, 1)]
+    assert paths == [[("spec", "steps", 0, "resources", "cpu")], [("spec", "steps", 1, "resources", "cpu")]]
+
+
 @pytest.mark.parametrize("cls", ["cpu", "gaudi", "graviton", "gpu"])
 def test_node_selector_uses_class_capacity_and_arch_never_instance_types(catalog: Catalog, make_job: Any,
                                                                           cls: str) -> None:

@@ -157,7 +157,8 @@ def _placed(catalog_key: _Same, cls_key: _Same, capacity: str, asked: _Asked, de
         memory_mib = int(least["memory"] / _MIB * _NODE_SHARE * share) // 1024 * 1024
     else:
         memory_mib = _DEFAULT_MEMORY_MIB
-    verdict = _fit(group, cpu_millis, memory_mib)
+    wanted = {"cpu": Decimal(cpu_millis) / 1000, "memory": memory_mib * _MIB}
+    verdict = judge(PodConstraints(group.node_selector, [], group.tolerations, wanted), group)
     problems += [(("resources", s.resource), _too_big(cls, group, s, verdict)) for s in verdict.shortfalls]
     if problems:
         return None, tuple(problems)
@@ -209,12 +210,6 @@ def on_real_nodes(manifest: dict[str, Any], images: frozenset[str]) -> list[str]
             template["tolerations"] = [*(template.get("tolerations") or []), {"operator": "Equal", **REAL_NODE_TAINT}]
             placed.append(template["name"])
     return placed
-
-
-@lru_cache(maxsize=1024)  # a big DAG asks the same few (group, size) questions thousands of times
-def _fit(group: NodeGroup, cpu_millis: int, memory_mib: int) -> Verdict:
-    wanted = {"cpu": Decimal(cpu_millis) / 1000, "memory": memory_mib * _MIB}
-    return judge(PodConstraints(group.node_selector, [], group.tolerations, wanted), group)
 
 
 def _too_big(cls: ComputeClass, group: NodeGroup, short: Shortfall, verdict: Verdict) -> str:
