@@ -60,7 +60,7 @@ from wf.argo.nodes import workflow_nodes
 from wf.cluster.nodes import node_manifests
 from wf.cluster.runtime import LocalCluster
 from wf.compile.readback import node_capacity
-from wf.controller.checkpoints import LEDGER_SUFFIX, AttemptRecord, last_checkpoint, parse_ledger
+from wf.controller.checkpoints import LEDGER_SUFFIX, AttemptRecord, Saved, last_checkpoint, parse_ledger
 from wf.controller.cost import NodeFacts, job_cost
 from wf.controller.steps import pod_name, with_facts, workflow_view
 from wf.core.constants import CLUSTER_QUEUE, INSTANCE_TYPE_LABEL, SIM_CHECKPOINTS, SIM_DURATION, WORKFLOW
@@ -455,8 +455,10 @@ def checkpoint_report(workflows: list[dict[str, Any]], ledgers: dict[tuple[str, 
                     before[pod_name(wf, earlier)] = record
                 if not earlier.interrupted or attempt.resumed is None:
                     continue
-                expected = last_checkpoint(before, next(iter(before.values())).location) if before else None
-                if expected is None or attempt.resumed != expected:
+                # No earlier attempt in the ledger: none ran its program (each was taken away before it started),
+                # so none saved, and the work starts over.
+                expected = last_checkpoint(before, next(iter(before.values())).location) if before else Saved()
+                if attempt.resumed != expected:
                     wrong.append(f"{meta['name']} {row.name}: resumed {attempt.resumed}, expected {expected}")
                 else:
                     totals["resumed_from_checkpoint" if expected.checkpoint else "resumed_from_start"] += 1

@@ -168,3 +168,58 @@ def test_a_mark_waits_out_the_api_servers_trouble_and_says_what_right_it_lacks(
     assert logged in caplog.text
     if not logged:
         assert "MPIJob" not in caplog.text
+
+
+def test_the_node_recorder_prices_a_binding_whose_node_was_deleted_before_it_was_written() -> None:
+    """A binding written late (the API server busy, or the storm's deletions faster than the writes) still gets its
+    node's facts: the node stream kept them, so the deleted Node's 404 costs nothing."""
+    import json
+    from types import SimpleNamespace
+
+    from kubernetes.client.exceptions import ApiException
+
+    from wf.core.constants import (
+        ARGO_NODE_ID_ANNOTATION,
+        ARGO_WORKFLOW_LABEL,
+        CAPACITY_LABEL,
+        INSTANCE_TYPE_LABEL,
+        NODE_FACTS_ANNOTATION,
+        STEP_LABEL,
+        ZONE_LABEL,
+    )
+
+    class Workflows(Objects):
+        def __init__(self) -> None:
+            super().__init__()
+            self.annotations: dict[str, str] = {}
+
+        def call_api(self, path: str, method: str, **_: Any) -> SimpleNamespace:
+            metadata = {"resourceVersion": "7", "annotations": self.annotations}
+            return SimpleNamespace(data=json.dumps({"metadata": metadata}))
+
+        def patch_namespaced_custom_object(self, *args: Any, **_: Any) -> None:
+            super().patch_namespaced_custom_object(*args)
+            self.annotations.update(args[-1]["metadata"]["annotations"])
+
+    class Nodes:
+        def read_node(self, name: str, **_: Any) -> None:
+            raise ApiException(status=404)
+
+    workflows = Workflows()
+    made = recorder(workflows)
+    made.api, made.core = workflows, Nodes()
+    node = {"metadata": {"name": "r5-spot-3", "labels": {INSTANCE_TYPE_LABEL: "r5.4xlarge", ZONE_LABEL: "us-east-1a",
+                                                           CAPACITY_LABEL: "spot"}}}
+    made.node_event("ADDED", node)
+    made.node_event("DELETED", node)
+    made.pod_event("MODIFIED", {"metadata": {
+        "name": "day-1-shard-2", "namespace": "wf", "uid": "u1", "creationTimestamp": "2026-03-01T12:00:00Z",
+        "labels": {ARGO_WORKFLOW_LABEL: "day-1", STEP_LABEL: "shard"},
+        "annotations": {ARGO_NODE_ID_ANNOTATION: "day-1-123"}}, "spec": {"nodeName": "r5-spot-3"}})
+    assert json.loads(workflows.annotations[NODE_FACTS_ANNOTATION])["nodes"] == {
+        "r5-spot-3": ["r5.4xlarge", "spot", "us-east-1a"]}
+    # A node the stream never saw, gone when read: not recorded (cost falls back to the live Node, as before).
+    made.pod_event("MODIFIED", {"metadata": {
+        "name": "day-2-shard-2", "namespace": "wf", "uid": "u2", "creationTimestamp": "2026-03-01T12:00:00Z",
+        "labels": {ARGO_WORKFLOW_LABEL: "day-2", STEP_LABEL: "shard"}}, "spec": {"nodeName": "r5-spot-9"}})
+    assert len(workflows.patches) == 1

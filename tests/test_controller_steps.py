@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from controller_fakes import nested_run, pod_node, workflow
+from controller_fakes import fallback_run, nested_run, pod_node, workflow
 from wf.compile.node_facts import NodeRecord
 from wf.controller.checkpoints import AttemptRecord, Saved
 from wf.controller.cost import NodeFacts, job_cost
@@ -201,33 +201,6 @@ def test_a_real_run_of_the_bert_example_has_one_row_per_step() -> None:
     by_name = {r.name: r for r in view.steps}
     assert by_name["download"].compute_class == "cpu" and by_name["pretrain-phase1"].compute_class == "gaudi"
     assert by_name["pretrain-phase1"].node.startswith("gaudi-")
-
-
-def fallback_run() -> dict:
-    """cpu step `shard` (Spot, falls back On-Demand after 2 interruptions): the pod GC failed attempt 0, failed
-    attempt 1 before its containers started, attempt 2 ran On-Demand and succeeded."""
-    wf = "prep-q8z"
-    nodes = {
-        wf: {"id": wf, "name": wf, "displayName": wf, "type": "DAG", "phase": "Succeeded", "children": ["r"]},
-        "r": {"id": "r", "name": f"{wf}.shard", "displayName": "shard", "type": "Retry", "phase": "Succeeded",
-              "startedAt": "2026-03-01T12:00:00Z", "finishedAt": "2026-03-01T13:00:00Z", "children": ["q0", "q1", "q2"],
-              "boundaryID": wf},
-        "q0": pod_node(wf, "q0", "shard(0)", "Failed", template="shard", host="cpu-spot-1",
-                       started="2026-03-01T12:00:00Z", finished="2026-03-01T12:20:00Z",
-                       message="pod failed: neither main nor wait container completed successfully"),
-        "q1": pod_node(wf, "q1", "shard(1)", "Failed", template="shard", host="cpu-spot-2",
-                       started="2026-03-01T12:21:00Z", finished="2026-03-01T12:26:00Z",
-                       message="can't find failed message for pod prep-q8z-shard-1 namespace wf"),
-        "q2": pod_node(wf, "q2", "shard(2)", "Succeeded", template="shard", host="cpu-od-1",
-                       started="2026-03-01T12:30:00Z", finished="2026-03-01T13:00:00Z"),
-    }
-    doc = workflow(wf, "Succeeded", nodes)
-    doc["spec"]["templates"].append(
-        {"name": "shard", "metadata": {"annotations": {"wf.dev/spot-fallback-after": "2"}},
-         "nodeSelector": {"wf.dev/compute-class": "cpu", "wf.dev/capacity": "spot"},
-         "container": {"image": "x", "resources": {"requests": {"cpu": "15", "memory": "8Gi"}}}})
-    doc["status"]["finishedAt"] = "2026-03-01T13:00:00Z"
-    return doc
 
 
 def test_attempts_show_where_they_ran_and_why_they_ended() -> None:

@@ -84,3 +84,24 @@ def test_the_drain_lists_every_pod_a_page_at_a_time_each_page_tried_again(
     assert list(scale._every_pod(core)) == ["a", "b", "c", "d"]
     assert [token for _, token in pages.asked] == [None, None, "1", "1", "2", "2"]
     assert {limit for limit, _ in pages.asked} == {scale._PAGE}
+
+
+@pytest.mark.parametrize(("resumed_last", "wrong"), [((2, 0.2), False), ((0, 0.0), True)])
+def test_a_retry_after_attempts_that_never_started_their_program_is_expected_from_the_start(
+        scale: ModuleType, catalog: Any, resumed_last: tuple[int, float], wrong: bool) -> None:
+    """Attempt 0 was taken away before its program started (no ledger record: it saved nothing), so attempt 1
+    rightly starts over; attempt 2 must resume from attempt 1's save. The full-size day flagged the first as wrong."""
+    from controller_fakes import fallback_run
+    from wf.controller.checkpoints import AttemptRecord, Saved
+    from wf.controller.steps import pod_name, workflow_view
+
+    doc = fallback_run()
+    pods = [pod_name(doc, a) for a in workflow_view(doc).steps[0].attempts]
+    location = "s3://b/checkpoints/wf/prep-q8z/shard"
+    ledger = {pods[1]: AttemptRecord(location, Saved(), Saved(2, 0.2), 60.0),
+              pods[2]: AttemptRecord(location, Saved(*resumed_last))}
+    meta = doc["metadata"]
+    report = scale.checkpoint_report([doc], {(meta["namespace"], meta["name"]): ledger}, {}, catalog)
+    assert bool(report["resumed_wrongly"]) is wrong, report["resumed_wrongly"]
+    (half,) = (v for k, v in report.items() if k.endswith("checkpoints"))
+    assert half["resumed_from_start"] == 1 and half.get("resumed_from_checkpoint", 0) == (0 if wrong else 1)

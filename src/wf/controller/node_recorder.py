@@ -9,7 +9,9 @@ It watches the pods of every namespace that carry wf's step label (Argo's pods o
 step's launcher and workers alike: one stream, so an MPIJob's resource pod arrives before its replicas, and a
 launcher's end before the operator's cleanup of its workers, which is no loss), and the Nodes, whose deletion loses
 the workers on them before the pod GC deletes their pods. For a binding the workflow's record does not hold yet it
-reads the Node and merge-patches the workflow's annotation, naming the resourceVersion it read: a 409 (Argo's
+takes the Node's facts from the node stream, which keeps them after the Node is deleted (a binding that waited out a
+busy API server, or a pod bound just before a storm took its node, is still priced), or else reads the Node; then
+it merge-patches the workflow's annotation, naming the resourceVersion it read: a 409 (Argo's
 controller wrote the workflow meanwhile) reads again and merges again. A node appears once per workflow, so a
 fan-out of 10,000 pods on 100 nodes costs 100 writes. A lost worker is marked first, before any binding is written:
 mpirun fails within seconds of the loss, and the mark must be on the MPIJob when Argo reads the launcher's failure.
@@ -62,6 +64,8 @@ CONFLICT_RETRIES: Final = 10
 TRANSIENT_SECONDS: Final = 60.0
 # Workflows whose record is remembered (what it holds, so a known binding costs no request): a day's worth.
 REMEMBERED_WORKFLOWS: Final = 4096
+# Nodes whose facts the node stream keeps, deleted ones included: the platform's 3,198 and a day's replacements.
+REMEMBERED_NODES: Final = 16384
 # Asks the API server for a workflow's metadata only (resourceVersion, annotations), not its megabyte of status.
 _METADATA_ONLY: Final = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
@@ -84,6 +88,8 @@ class NodeRecorder:
         self._records: OrderedDict[tuple[str, str], NodeRecord] = OrderedDict()
         self._later: dict[Binding, None] = {}  # bindings a transient failure kept from being written
         self._refused: set[tuple[str, str]] = set()  # workflows a 403 refused (said once)
+        self._nodes: OrderedDict[str, NodeFacts] = OrderedDict()  # the node stream's, read by the pod stream's thread
+        self._nodes_lock = threading.Lock()
 
     def pod_event(self, kind: str, pod: dict[str, Any]) -> None:
         for loss in self.lost.observe(pod, kind == "DELETED"):
@@ -99,9 +105,18 @@ class NodeRecorder:
             self.record(binding)
 
     def node_event(self, kind: str, node: dict[str, Any]) -> None:
+        name = (node.get("metadata") or {}).get("name", "")
         if kind == "DELETED":
-            for loss in self.lost.node_gone((node.get("metadata") or {}).get("name", "")):
+            for loss in self.lost.node_gone(name):
                 self.mark(loss)
+        elif name not in self._nodes and (facts := node_facts(node)) is not None:
+            self._learn(name, facts)
+
+    def _learn(self, name: str, facts: NodeFacts) -> None:
+        with self._nodes_lock:
+            self._nodes[name] = facts
+            while len(self._nodes) > REMEMBERED_NODES:
+                self._nodes.popitem(last=False)
 
     def mark(self, loss: LostWorker) -> None:
         """Mark the loss's MPIJob, waiting out a transient failure for TRANSIENT_SECONDS."""
@@ -171,8 +186,11 @@ class NodeRecorder:
     def _facts(self, node: str) -> NodeFacts | None:
         from kubernetes.client.exceptions import ApiException
 
+        with self._nodes_lock:
+            if (known := self._nodes.get(node)) is not None:
+                return known
         try:
-            return node_facts(json.loads(self.core.read_node(node, _preload_content=False).data))
+            facts = node_facts(json.loads(self.core.read_node(node, _preload_content=False).data))
         except ApiException as exc:
             if exc.status == 404:
                 return None  # gone before it was read: the live Node is no help either
@@ -180,6 +198,9 @@ class NodeRecorder:
                 raise Forbidden(f"reading node {node}: {server_message(exc)} (the recorder needs get on nodes)") \
                     from exc
             raise
+        if facts is not None:
+            self._learn(node, facts)
+        return facts
 
     def _write(self, binding: Binding) -> None:
         from kubernetes.client.exceptions import ApiException
