@@ -28,6 +28,27 @@ CRD_FILES = {
     "CronWorkflow": "argoproj.io_cronworkflows.yaml",
 }
 
+# End-to-end files that share a session fixture of their own (the real-node cluster, `real_cluster`): one
+# pytest-xdist worker runs them all, or each worker would start it for itself.
+SAME_WORKER = {"tests/e2e/test_real_images.py": "real nodes", "tests/e2e/test_real_node.py": "real nodes"}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`make test`'s scheduling on two workers (`--dist loadfile`): each end-to-end file's tests on one worker, as
+    loadfile does, so that a module's cluster starts once; the files of SAME_WORKER on one; the unit tests dealt one
+    at a time. (xdist's own loadgroup marks are lost on pytest 9.2: pytest-xdist issue 1386.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return SAME_WORKER.get(path, path) if path.startswith("tests/e2e/") else nodeid
+
+    return Scheduling(config, log)
+
 
 @pytest.fixture(scope="session")
 def catalog() -> Catalog:

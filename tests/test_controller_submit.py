@@ -339,3 +339,19 @@ def test_wf_submit_cut_short_prints_what_exists_and_exits_with_its_cause(
         assert lines[0].startswith("Workflow ml-training/data-prep-0-") and lines[0].endswith(f"created from {jobs[0]}")
         assert "may exist (its request was on the wire)" in lines[1] and lines[2].endswith(f"not sent from {jobs[2]}")
         assert "--skip-existing" in err
+
+
+def test_a_client_chosen_name_another_submission_holds_passes_to_the_submissions_next_name() -> None:
+    """Once, a 250-workflow submit met an earlier workflow's five hex characters and stopped at the 191st."""
+    from wf.controller.submit import client_names
+
+    submission = "0f3a9c1e-7b2d-4c55-9e10-2a6b8d4f0c7e"
+    first, second, third = client_names("many-", submission)[:3]
+    custom = FakeCustom(["ok", "lost", "ok"])
+    custom.store[first] = manifest(submission="someone-else", name=first)
+    created = create(FakeKube(custom), manifest(submission, first), sleep=lambda s: None)
+    # The second name's answer was lost; sent again, its 409 is read back as ours, not passed to a third name.
+    assert created["metadata"]["name"] == second and set(custom.store) == {first, second} and third != second
+    assert custom.calls == ["create", "get", "create", "create", "get"]
+    assert [n[len("many-"):] for n in client_names("many-", submission)] == ["0f3a9", "c1e7b", "2d4c5", "59e10",
+                                                                            "2a6b8", "d4f0c"]

@@ -181,6 +181,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
     if session.config.option.collectonly or not any(_is_e2e(item) for item in session.items):
         return
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
+        return  # each pytest-xdist worker collects every test; the first one builds for all
     names = [c.name for c in build.components() if not c.optional]
     for item in session.items:
         marker = item.get_closest_marker("components")
@@ -203,12 +205,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     _tell(session.config, f"wf cluster build {' '.join(missing)}: in the background (log: {log})")
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Stop the background build if the tests ended first (it leaves no process behind), and say if it failed."""
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop the background build if the tests ended first (it leaves no process behind), and say if it failed. Under
+    pytest-xdist the first worker waits for it instead, unless interrupted: the other worker's tests may need it."""
     global _background_build
     if _background_build is None:
         return
     process, _background_build = _background_build, None
+    if "PYTEST_XDIST_WORKER" in os.environ and exitstatus != pytest.ExitCode.INTERRUPTED:
+        process.wait()
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGTERM)
         try:

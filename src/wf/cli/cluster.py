@@ -103,7 +103,9 @@ class BuildProgress:
 
 @cluster_app.command("build")
 def build_cmd(
-    component: Annotated[list[str] | None, typer.Argument(help="Only these components (default: all).")] = None,
+    component: Annotated[list[str] | None, typer.Argument(
+        help="Only these components (default: those every cluster runs; the optional ones, such as kueue, karpenter "
+             "or kubelet, only when named).")] = None,
 ) -> None:
     """Build the pinned binaries from Go modules into ~/.cache/wf (skips what is already built)."""
     from wf.cluster import build as buildmod

@@ -208,9 +208,23 @@ def check_parameters(jobs: list[Any], parameters: dict[str, str]) -> None:
         raise InputError(problems)
 
 
+def client_names(prefix: str, submission: str) -> list[str]:
+    """The names a submission may take, in order: the prefix and successive stretches of the submission id. Five
+    hex characters collide within a few hundred workflows (one 250-workflow submit in thirty met another's name),
+    so a name another submission holds passes to the next one, as the API server retries a generateName."""
+    digits = submission.replace("-", "")
+    return [prefix + digits[at:at + _NAME_SUFFIX] for at in range(0, len(digits) - _NAME_SUFFIX + 1, _NAME_SUFFIX)]
+
+
 def client_name(prefix: str, submission: str) -> str:
     """A workflow's name chosen on the client, as generateName would: the prefix and the submission id's start."""
-    return prefix + submission.replace("-", "")[:_NAME_SUFFIX]
+    return client_names(prefix, submission)[0]
+
+
+def _next_name(name: str, submission: str | None) -> str | None:
+    """The name after `name` among the submission's own names; None for a name the user chose or the last one."""
+    names = client_names(name[:-_NAME_SUFFIX], submission or "")
+    return names[names.index(name) + 1] if name in names[:-1] else None
 
 
 def as_submission(manifest: dict[str, Any], source: str, batch: str) -> str:
@@ -250,14 +264,16 @@ def create(kube: Kube, manifest: dict[str, Any], *, dry_run: bool = False, attem
     """Create the object once, whatever the network does: after a transient failure the same POST is sent
     again, and a 409 is read back (the object of that name with our submission label is ours)."""
     meta = manifest["metadata"]
-    namespace, name = meta["namespace"], meta["name"]
+    namespace = meta["namespace"]
     api = ARGO_KINDS[manifest["kind"]]
     submission = (meta.get("labels") or {}).get(SUBMISSION_LABEL)
-    doing = f"creating {manifest['kind']} {namespace}/{name}"
     delay = 0.5
     last: BaseException | None = None  # the last transient failure: a request that may have been served
     sent = False  # whether any attempt reached the server (a refused connection never did)
-    for _ in range(attempts):
+    failures = 0
+    while failures < attempts:
+        name = meta["name"]
+        doing = f"creating {manifest['kind']} {namespace}/{name}"
         with api_errors(kube, doing, namespace):
             try:
                 try:
@@ -271,7 +287,12 @@ def create(kube: Kube, manifest: dict[str, Any], *, dry_run: bool = False, attem
                                                                         api.plural, name)
                     if (existing.get("metadata") or {}).get("labels", {}).get(SUBMISSION_LABEL) == submission:
                         return existing  # an earlier attempt created it: its answer was lost
-                    raise  # another submission's object of that name: "already exists"
+                    if (renamed := _next_name(name, submission)) is None:
+                        raise  # another submission's object of the user's name: "already exists"
+                    # The names are the submission's own, in order, so a lost answer under the next one is still
+                    # read back as ours.
+                    meta["name"] = renamed
+                    continue
             except Exception as exc:
                 if is_transient(exc):
                     last = exc
@@ -280,6 +301,7 @@ def create(kube: Kube, manifest: dict[str, Any], *, dry_run: bool = False, attem
                     raise UncertainCreate(f"{doing}: {exc} after an attempt whose outcome is unknown") from exc
                 else:
                     raise
+        failures += 1
         (sleep or time.sleep)(_retry_after(last, delay))
         delay = min(delay * 2, 8.0)
     reason = getattr(last, "reason", None) or last
