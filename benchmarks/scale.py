@@ -48,7 +48,6 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -126,6 +125,7 @@ class Options:
     timeout: float
     keep: bool
     json_out: Path | None
+    profile: Path | None = None
 
     @property
     def critical_path(self) -> int:
@@ -329,9 +329,7 @@ class Storm:
         for name in names:
             _patient_call(core.patch_node, name, {"spec": {"unschedulable": True}}, tolerate=_GONE)
         wave = set(names)
-        for pod in _every_pod(core):
-            if pod.spec.node_name not in wave:
-                continue
+        for pod in [p for p in _every_pod(core) if p.spec.node_name in wave]:
             body = client.V1Eviction(
                 metadata=client.V1ObjectMeta(name=pod.metadata.name, namespace=pod.metadata.namespace))
             _patient_call(core.create_namespaced_pod_eviction, pod.metadata.name, pod.metadata.namespace, body,
@@ -355,16 +353,35 @@ _PAGE = 500
 _SERVER_TIMEOUTS = (503, 504)  # the API server too busy to answer: tried again like a dropped connection
 
 
-def _every_pod(core: Any) -> Iterator[Any]:
-    """Every pod of the cluster, a page at a time, each page tried again as any call of the storm is."""
+def _every_pod(core: Any) -> list[Any]:
+    """Every pod of the cluster, a page at a time, each page tried again as any call of the storm is. The pages are
+    read back to back, before anything is done with them: read as the drain evicted each page's pods, a token
+    outlived etcd's compaction (410 Expired on the full-size day, 2026-12-07). A 410 still met is answered with the
+    token the API server puts in it: the rest of the list, no longer one snapshot, which a drain does not need."""
+    from kubernetes.client.exceptions import ApiException
+
+    pods: list[Any] = []
     token: str | None = None
     while True:
-        page = _patient_call(core.list_pod_for_all_namespaces, limit=_PAGE, _continue=token,
-                             _request_timeout=_LIST_TIMEOUT)
-        yield from page.items
+        try:
+            page = _patient_call(core.list_pod_for_all_namespaces, limit=_PAGE, _continue=token,
+                                 _request_timeout=_LIST_TIMEOUT)
+        except ApiException as exc:
+            if exc.status != 410 or not token or not (token := _fresh_continue(exc)):
+                raise
+            continue
+        pods += page.items
         token = page.metadata._continue
         if not token:
-            return
+            return pods
+
+
+def _fresh_continue(exc: Any) -> str | None:
+    """The continue token a 410 Expired carries (metadata.continue of its Status), if any."""
+    try:
+        return json.loads(exc.body or "{}").get("metadata", {}).get("continue") or None
+    except (ValueError, AttributeError):
+        return None
 
 
 def _sleep_until(moment: float) -> None:
@@ -534,6 +551,10 @@ def run(opts: Options) -> dict[str, Any]:
                 sampler = Sampler(pids)
                 sampler.read()
                 threading.Thread(target=sampler.run, daemon=True).start()
+                profiling = threading.Thread(target=profile_api_server, daemon=True,
+                                             args=(api, opts.profile, opts.critical_path * 2))
+                if opts.profile:
+                    profiling.start()
                 storm = Storm(api, opts, replacements)
                 storm_thread = threading.Thread(target=storm.run, args=(started,), daemon=True)
                 storm_thread.start()
@@ -547,6 +568,8 @@ def run(opts: Options) -> dict[str, Any]:
                     rc = child.wait(timeout=30)
                     print(f"[bench] the day did not end within {opts.timeout:.0f}s", file=sys.stderr)
                 storm_thread.join(timeout=opts.replace_after + 60)
+                if opts.profile:  # a day shorter than the profile still gets it: the API server stays up until then
+                    profiling.join(timeout=opts.critical_path * 2 + 120)
                 sampler.stop.set()
                 share.stop.set()
                 sampler.read()
@@ -571,6 +594,8 @@ def run(opts: Options) -> dict[str, Any]:
                        if cm.metadata.name.endswith(LEDGER_SUFFIX)}
             result["checkpoints"] = checkpoint_report(items, ledgers, facts, catalog)
         api.close()
+        if state.prometheus_url:
+            result["api_server"] = api_server_load(state, time.monotonic() - started)
         if opts.report:
             result["report"] = day_report(state, items, env)
         phases = Counter((w.get("status") or {}).get("phase") or "Pending" for w in items)
@@ -638,11 +663,60 @@ def _get_total(out: str) -> tuple[float, float]:
     raise RuntimeError(f"no cost table in wf get's output: {out[-300:]}")
 
 
-def day_report(state: Any, items: list[dict[str, Any]], env: dict[str, str]) -> dict[str, Any]:
-    """`wf report` over the day against `wf get` of each workflow and Prometheus's counters."""
+def prometheus_query(state: Any, query: str) -> list[dict[str, Any]]:
+    """An instant query of the local cluster's Prometheus: its result's series."""
     import urllib.parse
     import urllib.request
 
+    url = f"{state.prometheus_url}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
+    with urllib.request.urlopen(url, timeout=60) as answer:  # noqa: S310 - the local cluster's, on loopback
+        return json.load(answer)["data"]["result"]
+
+
+def profile_api_server(api: Any, out: Path, seconds: int) -> None:
+    """A CPU profile of the API server over the day's first `seconds` (its pprof handler, on by default, as the
+    cluster's admin), for `go tool pprof -top FILE`: which of its work the day's CPU goes to."""
+    try:
+        answer = api.call_api("/debug/pprof/profile", "GET", query_params=[("seconds", seconds)],
+                              auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
+                              _request_timeout=seconds + 120)
+        out.write_bytes(answer.data)
+        print(f"[bench] the API server's CPU profile of {seconds}s: {out}", file=sys.stderr, flush=True)
+    except Exception as exc:  # the day goes on without it
+        print(f"[bench] no CPU profile of the API server: {exc}", file=sys.stderr, flush=True)
+
+
+API_SERVER_ROWS = 12  # the API server's busiest kinds of request shown, and its busiest kinds of watch event
+
+
+def api_server_load(state: Any, seconds: float) -> dict[str, Any]:
+    """What the API server spent the day on, from its own metrics as Prometheus scraped them: the time it took
+    to serve each (verb, resource) and how many requests, and the watch events it sent per resource (how many, and
+    their bytes, every watcher's counted). The day's CPU table says the API server is the busiest process; this
+    says for what."""
+    window = f"{int(seconds) + 60}s"
+    by = "verb, resource, subresource"
+
+    def top(metric: str, by: str) -> list[dict[str, Any]]:
+        return prometheus_query(state, f"topk({API_SERVER_ROWS}, sum by ({by}) (increase({metric}[{window}])))")
+
+    counts = {tuple(r["metric"].get(k, "") for k in ("verb", "resource", "subresource")): float(r["value"][1])
+              for r in prometheus_query(state, f"sum by ({by}) (increase(apiserver_request_total[{window}]))")}
+    requests = []
+    for row in top("apiserver_request_duration_seconds_sum", by):
+        key = tuple(row["metric"].get(k, "") for k in ("verb", "resource", "subresource"))
+        requests.append({"request": " ".join(k for k in key if k), "seconds": round(float(row["value"][1])),
+                         "count": round(counts.get(key, 0.0))})
+    events = {r["metric"].get("resource", "?"): float(r["value"][1]) for r in prometheus_query(
+        state, f"sum by (resource) (increase(apiserver_watch_events_total[{window}]))")}
+    watch = [{"resource": row["metric"].get("resource", "?"), "mib": round(float(row["value"][1]) / 2**20),
+              "events": round(events.get(row["metric"].get("resource", "?"), 0.0))}
+             for row in top("apiserver_watch_events_sizes_sum", "resource")]
+    return {"requests": requests, "watch_events": watch}
+
+
+def day_report(state: Any, items: list[dict[str, Any]], env: dict[str, str]) -> dict[str, Any]:
+    """`wf report` over the day against `wf get` of each workflow and Prometheus's counters."""
     target = ["--kubeconfig", state.kubeconfig, "--context", state.context]
     wf = [sys.executable, "-m", "wf"]
     first = min(t for w in items if (t := _time(w["metadata"].get("creationTimestamp"))))
@@ -664,15 +738,12 @@ def day_report(state: Any, items: list[dict[str, Any]], env: dict[str, str]) -> 
         node_hours, estimate = node_hours + hours, estimate + usd
         if abs(hours - run["nodeHours"]) > 0.00005 or abs(usd - run["estimateUsd"]) > 0.0001:
             mismatches.append(f"{run['name']}: wf get {hours} h ${usd}, report {run['nodeHours']} h "
-                              f"${run['estimateUsd']}")
+                              f"${run['estimateUsd']} ({run['unpricedAttempts']} attempts unpriced then)")
     total = document["usage"][-1]
 
     def scraped(metric: str, by: str = "") -> float:
         window = f"{int(time.time() - first) + 120}s"
-        query = f"sum(max_over_time(argo_workflows_{metric}{{{by}}}[{window}]))"
-        url = f"{state.prometheus_url}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
-        with urllib.request.urlopen(url, timeout=30) as answer:  # noqa: S310 - the local cluster's, on loopback
-            result = json.load(answer)["data"]["result"]
+        result = prometheus_query(state, f"sum(max_over_time(argo_workflows_{metric}{{{by}}}[{window}]))")
         return float(result[0]["value"][1]) if result else 0.0
 
     day = 'job_name=~"day-.*"'
@@ -706,6 +777,13 @@ def report(r: dict[str, Any]) -> None:
     print(f"{'process':<26} {'peak MiB':>9} {'CPU s':>8}")
     for name, p in r["processes"].items():
         print(f"{name:<26} {p['peak_mib']:>9} {p['cpu_seconds']:>8}")
+    a = r.get("api_server", {})
+    print(f"{'API server: time serving':<40} {'s':>7} {'requests':>9}")
+    for row in a.get("requests", []):
+        print(f"  {row['request']:<38} {row['seconds']:>7} {row['count']:>9}")
+    print(f"{'API server: watch events sent, by resource':<40} {'MiB':>7} {'events':>9}")
+    for row in a.get("watch_events", []):
+        print(f"  {row['resource']:<38} {row['mib']:>7} {row['events']:>9}")
     total = sum(r["wf_requests"].values())
     print(f"wf API requests: {total} {r['wf_requests']}")
     if "checkpoints" in r:
@@ -773,6 +851,8 @@ def parse_options(argv: list[str] | None = None) -> Options:
     p.add_argument("--timeout", type=float, default=3600.0, help="give up on the day after this many seconds")
     p.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
     p.add_argument("--json", dest="json_out", type=Path, help="also write the results here")
+    p.add_argument("--profile", type=Path,
+                   help="write a CPU profile of the API server over two critical paths from the first submit here")
     return Options(**vars(p.parse_args(argv)))
 
 

@@ -15,7 +15,7 @@ import yaml
 from wf.cluster import processes
 from wf.cluster.runtime import LocalCluster, cluster_namespaces
 from wf.cluster.supervise import STAGES_FILE, serving_port
-from wf.cluster.tuning import KWOK_OPTIONS, KWOKCTL_OPTIONS, TUNING
+from wf.cluster.tuning import GO_RUNTIME_ENV, GOGC, KWOK_OPTIONS, KWOKCTL_OPTIONS, TUNING
 from wf.core.constants import REAL_NODE_LABEL, SIM_DURATION, SIM_EXIT_CODE
 from wf.core.errors import InputError
 from wf.model.catalog import Catalog
@@ -111,6 +111,8 @@ def test_kwokctl_config_carries_the_scale_tuning(tmp_path: Path) -> None:
                                           "manage-all-nodes": "false"}
     for component, flags in TUNING.items():
         assert flags.items() <= patches[component].items()
+    envs = {p["name"]: {e["name"]: e["value"] for e in p.get("extraEnvs", [])} for p in docs[0]["componentsPatches"]}
+    assert envs["kube-apiserver"] == GO_RUNTIME_ENV["kube-apiserver"] == {"GOGC": GOGC}
     assert KWOKCTL_OPTIONS.items() <= docs[0]["options"].items()
     assert KWOKCTL_OPTIONS["kubeControllerManagerNodeMonitorGracePeriodMilliseconds"] >= \
         KWOKCTL_OPTIONS["nodeLeaseDurationSeconds"] * 1000  # no node goes NotReady between two renewals

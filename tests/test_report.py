@@ -210,7 +210,7 @@ def test_json_document_keys_are_stable() -> None:
     assert list(document["usage"][0]["queueWait"]) == ["count", "p50Seconds", "p95Seconds"]
     assert list(document["workflows"][0]) == [
         "namespace", "name", "team", "phase", "started", "finished", "nodeHours", "onDemandUsd", "estimateUsd",
-        "redoneNodeHours", "redoneUsd", "interruptions"]
+        "redoneNodeHours", "redoneUsd", "interruptions", "unpricedAttempts"]
     assert document["usage"][-1]["team"] == document["usage"][-1]["class"] == "*"
     assert {u["prometheus"] for u in document["usage"]} == {None}  # no Prometheus was asked
 
@@ -641,3 +641,13 @@ def test_a_ledger_is_read_only_for_a_workflow_whose_figures_it_can_change() -> N
     record = AttemptRecord("s3://b/ckpt", Saved(), Saved(5, 0.5), kept_seconds=attempt.seconds(NOW))
     kept = report([workflow], ledger=lambda namespace, name: {pod_name(workflow, attempt): record})
     assert kept.total.redone_node_hours < report([workflow]).total.redone_node_hours
+
+
+def test_a_workflow_whose_attempt_ran_on_a_node_nothing_recorded_says_how_many_attempts_its_figures_leave_out() -> None:
+    """Its node-hours are then a lower bound: the document says so per workflow, as `wf get` says `node gone`."""
+    priced = json.loads(report().dumps())["workflows"]
+    assert {w["unpricedAttempts"] for w in priced} == {0}
+    hosts = {n["hostNodeName"] for n in REAL_RUN["status"]["nodes"].values() if n.get("hostNodeName")}
+    gone = {name: facts for name, facts in NODES.items() if name not in hosts}
+    document = json.loads(build_report(fixtures(), Facts(gone), CATALOG, window("300d", NOW), None, None).dumps())
+    assert [w["name"] for w in document["workflows"] if w["unpricedAttempts"]] == [REAL_RUN["metadata"]["name"]]

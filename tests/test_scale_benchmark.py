@@ -57,21 +57,29 @@ def test_a_server_timeout_is_tried_again_and_a_refusal_is_not(scale: ModuleType,
 
 
 class Pages:
-    """list_pod_for_all_namespaces, a page at a time: each page's first request is dropped once."""
+    """list_pod_for_all_namespaces, a page at a time: each page's first request is dropped once; a token in
+    `expired` gets 410 Expired with a fresh token for the same page ("<page>-fresh")."""
 
-    def __init__(self, pages: list[list[str]]) -> None:
+    def __init__(self, pages: list[list[str]], expired: tuple[str, ...] = ()) -> None:
         self.pages = pages
+        self.expired = expired
         self.asked: list[tuple[int, str | None]] = []
 
     def __call__(self, *, limit: int, _continue: str | None, _request_timeout: int) -> Any:
+        import json
         from types import SimpleNamespace
 
         from urllib3.exceptions import ProtocolError
 
         self.asked.append((limit, _continue))
-        if self.asked.count((limit, _continue)) == 1:
+        if self.asked.count((limit, _continue)) == 1 and _continue not in self.expired:
             raise ProtocolError("Connection aborted.")  # what the loaded API server did to the one big list
-        index = int(_continue or 0)
+        if _continue in self.expired:
+            expired = ApiException(status=410, reason="Gone")
+            expired.body = json.dumps({"kind": "Status", "reason": "Expired",
+                                       "metadata": {"continue": f"{_continue}-fresh"}})
+            raise expired
+        index = int((_continue or "0").removesuffix("-fresh"))
         following = str(index + 1) if index + 1 < len(self.pages) else None
         return SimpleNamespace(items=self.pages[index], metadata=SimpleNamespace(_continue=following))
 
@@ -81,9 +89,22 @@ def test_the_drain_lists_every_pod_a_page_at_a_time_each_page_tried_again(
     monkeypatch.setattr(scale.time, "sleep", lambda _: None)
     pages = Pages([["a", "b"], ["c"], ["d"]])
     core = type("Core", (), {"list_pod_for_all_namespaces": staticmethod(pages)})()
-    assert list(scale._every_pod(core)) == ["a", "b", "c", "d"]
+    assert scale._every_pod(core) == ["a", "b", "c", "d"]
     assert [token for _, token in pages.asked] == [None, None, "1", "1", "2", "2"]
     assert {limit for limit, _ in pages.asked} == {scale._PAGE}
+
+
+def test_a_token_that_expired_between_pages_goes_on_with_the_one_the_410_gives(
+        scale: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The full-size day's drain wave died on `410 Expired` (the token outlived etcd's compaction)."""
+    monkeypatch.setattr(scale.time, "sleep", lambda _: None)
+    pages = Pages([["a", "b"], ["c"], ["d"]], expired=("1",))
+    core = type("Core", (), {"list_pod_for_all_namespaces": staticmethod(pages)})()
+    assert scale._every_pod(core) == ["a", "b", "c", "d"]
+    assert [token for _, token in pages.asked] == [None, None, "1", "1-fresh", "1-fresh", "2", "2"]
+    first = Pages([["a"]], expired=(None,))  # type: ignore[arg-type]
+    with pytest.raises(ApiException):  # a 410 with no token of ours to continue is not a page to skip to
+        scale._every_pod(type("Core", (), {"list_pod_for_all_namespaces": staticmethod(first)})())
 
 
 @pytest.mark.parametrize(("resumed_last", "wrong"), [((2, 0.2), False), ((0, 0.0), True)])
@@ -105,3 +126,31 @@ def test_a_retry_after_attempts_that_never_started_their_program_is_expected_fro
     assert bool(report["resumed_wrongly"]) is wrong, report["resumed_wrongly"]
     (half,) = (v for k, v in report.items() if k.endswith("checkpoints"))
     assert half["resumed_from_start"] == 1 and half.get("resumed_from_checkpoint", 0) == (0 if wrong else 1)
+
+
+def test_the_api_servers_load_pairs_each_requests_time_with_its_count_and_each_resources_events_with_bytes(
+        scale: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    def series(value: float, **labels: str) -> dict[str, Any]:
+        return {"metric": labels, "value": [0, str(value)]}
+
+    answers = {
+        "apiserver_request_duration_seconds_sum": [series(455.4, verb="PUT", resource="workflows"),
+                                                   series(170.2, verb="POST", resource="pods", subresource="binding")],
+        "apiserver_request_total": [series(1189, verb="PUT", resource="workflows"),
+                                    series(852, verb="POST", resource="pods", subresource="binding"),
+                                    series(860, verb="POST", resource="pods")],
+        "apiserver_watch_events_sizes_sum": [series(634 * 2**20, resource="pods")],
+        "apiserver_watch_events_total": [series(41313, resource="pods"), series(7980, resource="workflows")],
+    }
+    queries: list[str] = []
+
+    def query(state: Any, text: str) -> list[dict[str, Any]]:
+        queries.append(text)
+        return next(rows for metric, rows in answers.items() if f"({metric}[" in text)
+
+    monkeypatch.setattr(scale, "prometheus_query", query)
+    load = scale.api_server_load(None, 229.6)
+    assert load == {"requests": [{"request": "PUT workflows", "seconds": 455, "count": 1189},
+                                 {"request": "POST pods binding", "seconds": 170, "count": 852}],
+                    "watch_events": [{"resource": "pods", "mib": 634, "events": 41313}]}
+    assert all("[289s]" in q for q in queries)  # the day and a minute: Prometheus's increase() over it

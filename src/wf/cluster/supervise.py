@@ -24,7 +24,7 @@ import yaml
 
 from wf.argo.size import ARGO_MAX_WORKFLOW_SIZE_ENV
 from wf.cluster import build, images, processes
-from wf.cluster.tuning import CONTROLLER_ARGS, KWOK_OPTIONS, KWOKCTL_OPTIONS, TUNING, requeue_time
+from wf.cluster.tuning import CONTROLLER_ARGS, GO_RUNTIME_ENV, KWOK_OPTIONS, KWOKCTL_OPTIONS, TUNING, requeue_time
 from wf.core.constants import CATALOG_NAMESPACE, REAL_NODE_LABEL
 from wf.core.errors import ClusterError
 from wf.render.platform import CONTROLLER_NAMESPACE
@@ -202,7 +202,9 @@ class Supervisor:
         overrides = {"kwok-controller": [{"key": "manage-all-nodes", "value": "false", "override": True}]}
         patches = [
             {"name": name,
-             "extraArgs": [*({"key": k, "value": v} for k, v in values.items()), *overrides.get(name, [])]}
+             "extraArgs": [*({"key": k, "value": v} for k, v in values.items()), *overrides.get(name, [])],
+             **({"extraEnvs": [{"name": k, "value": v} for k, v in env.items()]}
+                if (env := GO_RUNTIME_ENV.get(name)) else {})}
             for name, values in flags.items()
         ]
         kwokctl = {
@@ -256,6 +258,7 @@ class Supervisor:
             "HOME": str(self.workdir),
             "LEADER_ELECTION_DISABLE": "true",
             "DEFAULT_REQUEUE_TIME": requeue_time(nodes_per_group),
+            **GO_RUNTIME_ENV[CONTROLLER],
             "WF_HEALTH_ADDR": f"{processes.LOOPBACK}:{ports.health}",
             "WF_METRICS_ADDR": f"{processes.LOOPBACK}:{ports.metrics}",
             # Argo's own knob, passed on when set: a smaller status limit makes a fan-out of hundreds of items

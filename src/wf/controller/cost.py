@@ -58,6 +58,10 @@ class JobCost:
         return sum(s.estimate_usd for s in self.steps)
 
     @property
+    def unpriced_attempts(self) -> int:
+        return sum(s.unpriced_attempts for s in self.steps)
+
+    @property
     def redone_node_hours(self) -> float:
         return sum(s.redone_node_hours for s in self.steps)
 

@@ -209,7 +209,9 @@ class Report:
                            "started": _stamp(r.view.started), "finished": _stamp(r.view.finished),
                            "nodeHours": r.cost.node_hours, "onDemandUsd": r.cost.on_demand_usd,
                            "estimateUsd": r.cost.estimate_usd, "redoneNodeHours": r.cost.redone_node_hours,
-                           "redoneUsd": r.cost.redone_usd, "interruptions": r.view.interruptions}
+                           "redoneUsd": r.cost.redone_usd, "interruptions": r.view.interruptions,
+                           # A figure above that leaves out attempts whose node nothing recorded is a lower bound.
+                           "unpricedAttempts": r.cost.unpriced_attempts}
                           for r in self.runs],
             "assumptions": list(self.assumptions),
         }
