@@ -137,11 +137,11 @@ def record_nodes(as_user: Annotated[str | None, typer.Option(
     wf-node-recorder Deployment; inside a pod without a kubeconfig it uses the pod's service account)."""
     import logging
 
-    from wf.controller.node_recorder import Forbidden
+    from wf.controller.node_recorder import RECORD_LANES, Forbidden
     from wf.controller.node_recorder import record_nodes as record
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    kube = connect(target)
+    kube = connect(target, connections=RECORD_LANES + 2)  # the writers' and the two streams'
     try:
         record(kube, kube.impersonating(as_user) if as_user else None)
     except Forbidden as exc:

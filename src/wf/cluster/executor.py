@@ -82,12 +82,11 @@ import queue
 import re
 import threading
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -97,6 +96,7 @@ from wf.compile.kinds.mpijob import JOB_NAME_LABEL, JOB_ROLE_LABEL
 from wf.controller.archived_logs import log_artifact, twin_object
 from wf.controller.checkpoints import AttemptRecord, Saved, last_checkpoint, ledger_name, parse_ledger
 from wf.controller.gangs import Gangs, LostWorker
+from wf.controller.lanes import Lanes
 from wf.core.constants import (
     ARGO_EXECUTOR_TOKEN_VOLUME,
     ARGO_MAIN_CONTAINER,
@@ -138,7 +138,6 @@ CHECKPOINT_LANES = 16
 # log archived, a full-size day's 8,000 reports (a log read, the log's object, the task result) in the pod stream's
 # thread went at 20-60 a minute, and Argo waits for each report before it ends the step.
 REPORT_LANES = 8
-Item = TypeVar("Item")
 # The annotation by which Kubernetes ties a service-account token Secret to its account.
 TOKEN_ACCOUNT_ANNOTATION = "kubernetes.io/service-account.name"
 # What mpirun prints when a rank's node goes and the daemon it started there through SSH with it: Open MPI's help
@@ -531,27 +530,9 @@ def ended_at(pod: dict[str, Any], now: float, node_gone: float | None = None) ->
     return min(moments, default=now)
 
 
-class Lanes(Generic[Item]):
-    """Work done off the pod stream in a few threads: every item of one workflow's pods goes to the same thread (a
-    stable hash), in the order it was put, so a workflow's events keep their order while other workflows' do not
-    wait behind them. `work` handles its own errors: a lane that raised would stop."""
-
-    def __init__(self, count: int, work: Callable[[Item], None], name: str) -> None:
-        self.queues: list[queue.SimpleQueue[Item]] = [queue.SimpleQueue() for _ in range(count)]
-        for number, lane in enumerate(self.queues):
-            threading.Thread(target=self._serve, args=(lane, work), name=f"{name} {number}", daemon=True).start()
-
-    @staticmethod
-    def _serve(lane: queue.SimpleQueue[Item], work: Callable[[Item], None]) -> None:
-        while True:
-            work(lane.get())
-
-    def of(self, namespace: str, workflow: str) -> queue.SimpleQueue[Item]:
-        """The lane of a workflow's pods (the same in every thread and after a restart)."""
-        return self.queues[zlib.crc32(f"{namespace}/{workflow}".encode()) % len(self.queues)]
-
-    def of_pod(self, pod: dict[str, Any]) -> queue.SimpleQueue[Item]:
-        return self.of((pod.get("metadata") or {}).get("namespace", ""), workflow_of(pod))
+def lane_of(lanes: Lanes[Any], pod: dict[str, Any]) -> queue.SimpleQueue[Any]:
+    """The lane of a pod's workflow."""
+    return lanes.of((pod.get("metadata") or {}).get("namespace", ""), workflow_of(pod))
 
 
 # A pod event as the lanes carry it: the pod, and whether it was deleted.
@@ -597,7 +578,7 @@ class CheckpointPlayer:
         with self.changed:
             tracked = meta.get("uid", "") in self.runs
         if tracked or SIM_CHECKPOINTS in (meta.get("annotations") or {}):
-            self.lanes.of_pod(pod).put((pod, deleted))
+            lane_of(self.lanes, pod).put((pod, deleted))
 
     def _play(self, item: PodEvent | str) -> None:
         if isinstance(item, str):
@@ -608,7 +589,7 @@ class CheckpointPlayer:
             self.handle(pod, deleted)
         except Exception:  # the API server's trouble: a pod not played stays Running, so play it again soon
             log.exception("checkpointed pod %s; trying again", (pod.get("metadata") or {}).get("name"))
-            threading.Timer(RETRY_SECONDS, self.lanes.of_pod(pod).put, args=((pod, deleted),)).start()
+            threading.Timer(RETRY_SECONDS, lane_of(self.lanes, pod).put, args=((pod, deleted),)).start()
 
     def handle(self, pod: dict[str, Any], deleted: bool = False) -> None:
         uid = (pod.get("metadata") or {}).get("uid", "")
@@ -1152,7 +1133,7 @@ def serve(kubeconfig: Path) -> None:
             let_go(pod)
         except Exception:  # the API server's trouble: Argo waits for the report, so make it again soon
             log.exception("reporting the outputs of %s; trying again", pod["metadata"].get("name"))
-            threading.Timer(RETRY_SECONDS, reports.of_pod(pod).put, args=(event,)).start()
+            threading.Timer(RETRY_SECONDS, lane_of(reports, pod).put, args=(event,)).start()
 
     reports: Lanes[PodEvent] = Lanes(REPORT_LANES, report_event, "outputs reporter")
 
@@ -1163,7 +1144,7 @@ def serve(kubeconfig: Path) -> None:
         resources.observe(pod, deleted)
         programs.observe(pod, deleted)
         lost.observe(pod, deleted)
-        reports.of_pod(pod).put((pod, deleted))
+        lane_of(reports, pod).put((pod, deleted))
 
     def mpirun_lost(losses: list[LostWorker]) -> None:
         """Each loss's mpirun fails in a thread of its own, which waits for the node recorder's mark."""

@@ -51,6 +51,7 @@ from wf.compile.node_facts import (
 )
 from wf.controller.client import Kube, is_transient, server_message
 from wf.controller.gangs import Gangs, LostWorker, mark_worker_lost
+from wf.controller.lanes import Lanes
 from wf.controller.stream import Backoff, KubeTransport, Refusals, Sink, Transport, watch_forever
 from wf.core.constants import MPIJOB, NODE_FACTS_ANNOTATION, STEP_LABEL, WORKFLOW
 
@@ -62,6 +63,11 @@ CONFLICT_RETRIES: Final = 10
 # How long one binding's write, or one lost worker's mark, waits out a transient failure (a late mark still ends
 # the attempt as an interruption while mpirun has not failed: the mark alone meets the failure condition).
 TRANSIENT_SECONDS: Final = 60.0
+# Threads writing records, each workflow's in one: a workflow's bindings that arrive while its record is being
+# written go out together in its next write. On the full-size day (2026-12-07) one thread wrote every binding, a GET
+# and a PATCH each that the loaded API server took seconds to answer: it fell behind its pod stream, and 83 of 250
+# workflows kept an attempt that no record priced.
+RECORD_LANES: Final = 8
 # Workflows whose record is remembered (what it holds, so a known binding costs no request): a day's worth.
 REMEMBERED_WORKFLOWS: Final = 4096
 # Nodes whose facts the node stream keeps, deleted ones included: the platform's 3,198 and a day's replacements.
@@ -78,31 +84,60 @@ class NodeRecorder:
     """Marks lost workers and records bindings as pod events arrive (`pod_event`, the pod stream's sink) and
     lost workers as Nodes are deleted (`node_event`, the node stream's)."""
 
-    def __init__(self, kube: Kube, api: Any = None) -> None:
+    def __init__(self, kube: Kube, api: Any = None, lanes: int = 0) -> None:
+        """`lanes`: threads that write the records (RECORD_LANES); 0 writes each in the caller's thread."""
         from kubernetes.client import CoreV1Api, CustomObjectsApi
 
         self.api = api or kube.api_client  # the client to call with: impersonating the recorder's account, or not
         self.core, self.custom = CoreV1Api(self.api), CustomObjectsApi(self.api)
         self.gangs = GangAttempts()
         self.lost = Gangs()  # the running replicas of each MPIJob, to tell a lost worker (two streams feed it)
+        # The lanes' and the streams' threads share what follows under one lock.
+        self._lock = threading.Lock()
         self._records: OrderedDict[tuple[str, str], NodeRecord] = OrderedDict()
+        self._pending: dict[tuple[str, str], dict[Binding, None]] = {}  # bindings queued for a workflow's next write
         self._later: dict[Binding, None] = {}  # bindings a transient failure kept from being written
         self._refused: set[tuple[str, str]] = set()  # workflows a 403 refused (said once)
-        self._nodes: OrderedDict[str, NodeFacts] = OrderedDict()  # the node stream's, read by the pod stream's thread
-        self._nodes_lock = threading.Lock()
+        self._nodes: OrderedDict[str, NodeFacts] = OrderedDict()  # the node stream's, read by the writers
+        self._lanes: Lanes[tuple[str, str]] | None = Lanes(lanes, self.flush, "node records") if lanes else None
 
     def pod_event(self, kind: str, pod: dict[str, Any]) -> None:
         for loss in self.lost.observe(pod, kind == "DELETED"):
             self.mark(loss)
         if (place := pod_place(pod)) is None:
             return
-        bindings = [*self._later, *self.gangs.observe((pod.get("metadata") or {}).get("uid", ""), place,
-                                                      kind == "DELETED")]
+        bindings = self.gangs.observe((pod.get("metadata") or {}).get("uid", ""), place, kind == "DELETED")
         if place.node and (attempt := disrupted_attempt(pod)):
             bindings.append(Binding(place.namespace, place.workflow, place.node, disrupted=attempt))
-        self._later = {}
+        with self._lock:
+            bindings, self._later = [*self._later, *bindings], {}
         for binding in bindings:
-            self.record(binding)
+            self.queue(binding)
+
+    def queue(self, binding: Binding) -> None:
+        """Have the binding written with whatever else its workflow's next write carries, unless its record holds
+        it already (a relist replays every bound pod)."""
+        key = (binding.namespace, binding.workflow)
+        with self._lock:
+            known = self._records.get(key)
+            if key in self._refused or (known is not None and
+                                        known.holds(binding.node, binding.gang, binding.disrupted)):
+                return
+            waiting = self._pending.setdefault(key, {})
+            first, waiting[binding] = not waiting, None
+        if not first:
+            return  # its workflow's write is queued already and takes it along
+        if self._lanes is None:
+            self.flush(key)
+        else:
+            self._lanes.of(*key).put(key)
+
+    def flush(self, key: tuple[str, str]) -> None:
+        """Write what is queued for one workflow."""
+        with self._lock:
+            bindings = list(self._pending.pop(key, {}))
+        if bindings:
+            self.record(key, bindings)
 
     def node_event(self, kind: str, node: dict[str, Any]) -> None:
         name = (node.get("metadata") or {}).get("name", "")
@@ -113,7 +148,7 @@ class NodeRecorder:
             self._learn(name, facts)
 
     def _learn(self, name: str, facts: NodeFacts) -> None:
-        with self._nodes_lock:
+        with self._lock:
             self._nodes[name] = facts
             while len(self._nodes) > REMEMBERED_NODES:
                 self._nodes.popitem(last=False)
@@ -144,49 +179,44 @@ class NodeRecorder:
                     return
             time.sleep(backoff.next())
 
-    def record(self, binding: Binding) -> None:
+    def record(self, key: tuple[str, str], bindings: list[Binding]) -> None:
+        """Write a workflow's bindings, waiting out a transient failure for TRANSIENT_SECONDS (then they wait for
+        the next pod event)."""
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
-        key = (binding.namespace, binding.workflow)
-        known = self._records.get(key)
-        if key in self._refused or (known is not None and known.holds(binding.node, binding.gang, binding.disrupted)):
-            return
+        nodes = ", ".join(sorted({b.node for b in bindings}))
         backoff, deadline, refusals = Backoff(), time.monotonic() + TRANSIENT_SECONDS, Refusals()
         while True:
             try:
-                self._write(binding)
+                self._write(key, bindings)
                 return
             except Forbidden as exc:
                 if refusals.patient():
                     time.sleep(backoff.next())
                     continue
-                self._refused.add(key)
+                with self._lock:
+                    self._refused.add(key)
                 log.error("%s", exc)
                 return
             except ApiException as exc:
                 if not is_transient(exc):  # the server's verdict on this write (a 422, a webhook's refusal)
-                    log.error("recording node %s of %s/%s: %s %s", binding.node, binding.namespace,
-                              binding.workflow, exc.status, server_message(exc))
+                    log.error("recording nodes %s of %s/%s: %s %s", nodes, *key, exc.status, server_message(exc))
                     return
-                if time.monotonic() >= deadline:
-                    log.warning("recording node %s of %s/%s: %s; again at the next event", binding.node,
-                                binding.namespace, binding.workflow, server_message(exc))
-                    self._later[binding] = None
-                    return
-                time.sleep(backoff.next())
+                failure: object = server_message(exc)
             except (HTTPError, OSError, ConflictsInARow) as exc:
-                if time.monotonic() >= deadline:
-                    log.warning("recording node %s of %s/%s: %s; again at the next event", binding.node,
-                                binding.namespace, binding.workflow, exc)
-                    self._later[binding] = None
-                    return
-                time.sleep(backoff.next())
+                failure = exc
+            if time.monotonic() >= deadline:
+                log.warning("recording nodes %s of %s/%s: %s; again at the next event", nodes, *key, failure)
+                with self._lock:
+                    self._later.update(dict.fromkeys(bindings))
+                return
+            time.sleep(backoff.next())
 
     def _facts(self, node: str) -> NodeFacts | None:
         from kubernetes.client.exceptions import ApiException
 
-        with self._nodes_lock:
+        with self._lock:
             if (known := self._nodes.get(node)) is not None:
                 return known
         try:
@@ -202,58 +232,63 @@ class NodeRecorder:
             self._learn(node, facts)
         return facts
 
-    def _write(self, binding: Binding) -> None:
+    def _write(self, key: tuple[str, str], bindings: list[Binding]) -> None:
+        """One read-merge-patch of the workflow's record for every binding it lacks."""
         from kubernetes.client.exceptions import ApiException
 
-        key = (binding.namespace, binding.workflow)
-        facts = None
+        namespace, workflow = key
         for _ in range(CONFLICT_RETRIES):
             try:
-                meta = self._metadata(binding.namespace, binding.workflow)
+                meta = self._metadata(namespace, workflow)
             except ApiException as exc:
                 if exc.status == 404:
-                    self._records.pop(key, None)
+                    self._forget(key)
                     return  # the workflow is gone: nothing to price
                 if exc.status == 403:
-                    raise self._refusal(exc, "get", binding) from exc
+                    raise self._refusal(exc, "get", key) from exc
                 raise
             current = (meta.get("annotations") or {}).get(NODE_FACTS_ANNOTATION)
             record = decode_record(current) if current else NodeRecord()
-            if record.holds(binding.node, binding.gang, binding.disrupted):
+            text, written = current, []
+            for binding in bindings:
+                if record.holds(binding.node, binding.gang, binding.disrupted):
+                    continue
+                # A disruption on a node recorded already needs no facts read.
+                if (facts := record.nodes.get(binding.node) or self._facts(binding.node)) is None:
+                    log.warning("node %s of %s/%s has no instance type (or is gone): not recorded", binding.node,
+                                namespace, workflow)
+                    continue
+                record = record.with_binding(binding.node, facts, binding.gang, binding.disrupted)
+                if (merged := merged_text(text, binding.node, facts, binding.gang, binding.disrupted)) is None:
+                    log.warning("the node record of %s/%s is full: node %s left to the live Node", namespace,
+                                workflow, binding.node)
+                    continue
+                text = merged
+                written.append(f"recorded node {binding.node} ({facts.instance_type}) of {namespace}/{workflow}"
+                               + (f", attempt {binding.gang[0]} {binding.gang[1]}" if binding.gang else "")
+                               + (f", attempt {binding.disrupted} taken away" if binding.disrupted else ""))
+            if not written:
                 self._remember(key, record)
-                return
-            if binding.node in record.nodes:
-                facts = record.nodes[binding.node]  # a disruption on a node recorded already needs no read
-            if facts is None and (facts := self._facts(binding.node)) is None:
-                log.warning("node %s of %s/%s has no instance type (or is gone): not recorded", binding.node,
-                            binding.namespace, binding.workflow)
-                return
-            if (text := merged_text(current, binding.node, facts, binding.gang, binding.disrupted)) is None:
-                log.warning("the node record of %s/%s is full: node %s left to the live Node", binding.namespace,
-                            binding.workflow, binding.node)
-                self._remember(key, record.with_binding(binding.node, facts, binding.gang, binding.disrupted))
                 return
             body = {"metadata": {"resourceVersion": meta.get("resourceVersion"),
                                  "annotations": {NODE_FACTS_ANNOTATION: text}}}
             try:
-                self.custom.patch_namespaced_custom_object(WORKFLOW.group, WORKFLOW.version, binding.namespace,
-                                                           WORKFLOW.plural, binding.workflow, body,
-                                                           _preload_content=False)
+                self.custom.patch_namespaced_custom_object(WORKFLOW.group, WORKFLOW.version, namespace,
+                                                           WORKFLOW.plural, workflow, body, _preload_content=False)
             except ApiException as exc:
                 if exc.status == 409:
                     continue  # written meanwhile (Argo's controller): read and merge again
                 if exc.status == 404:
-                    self._records.pop(key, None)
+                    self._forget(key)
                     return
                 if exc.status == 403:
-                    raise self._refusal(exc, "patch", binding) from exc
+                    raise self._refusal(exc, "patch", key) from exc
                 raise
-            self._remember(key, decode_record(text))
-            log.info("recorded node %s (%s) of %s/%s%s%s", binding.node, facts.instance_type, binding.namespace,
-                     binding.workflow, f", attempt {binding.gang[0]} {binding.gang[1]}" if binding.gang else "",
-                     f", attempt {binding.disrupted} taken away" if binding.disrupted else "")
+            self._remember(key, record)
+            for line in written:
+                log.info("%s", line)
             return
-        raise ConflictsInARow(f"{CONFLICT_RETRIES} conflicts in a row writing {binding.namespace}/{binding.workflow}")
+        raise ConflictsInARow(f"{CONFLICT_RETRIES} conflicts in a row writing {namespace}/{workflow}")
 
     def _metadata(self, namespace: str, name: str) -> dict[str, Any]:
         path = f"/apis/{WORKFLOW.group}/{WORKFLOW.version}/namespaces/{namespace}/{WORKFLOW.plural}/{name}"
@@ -263,15 +298,20 @@ class NodeRecorder:
         return dict(json.loads(response.data).get("metadata") or {})
 
     @staticmethod
-    def _refusal(exc: Exception, verb: str, binding: Binding) -> Forbidden:
-        return Forbidden(f"{verb} workflow {binding.namespace}/{binding.workflow}: {server_message(exc)} (the "
-                         f"recorder needs get and patch on workflows.{WORKFLOW.group}); its nodes are not recorded")
+    def _refusal(exc: Exception, verb: str, key: tuple[str, str]) -> Forbidden:
+        return Forbidden(f"{verb} workflow {key[0]}/{key[1]}: {server_message(exc)} (the recorder needs get and "
+                         f"patch on workflows.{WORKFLOW.group}); its nodes are not recorded")
 
     def _remember(self, key: tuple[str, str], record: NodeRecord) -> None:
-        self._records[key] = record
-        self._records.move_to_end(key)
-        while len(self._records) > REMEMBERED_WORKFLOWS:
-            self._records.popitem(last=False)
+        with self._lock:
+            self._records[key] = record
+            self._records.move_to_end(key)
+            while len(self._records) > REMEMBERED_WORKFLOWS:
+                self._records.popitem(last=False)
+
+    def _forget(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            self._records.pop(key, None)
 
 
 class ConflictsInARow(Exception):
@@ -286,7 +326,7 @@ def record_nodes(kube: Kube, api: Any = None) -> None:
     from kubernetes.client import CoreV1Api
     from kubernetes.client.exceptions import ApiException
 
-    recorder = NodeRecorder(kube, api)
+    recorder = NodeRecorder(kube, api, lanes=RECORD_LANES)
     core = CoreV1Api(recorder.api)
     ended: queue.SimpleQueue[BaseException] = queue.SimpleQueue()
     nodes_started = threading.Event()
