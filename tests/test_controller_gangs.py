@@ -3,12 +3,25 @@ launcher, and the mark it leaves on the MPIJob. The e2e test (tests/e2e/test_mpi
 
 from __future__ import annotations
 
+import json
+import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from wf.controller.gangs import Gangs, LostWorker, mark_worker_lost
+from wf.core.constants import (
+    ARGO_NODE_ID_ANNOTATION,
+    ARGO_WORKFLOW_LABEL,
+    CAPACITY_LABEL,
+    INSTANCE_TYPE_LABEL,
+    NODE_FACTS_ANNOTATION,
+    STEP_LABEL,
+    ZONE_LABEL,
+)
 
 
 def replica(name: str, role: str, phase: str = "Running", node: str = "n-1", job: str = "bert-train-1",
@@ -72,8 +85,6 @@ def test_no_loss_before_the_launcher_runs_nor_after_it_ended_and_each_launcher_h
 
 
 def test_the_mark_is_a_merge_patch_of_the_mpijobs_annotation_and_a_gone_mpijob_is_no_error() -> None:
-    from kubernetes.client.exceptions import ApiException
-
     calls: list[tuple[Any, ...]] = []
 
     class Custom:
@@ -105,8 +116,6 @@ class Objects:
 
     def patch_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, name: str,
                                        body: dict[str, Any]) -> None:
-        from kubernetes.client.exceptions import ApiException
-
         self.patches.append((f"{group}/{plural}/{namespace}/{name}", body))
         if self.statuses and (status := self.statuses.pop(0)) != 200:
             raise ApiException(status=status, reason="refused")
@@ -171,36 +180,50 @@ def test_a_mark_waits_out_the_api_servers_trouble_and_says_what_right_it_lacks(
         assert "MPIJob" not in caplog.text
 
 
+class Workflows(Objects):
+    """The workflows as the recorder reads them (a metadata-only GET) and merge-patches them; with `hold`, the first
+    read waits for it, as a loaded API server answers late."""
+
+    def __init__(self, hold: threading.Event | None = None) -> None:
+        super().__init__()
+        self.annotations: dict[str, str] = {}
+        self.lock = threading.Lock()
+        self.hold, self.read = hold, threading.Event()
+
+    def call_api(self, path: str, method: str, **_: Any) -> SimpleNamespace:
+        if not self.read.is_set():
+            self.read.set()
+            if self.hold is not None:
+                self.hold.wait(10)
+        with self.lock:
+            metadata = {"resourceVersion": str(len(self.patches)), "annotations": dict(self.annotations)}
+        return SimpleNamespace(data=json.dumps({"metadata": metadata}))
+
+    def patch_namespaced_custom_object(self, *args: Any, **_: Any) -> None:
+        with self.lock:
+            super().patch_namespaced_custom_object(*args)
+            self.annotations.update(args[-1]["metadata"]["annotations"])
+
+    def nodes(self) -> dict[str, list[str]]:
+        return json.loads(self.annotations.get(NODE_FACTS_ANNOTATION, "{}")).get("nodes", {})
+
+
+def node(name: str, instance_type: str = "r5.4xlarge") -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {INSTANCE_TYPE_LABEL: instance_type, ZONE_LABEL: "us-east-1a",
+                                                  CAPACITY_LABEL: "spot"}}}
+
+
+def bound(workflow: str, k: int, node_name: str) -> dict[str, Any]:
+    """Argo's pod of a workflow's shard k, bound to `node_name`."""
+    return {"metadata": {"name": f"{workflow}-shard-{k}", "namespace": "wf", "uid": f"{workflow}-u{k}",
+                         "creationTimestamp": "2026-03-01T12:00:00Z",
+                         "labels": {ARGO_WORKFLOW_LABEL: workflow, STEP_LABEL: "shard"},
+                         "annotations": {ARGO_NODE_ID_ANNOTATION: f"{workflow}-{k}"}}, "spec": {"nodeName": node_name}}
+
+
 def test_the_node_recorder_prices_a_binding_whose_node_was_deleted_before_it_was_written() -> None:
     """A binding written late (the API server busy, or the storm's deletions faster than the writes) still gets its
     node's facts: the node stream kept them, so the deleted Node's 404 costs nothing."""
-    import json
-    from types import SimpleNamespace
-
-    from kubernetes.client.exceptions import ApiException
-
-    from wf.core.constants import (
-        ARGO_NODE_ID_ANNOTATION,
-        ARGO_WORKFLOW_LABEL,
-        CAPACITY_LABEL,
-        INSTANCE_TYPE_LABEL,
-        NODE_FACTS_ANNOTATION,
-        STEP_LABEL,
-        ZONE_LABEL,
-    )
-
-    class Workflows(Objects):
-        def __init__(self) -> None:
-            super().__init__()
-            self.annotations: dict[str, str] = {}
-
-        def call_api(self, path: str, method: str, **_: Any) -> SimpleNamespace:
-            metadata = {"resourceVersion": "7", "annotations": self.annotations}
-            return SimpleNamespace(data=json.dumps({"metadata": metadata}))
-
-        def patch_namespaced_custom_object(self, *args: Any, **_: Any) -> None:
-            super().patch_namespaced_custom_object(*args)
-            self.annotations.update(args[-1]["metadata"]["annotations"])
 
     class Nodes:
         def read_node(self, name: str, **_: Any) -> None:
@@ -209,20 +232,12 @@ def test_the_node_recorder_prices_a_binding_whose_node_was_deleted_before_it_was
     workflows = Workflows()
     made = recorder(workflows)
     made.api, made.core = workflows, Nodes()
-    node = {"metadata": {"name": "r5-spot-3", "labels": {INSTANCE_TYPE_LABEL: "r5.4xlarge", ZONE_LABEL: "us-east-1a",
-                                                           CAPACITY_LABEL: "spot"}}}
-    made.node_event("ADDED", node)
-    made.node_event("DELETED", node)
-    made.pod_event("MODIFIED", {"metadata": {
-        "name": "day-1-shard-2", "namespace": "wf", "uid": "u1", "creationTimestamp": "2026-03-01T12:00:00Z",
-        "labels": {ARGO_WORKFLOW_LABEL: "day-1", STEP_LABEL: "shard"},
-        "annotations": {ARGO_NODE_ID_ANNOTATION: "day-1-123"}}, "spec": {"nodeName": "r5-spot-3"}})
-    assert json.loads(workflows.annotations[NODE_FACTS_ANNOTATION])["nodes"] == {
-        "r5-spot-3": ["r5.4xlarge", "spot", "us-east-1a"]}
+    made.node_event("ADDED", node("r5-spot-3"))
+    made.node_event("DELETED", node("r5-spot-3"))
+    made.pod_event("MODIFIED", bound("day-1", 2, "r5-spot-3"))
+    assert workflows.nodes() == {"r5-spot-3": ["r5.4xlarge", "spot", "us-east-1a"]}
     # A node the stream never saw, gone when read: not recorded (cost falls back to the live Node, as before).
-    made.pod_event("MODIFIED", {"metadata": {
-        "name": "day-2-shard-2", "namespace": "wf", "uid": "u2", "creationTimestamp": "2026-03-01T12:00:00Z",
-        "labels": {ARGO_WORKFLOW_LABEL: "day-2", STEP_LABEL: "shard"}}, "spec": {"nodeName": "r5-spot-9"}})
+    made.pod_event("MODIFIED", bound("day-2", 2, "r5-spot-9"))
     assert len(workflows.patches) == 1
 
 
@@ -230,67 +245,26 @@ def test_bindings_that_arrive_while_a_workflows_record_is_written_go_out_togethe
     """On the full-size day one thread wrote every binding, a GET and a PATCH each on a loaded API server: it fell
     behind its pod stream and 83 of 250 workflows kept an attempt no record priced. The writes now run in lanes,
     and what queues behind a workflow's write is merged into one more."""
-    import json
-    import threading
-    from types import SimpleNamespace
-
-    from wf.core.constants import (
-        ARGO_NODE_ID_ANNOTATION,
-        ARGO_WORKFLOW_LABEL,
-        CAPACITY_LABEL,
-        INSTANCE_TYPE_LABEL,
-        NODE_FACTS_ANNOTATION,
-        STEP_LABEL,
-    )
-
-    first_read, release = threading.Event(), threading.Event()
-
-    class Workflows(Objects):
-        def __init__(self) -> None:
-            super().__init__()
-            self.annotations: dict[str, str] = {}
-            self.lock = threading.Lock()
-
-        def call_api(self, path: str, method: str, **_: Any) -> SimpleNamespace:
-            if not first_read.is_set():
-                first_read.set()
-                release.wait(10)  # the loaded API server, answering the first write's read late
-            with self.lock:
-                metadata = {"resourceVersion": str(len(self.patches)), "annotations": dict(self.annotations)}
-            return SimpleNamespace(data=json.dumps({"metadata": metadata}))
-
-        def patch_namespaced_custom_object(self, *args: Any, **_: Any) -> None:
-            with self.lock:
-                super().patch_namespaced_custom_object(*args)
-                self.annotations.update(args[-1]["metadata"]["annotations"])
-
     from kubernetes.client import ApiClient
 
     from wf.controller.node_recorder import NodeRecorder
 
-    workflows = Workflows()
+    release = threading.Event()
+    workflows = Workflows(hold=release)
     made = NodeRecorder(kube=None, api=ApiClient(), lanes=2)
     made.api, made.custom = workflows, workflows
     for k in range(6):
-        made.node_event("ADDED", {"metadata": {"name": f"r5-{k}", "labels": {INSTANCE_TYPE_LABEL: "r5.4xlarge",
-                                                                               CAPACITY_LABEL: "spot"}}})
-
-    def bound(k: int) -> dict[str, Any]:
-        return {"metadata": {"name": f"day-1-shard-{k}", "namespace": "wf", "uid": f"u{k}",
-                             "creationTimestamp": "2026-03-01T12:00:00Z",
-                             "labels": {ARGO_WORKFLOW_LABEL: "day-1", STEP_LABEL: "shard"},
-                             "annotations": {ARGO_NODE_ID_ANNOTATION: f"day-1-{k}"}}, "spec": {"nodeName": f"r5-{k}"}}
-
-    made.pod_event("MODIFIED", bound(0))
-    assert first_read.wait(10)
+        made.node_event("ADDED", node(f"r5-{k}"))
+    made.pod_event("MODIFIED", bound("day-1", 0, "r5-0"))
+    assert workflows.read.wait(10)
     for k in range(1, 6):  # the stream goes on while the first write waits: nothing here blocks on the server
-        made.pod_event("MODIFIED", bound(k))
+        made.pod_event("MODIFIED", bound("day-1", k, f"r5-{k}"))
     release.set()
     deadline = time.monotonic() + 10
-    while len(json.loads(workflows.annotations.get(NODE_FACTS_ANNOTATION, "{}")).get("nodes", {})) < 6:
+    while len(workflows.nodes()) < 6:
         assert time.monotonic() < deadline, workflows.patches
         time.sleep(0.01)
     assert len(workflows.patches) == 2  # the first binding's write, then the five queued behind it in one
-    made.pod_event("MODIFIED", bound(3))  # a relist's replay: the remembered record holds it, no request
+    made.pod_event("MODIFIED", bound("day-1", 3, "r5-3"))  # a relist's replay: the record holds it, no request
     time.sleep(0.1)
     assert len(workflows.patches) == 2

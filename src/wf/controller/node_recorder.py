@@ -11,10 +11,12 @@ launcher's end before the operator's cleanup of its workers, which is no loss), 
 the workers on them before the pod GC deletes their pods. For a binding the workflow's record does not hold yet it
 takes the Node's facts from the node stream, which keeps them after the Node is deleted (a binding that waited out a
 busy API server, or a pod bound just before a storm took its node, is still priced), or else reads the Node; then
-it merge-patches the workflow's annotation, naming the resourceVersion it read: a 409 (Argo's
-controller wrote the workflow meanwhile) reads again and merges again. A node appears once per workflow, so a
-fan-out of 10,000 pods on 100 nodes costs 100 writes. A lost worker is marked first, before any binding is written:
-mpirun fails within seconds of the loss, and the mark must be on the MPIJob when Argo reads the launcher's failure.
+it merge-patches the workflow's annotation, naming the resourceVersion it read: a 409 (Argo's controller wrote the
+workflow meanwhile) reads again and merges again. The writes run in RECORD_LANES threads off the streams, a
+workflow's in one, and the bindings a workflow gathers during its write go out in one more. A node appears once per
+workflow, so a fan-out of 10,000 pods on 100 nodes costs at most 100 writes. A lost worker is marked first, in the
+pod stream's thread, before any binding of that event is queued: mpirun fails within seconds of the loss, and the
+mark must be on the MPIJob when Argo reads the launcher's failure.
 The watches are wf.controller.stream's: a dropped watch resumes, a 410 relists (a relist replays every bound pod, of
 which only what the record lacks is written), the API server's absence is waited out. A 403 that lasts
 (FORBIDDEN_PATIENCE) is the account's missing right, said once with the right it lacks; nothing else is tried for
