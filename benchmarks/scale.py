@@ -695,23 +695,21 @@ def api_server_load(state: Any, seconds: float) -> dict[str, Any]:
     their bytes, every watcher's counted). The day's CPU table says the API server is the busiest process; this
     says for what."""
     window = f"{int(seconds) + 60}s"
-    by = "verb, resource, subresource"
+    request, resource = ("verb", "resource", "subresource"), ("resource",)
 
-    def top(metric: str, by: str) -> list[dict[str, Any]]:
-        return prometheus_query(state, f"topk({API_SERVER_ROWS}, sum by ({by}) (increase({metric}[{window}])))")
+    def series(metric: str, labels: tuple[str, ...], top: bool = False) -> dict[tuple[str, ...], float]:
+        """The metric's increase over the day per value of `labels` (the busiest API_SERVER_ROWS with `top`)."""
+        query = f"sum by ({', '.join(labels)}) (increase({metric}[{window}]))"
+        rows = prometheus_query(state, f"topk({API_SERVER_ROWS}, {query})" if top else query)
+        values = {tuple(row["metric"].get(k, "") for k in labels): float(row["value"][1]) for row in rows}
+        return dict(sorted(values.items(), key=lambda item: -item[1]))  # an instant vector comes in no order
 
-    counts = {tuple(r["metric"].get(k, "") for k in ("verb", "resource", "subresource")): float(r["value"][1])
-              for r in prometheus_query(state, f"sum by ({by}) (increase(apiserver_request_total[{window}]))")}
-    requests = []
-    for row in top("apiserver_request_duration_seconds_sum", by):
-        key = tuple(row["metric"].get(k, "") for k in ("verb", "resource", "subresource"))
-        requests.append({"request": " ".join(k for k in key if k), "seconds": round(float(row["value"][1])),
-                         "count": round(counts.get(key, 0.0))})
-    events = {r["metric"].get("resource", "?"): float(r["value"][1]) for r in prometheus_query(
-        state, f"sum by (resource) (increase(apiserver_watch_events_total[{window}]))")}
-    watch = [{"resource": row["metric"].get("resource", "?"), "mib": round(float(row["value"][1]) / 2**20),
-              "events": round(events.get(row["metric"].get("resource", "?"), 0.0))}
-             for row in top("apiserver_watch_events_sizes_sum", "resource")]
+    counts = series("apiserver_request_total", request)
+    requests = [{"request": " ".join(k for k in key if k), "seconds": round(took), "count": round(counts.get(key, 0))}
+                for key, took in series("apiserver_request_duration_seconds_sum", request, top=True).items()]
+    events = series("apiserver_watch_events_total", resource)
+    watch = [{"resource": key[0], "mib": round(size / 2**20), "events": round(events.get(key, 0))}
+             for key, size in series("apiserver_watch_events_sizes_sum", resource, top=True).items()]
     return {"requests": requests, "watch_events": watch}
 
 

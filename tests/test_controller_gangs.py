@@ -242,9 +242,9 @@ def test_the_node_recorder_prices_a_binding_whose_node_was_deleted_before_it_was
 
 
 def test_bindings_that_arrive_while_a_workflows_record_is_written_go_out_together_in_its_next_write() -> None:
-    """On the full-size day one thread wrote every binding, a GET and a PATCH each on a loaded API server: it fell
-    behind its pod stream and 83 of 250 workflows kept an attempt no record priced. The writes now run in lanes,
-    and what queues behind a workflow's write is merged into one more."""
+    """On the full-size day one thread wrote every binding, a GET and a PATCH each on a loaded API server (likely
+    why 83 of 250 workflows kept an attempt no record priced). The writes now run in lanes, and what queues behind
+    a workflow's write is merged into one more, so the pod stream never waits on the API server."""
     from kubernetes.client import ApiClient
 
     from wf.controller.node_recorder import NodeRecorder

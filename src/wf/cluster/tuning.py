@@ -37,9 +37,10 @@ TUNING: dict[str, dict[str, str]] = {
 }
 
 # Go's garbage collector (GOGC, default 100: collect when the heap doubles what was live). A CPU profile of the API
-# server over a rehearsal day (benchmarks/scale.py --profile) spent 17% of its CPU marking and most of another 10% in
-# allocation assists; Argo's controller allocates as freely. Each collection's cost is the live heap's, so
-# collecting at 3x instead of 2x halves how often it is paid, for a third more peak memory.
+# server over a rehearsal day (benchmarks/scale.py --profile) spent 17% of its CPU marking and 3% more in allocation
+# assists. Collecting at 3x the live heap instead of 2x halves how often that is paid: at rehearsal size the API
+# server and Argo's controller each used 10% less CPU, for 47% and 67% more peak memory; at full size 2% and 9%
+# less, for 66% and 61% more (9.0 GB and 5.5 GB), with the day no shorter (benchmarks/README.md).
 GOGC = "200"
 GO_RUNTIME_ENV: dict[str, dict[str, str]] = {
     "kube-apiserver": {"GOGC": GOGC},

@@ -210,8 +210,9 @@ def check_parameters(jobs: list[Any], parameters: dict[str, str]) -> None:
 
 def client_names(prefix: str, submission: str) -> list[str]:
     """The names a submission may take, in order: the prefix and successive stretches of the submission id. Five
-    hex characters collide within a few hundred workflows (one 250-workflow submit in thirty met another's name),
-    so a name another submission holds passes to the next one, as the API server retries a generateName."""
+    hex characters are a million names: by the birthday bound, a few percent of 250-workflow submits meet a name
+    another submission holds (CI met one), so such a name passes to the next, as the API server retries a
+    generateName."""
     digits = submission.replace("-", "")
     return [prefix + digits[at:at + _NAME_SUFFIX] for at in range(0, len(digits) - _NAME_SUFFIX + 1, _NAME_SUFFIX)]
 
