@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from controller_fakes import fallback_run, nested_run, pod_node, workflow
+from test_placement import STOP_MARK
 from wf.compile.node_facts import NodeRecord
 from wf.controller.checkpoints import AttemptRecord, Saved
 from wf.controller.cost import NodeFacts, job_cost
@@ -242,22 +243,25 @@ def test_the_ledger_tells_where_attempts_resumed_and_what_their_checkpoints_kept
     assert step.redone_node_hours == pytest.approx(unkept.redone_node_hours * 10 / 25)
 
 
-def test_a_sigterm_exit_on_a_node_still_there_is_the_programs_failure() -> None:
+def test_a_sigterm_exit_without_the_stop_hooks_mark_is_an_interruption_only_where_its_node_went() -> None:
     doc = fallback_run()
     doc["status"]["nodes"]["q0"]["message"] = "main: Error (exit code 143)"
     view = workflow_view(doc)
-    assert view.steps[0].attempts[0].interrupted  # Argo's reading: it cannot see the node
+    assert not view.steps[0].attempts[0].interrupted  # Argo's reading: the program's own SIGTERM
     stayed = with_facts(view, doc, {}, lambda host: host == "cpu-spot-1")
     assert [a.outcome for a in stayed.steps[0].attempts] == ["failed", "interrupted", "succeeded"]
+    unknown = with_facts(view, doc, {}, lambda host: None)
+    assert [a.outcome for a in unknown.steps[0].attempts] == ["failed", "interrupted", "succeeded"]
+    # A stop that skipped the hook (a workflow compiled before it) on a node now gone or being drained.
     gone = with_facts(view, doc, {}, lambda host: False)
     assert [a.outcome for a in gone.steps[0].attempts] == ["interrupted", "interrupted", "succeeded"]
-    # The node recorder saw that attempt's pod evicted while it ran (a drain's SIGTERM, saved and exited 143 on a
-    # node that stays): an interruption after all.
+    # The node recorder saw that attempt's pod evicted while it ran: an interruption whatever its node is now.
     doc["metadata"].setdefault("annotations", {})[NODE_FACTS_ANNOTATION] = '{"nodes":{},"gangs":{},"disrupted":["q0"]}'
     evicted = with_facts(view, doc, {}, lambda host: host == "cpu-spot-1")
     assert [a.outcome for a in evicted.steps[0].attempts] == ["interrupted", "interrupted", "succeeded"]
-
-
+    # The stop hook's mark: an interruption in Argo's reading already.
+    doc["status"]["nodes"]["q0"]["message"] = f"main: Error (exit code 143): {STOP_MARK}"
+    assert workflow_view(doc).steps[0].attempts[0].interrupted
 def test_without_a_fallback_every_attempt_keeps_the_templates_capacity() -> None:
     doc = fallback_run()
     del doc["spec"]["templates"][-1]["metadata"]

@@ -8,13 +8,15 @@ from typing import Any
 import pytest
 
 from test_catalog import catalog_problems, only
-from test_placement import evaluate
+from test_placement import STOP_MARK, evaluate
 from wf.compile.interruptions import (
     APPLICATION_EXPRESSION,
     APPLICATION_SIGNS,
     INTERRUPTION_EXPRESSION,
     INTERRUPTION_SIGNS,
     SPOT_FALLBACK_ANNOTATION,
+    STOP_HOOK,
+    STOPPED_FROM_OUTSIDE,
     capacity_expression,
     is_interruption,
 )
@@ -41,8 +43,11 @@ PATHS = [
      "Pod was rejected: The node had condition: [DiskPressure]. ", True),
     ("admission after the node changed", "Failed", "Pod was rejected: Node didn't have enough resource: cpu", True),
     ("kubelet critical-pod preemption", "Failed", "Preempted in order to admit critical pod", True),
-    ("drain/eviction/preemption: SIGTERM", "Failed", "main: Error (exit code 143)", True),
-    ("deletion grace period ran out: SIGKILL", "Failed", "main: Error (exit code 137)", True),
+    ("drain/eviction/preemption: SIGTERM", "Failed", f"main: Error (exit code 143): {STOP_MARK}", True),
+    ("deletion grace period ran out: SIGKILL", "Failed", f"main: Error (exit code 137): {STOP_MARK}", True),
+    ("the program's own SIGTERM exit", "Failed", "main: Error (exit code 143)", False),
+    ("the program killed by a signal (argoexec's emissary exits 137)", "Failed", "main: Error (exit code 137)",
+     False),
     ("OOM kill", "Failed", "main: OOMKilled (exit code 137)", False),
     ("OOM kill reported with Error", "Error", "main: OOMKilled (exit code 137)", False),
     ("the machine back under the node's name: the new kubelet ran the old pod again, containerd lost it",
@@ -80,12 +85,22 @@ def test_expression_and_classifier_agree_on_every_path(phase: str, message: str,
 
 
 @pytest.mark.parametrize("message", ["main: Error (exit code 143)", "main: Error (exit code 137)"])
-def test_a_sigterm_or_sigkill_on_a_node_still_there_is_the_programs(message: str) -> None:
-    # Argo cannot see the node: its expression retries these as interruptions (the window in the README).
-    assert is_interruption(message, node_stayed=None) and is_interruption(message, node_stayed=False)
-    assert not is_interruption(message, node_stayed=True)
-    # A node-loss sign of its own stays an interruption whatever the node looks like now.
+def test_a_sigterm_or_sigkill_without_the_stop_hooks_mark_is_the_programs_unless_its_node_went(message: str) -> None:
+    assert not is_interruption(message) and not is_interruption(message, node_stayed=True)
+    # A stop that skipped the hook (a workflow compiled before it) on a node gone or being drained.
+    assert is_interruption(message, node_stayed=False)
+    # The hook's mark, or a node-loss sign of its own, is an interruption whatever the node looks like now.
+    assert is_interruption(f"{message}: {STOP_MARK}", node_stayed=True)
     assert is_interruption(f"pod deleted; {message}", node_stayed=True)
+
+
+def test_every_container_template_gets_the_stop_hook(catalog: Catalog, make_job: Any) -> None:
+    """Through the workflow's templateDefaults, which Argo merges into container templates only: the hook runs
+    argoexec, which every main container holds, with the command whose error is the mark."""
+    manifest = compile_job(make_job([{"name": "a", "command": ["x"]}]), catalog)
+    assert manifest["spec"]["templateDefaults"]["container"]["lifecycle"] == STOP_HOOK
+    assert STOP_HOOK["preStop"]["exec"]["command"] == ["/var/run/argo/argoexec", STOPPED_FROM_OUTSIDE]
+    assert STOPPED_FROM_OUTSIDE in STOP_MARK
 
 
 def test_signs_are_literal_text_in_both_regex_engines() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from wf.argo.defaults import as_run
-from wf.compile.interruptions import APPLICATION_EXPRESSION, INTERRUPTION_EXPRESSION
+from wf.compile.interruptions import APPLICATION_EXPRESSION, INTERRUPTION_EXPRESSION, STOPPED_FROM_OUTSIDE
 from wf.compile.placement import INTERRUPTION_RETRIES, on_real_nodes, place_step
 from wf.compile.readback import CompiledPlacement, node_capacity, read_placement
 from wf.compile.workflow import ATTEMPTS_SUFFIX, compile_job
@@ -294,13 +294,17 @@ NODE_SHUTDOWN = {"status": "Failed", "message": "Pod was terminated in response 
 NODE_PRESSURE_EVICTION = {"status": "Failed", "exitCode": "-1",
                           "message": "The node was low on resource: memory. Threshold quantity: 100Mi, "
                                      "available: 52Ki. "}
-# An eviction by a drain (kubectl, Karpenter, the node termination handler) sets no pod message: the kubelet
-# SIGTERMs the containers and Argo may see the Failed pod before it is gone.
-EVICTED = {"status": "Failed", "message": "main: Error (exit code 143)", "exitCode": "143"}
+# An eviction by a drain (kubectl, Karpenter, the node termination handler) sets no pod message: the kubelet runs the
+# main container's stop hook, which leaves its mark in the container's termination message, then SIGTERMs the
+# containers, and Argo may see the Failed pod before it is gone. The mark: argoexec's error for the command it lacks.
+STOP_MARK = f'unknown command "{STOPPED_FROM_OUTSIDE}" for "argoexec"'
+EVICTED = {"status": "Failed", "message": f"main: Error (exit code 143): {STOP_MARK}", "exitCode": "143"}
+# The program's own SIGTERM exit (or its supervisor's): no mark.
+OWN_SIGTERM = {"status": "Failed", "message": "main: Error (exit code 143)", "exitCode": "143"}
 OOM_KILLED = {"status": "Failed", "message": "OOMKilled (exit code 137)", "exitCode": "137"}
 EXIT_1 = {"status": "Failed", "message": "Error (exit code 1)", "exitCode": "1"}
 # SIGKILL once a deletion's grace period ran out (drain, preemption): the node's loss, not the program's.
-SIGKILL_137 = {"status": "Failed", "message": "main: Error (exit code 137)", "exitCode": "137"}
+SIGKILL_137 = {"status": "Failed", "message": f"main: Error (exit code 137): {STOP_MARK}", "exitCode": "137"}
 # The wrapper's child is the DAG node around the pod's retry node.
 WRAPPED_FAILURE = {"status": "Failed", "message": "child 'job-abc-123' failed", "exitCode": ""}
 WRAPPED_EXHAUSTED_INTERRUPTIONS = {"status": "Error", "message": "pod deleted", "exitCode": "-1"}
@@ -316,11 +320,12 @@ WRAPPED_EXHAUSTED_INTERRUPTIONS = {"status": "Error", "message": "pod deleted", 
         (OOM_KILLED, False, True),
         (EXIT_1, False, True),
         (SIGKILL_137, True, False),
+        (OWN_SIGTERM, False, True),
         (WRAPPED_FAILURE, False, True),
         (WRAPPED_EXHAUSTED_INTERRUPTIONS, True, False),
     ],
     ids=["pod-deleted", "node-shutdown", "node-pressure", "evicted", "oom-137", "exit-1", "sigkill-137",
-         "wrapped-failure", "wrapped-interruptions"],
+         "own-sigterm", "wrapped-failure", "wrapped-interruptions"],
 )
 def test_retry_expressions_split_interruptions_from_application_failures(
     last_retry: dict[str, str], interruption: bool, application: bool

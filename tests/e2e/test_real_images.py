@@ -260,8 +260,8 @@ def test_the_tiny_train_example_runs_on_the_real_node_and_a_retry_resumes_from_w
     assert periodic and max(periodic) <= int(resumed) < 1200, f"{logs.stdout}\n{got.stdout}"
     assert logs.stdout.count("done: 1200 steps") == 2, logs.stdout
     # The program saved and exited 143 within its grace period. Argo ends the attempt "pod deleted" when the pod
-    # was gone before it read the pod's last status, else "Error (exit code 143)" (a race on a real node; the twin
-    # always gives the first): both interruption signs of the retry expression, so Argo retried it.
+    # was gone before it read the pod's last status, else "Error (exit code 143)" with the stop hook's mark (a race
+    # on a real node; the twin always gives the first): both interruption signs, so Argo retried it.
     rows = _attempt_rows(got.stdout)
     ended = [i for i, line in enumerate(rows) if "pod deleted" in line or "main: Error (exit code 143)" in line]
     assert len(rows) == 2 and ended == [0] and "succeeded" in rows[1], got.stdout
@@ -325,6 +325,66 @@ def test_a_real_memory_limit_exceeded_is_the_programs_failure_not_an_interruptio
     assert line.endswith("Failed [cpu/spot] on cpu-spot-us-east-1a-real-0 - main: OOMKilled (exit code 137)"), line
     assert "attempts of" not in got.stdout, got.stdout  # one attempt: not retried as an interruption
     print(f"\n{got.stdout}")
+
+
+def test_the_programs_own_sigterm_or_sigkill_is_its_failure_and_the_kubelets_is_an_interruption(
+        real_cluster: ClusterHandle, kube: Kube, tmp_path: Path) -> None:
+    """Exit 143 and 137 alike, told apart by the main container's stop hook, which the kubelet runs only when it
+    stops the container: a program that exits 143 or is killed by its own SIGKILL fails (no application retries
+    here) with no interruption; an evicted one, holding its pod past the kubelet's report with a finalizer so that
+    Argo reads the pod's last status (not `pod deleted`), ends `main: Error (exit code 143)` with the hook's mark
+    and is retried as an interruption."""
+    from test_placement import STOP_MARK
+
+    namespace = "wf"  # job_file's
+    sleeper = ["python3", "-c", "import signal, sys, time\n"
+               "signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))\ntime.sleep(45)"]
+    own = [{"name": "exit-143", "resources": {"cpu": "250m", "memory": "64Mi"},
+            "command": ["python3", "-c", "import time; time.sleep(2); raise SystemExit(143)"]},
+           {"name": "sigkill", "resources": {"cpu": "250m", "memory": "64Mi"},
+            "command": ["python3", "-c",
+                        "import os, signal, time\ntime.sleep(2)\nos.kill(os.getpid(), signal.SIGKILL)"]}]
+    names = {}
+    for key, steps in (("own", own), ("evicted", [{"name": "sleep", "resources": {"cpu": "250m", "memory": "64Mi"},
+                                                   "command": sleeper}])):
+        submitted = _cli(real_cluster, "submit", str(job_file(tmp_path, f"stop-{key}", steps, image=images.PYTHON)),
+                         "-o", "name")
+        assert submitted.returncode == 0, submitted.stderr
+        names[key] = submitted.stdout.strip().removeprefix("workflow/")
+
+    def running_sleeper() -> Any:
+        selector = f"workflows.argoproj.io/workflow={names['evicted']}"
+        pods = [p for p in kube.core.list_namespaced_pod(namespace, label_selector=selector).items
+                if p.status.phase == "Running"]
+        return pods[0] if pods and _past_argos_recent_start(kube, namespace, names["evicted"], pods[0]) else None
+
+    held = until("the sleeper running", running_sleeper, timeout=120).metadata.name
+    finalizer = "wf.dev/e2e-hold"
+    kube.core.patch_namespaced_pod(held, namespace, {"metadata": {"finalizers": [finalizer]}})
+    try:
+        kube.core.create_namespaced_pod_eviction(held, namespace, V1Eviction(
+            metadata=V1ObjectMeta(name=held, namespace=namespace)))
+        until("the evicted pod Failed", lambda: phase(kube, held, namespace) == "Failed", timeout=90)
+        (main,) = [c for c in kube.core.read_namespaced_pod(held, namespace).status.container_statuses
+                   if c.name == "main"]
+        assert (main.state.terminated.exit_code, main.state.terminated.message) == (143, STOP_MARK), main
+    finally:
+        kube.core.patch_namespaced_pod(held, namespace, {"metadata": {"finalizers": None}})
+    waited = {key: _cli(real_cluster, "wait", "-n", namespace, name, "--timeout", "4m", timeout=300)
+              for key, name in names.items()}
+    got = {key: _cli(real_cluster, "get", "-n", namespace, name).stdout for key, name in names.items()}
+    print(f"\n{got['own']}\n{got['evicted']}")
+    assert waited["own"].returncode != 0 and waited["evicted"].returncode == 0, got
+    for step_name, code in (("exit-143", 143), ("sigkill", 137)):
+        (line,) = [line for line in got["own"].splitlines() if line.startswith(f"{names['own']} {step_name}:")]
+        assert line.endswith(f"Failed [cpu/spot] on cpu-spot-us-east-1a-real-0 - main: Error (exit code {code})"), line
+    assert "attempts of" not in got["own"], got["own"]  # one attempt each: not retried as interruptions
+    rows = _attempt_rows(got["evicted"])
+    assert len(rows) == 2 and "interrupted" in rows[0] and "succeeded" in rows[1], got["evicted"]
+    workflow = kube.custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", namespace, "workflows",
+                                                        names["evicted"])
+    first = min((n for n in workflow["status"]["nodes"].values() if n["type"] == "Pod"), key=lambda n: n["startedAt"])
+    assert first["message"] == f"main: Error (exit code 143): {STOP_MARK}", first
 
 
 def test_an_image_that_does_not_exist_is_a_clear_error_in_get_and_the_watch_not_an_interruption(
@@ -461,12 +521,13 @@ def test_the_twin_plays_what_the_real_node_does(real_cluster: ClusterHandle, kub
     real, twin = (_twin_summary(real_cluster, kube, names[w]) for w in ("real", "twin"))
     print(f"\nreal: {json.dumps(real, indent=1)}\ntwin: {json.dumps(twin, indent=1)}")
     # The evicted step on the real node: the program exits 143 on the SIGTERM, and Argo ends the attempt "pod
-    # deleted" if the pod was gone before it read the pod's last status, else with the exit code (a race). Both are
-    # interruptions, retried as such: the second only because the node recorder saw the pod evicted (on a node that
-    # stays, exit 143 alone reads as the program's own SIGTERM).
+    # deleted" if the pod was gone before it read the pod's last status, else with the exit code and the stop hook's
+    # mark (a race). Both are interruptions, retried as such.
+    from test_placement import STOP_MARK
+
     ((first_phase, first_message, first_interrupted), second) = real["steps"]["long"]["attempts"]
     assert first_phase in ("Failed", "Error") and first_interrupted, real["steps"]["long"]
-    assert first_message in ("pod deleted", "main: Error (exit code 143)"), first_message
+    assert first_message in ("pod deleted", f"main: Error (exit code 143): {STOP_MARK}"), first_message
     assert tuple(second) == ("Succeeded", "", False), real["steps"]["long"]
     assert twin["steps"]["long"]["attempts"][0] == ("Error", "pod deleted", True), twin["steps"]["long"]
     assert any(line.startswith("W long: Succeeded") and "interrupted 1x" in line for line in real["get"]), real

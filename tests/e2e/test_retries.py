@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from test_placement import STOP_MARK
 from wf.compile.workflow import ATTEMPTS_SUFFIX
 from wf.controller.client import Kube
 from wf.core.constants import CAPACITY_LABEL, SIM_DURATION, SIM_EXIT_CODE
@@ -117,10 +118,18 @@ NODE_LOSS_PATHS: dict[str, tuple[dict[str, Any], str, bool]] = {
                             "message": "Pod was rejected: Node didn't have enough resource: cpu, "
                                        "requested: 1000, used: 15890, capacity: 15890"},
                            "Pod was rejected: Node didn't have enough resource: cpu", True),
-    "drain-eviction-sigterm": ({"containers": {"terminated": {"exitCode": 143, "reason": "Error"}},
-                                "condition": "EvictionByEvictionAPI"}, "main: Error (exit code 143)", True),
-    "preemption-sigkill": ({"containers": {"terminated": {"exitCode": 137, "reason": "Error"}},
-                            "condition": "PreemptionByScheduler"}, "main: Error (exit code 137)", True),
+    # Stopped by the kubelet: the main container's stop hook left its mark as the container's termination message.
+    "drain-eviction-sigterm": ({"containers": {"terminated": {"exitCode": 143, "reason": "Error",
+                                                              "message": STOP_MARK}},
+                                "condition": "EvictionByEvictionAPI"}, f"main: Error (exit code 143): {STOP_MARK}",
+                               True),
+    "preemption-sigkill": ({"containers": {"terminated": {"exitCode": 137, "reason": "Error", "message": STOP_MARK}},
+                            "condition": "PreemptionByScheduler"}, f"main: Error (exit code 137): {STOP_MARK}", True),
+    # The program's own SIGTERM exit, and a program killed by a signal (argoexec's emissary exits 137): no mark.
+    "own-sigterm": ({"containers": {"terminated": {"exitCode": 143, "reason": "Error"}}},
+                    "main: Error (exit code 143)", False),
+    "own-sigkill": ({"containers": {"terminated": {"exitCode": 137, "reason": "Error"}}},
+                    "main: Error (exit code 137)", False),
     "oom-kill": ({"containers": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}},
                  "main: OOMKilled (exit code 137)", False),
     "bad-image": ({"containers": {"waiting": {"reason": "ErrImagePull", "message": "manifest unknown"}}},

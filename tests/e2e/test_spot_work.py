@@ -20,7 +20,6 @@ from wf.controller.client import Kube
 from wf.controller.steps import pod_name, workflow_view
 from wf.controller.watch import Insight
 from wf.core.constants import RETRIED_ANNOTATION, SIM_CHECKPOINTS, SIM_DURATION
-from wf.core.units import parse_time
 
 from .test_controller_e2e import ClusterHandle, job_file, step, wf_cli
 from .test_retries import (
@@ -163,9 +162,9 @@ def test_an_executor_error_spends_an_application_retry_not_the_interruption_budg
     assert (row.retries, row.interruptions) == (1, 0), row
 
 
-def test_a_programs_own_sigterm_on_a_node_still_there_is_its_failure_in_wf_get(kube: Kube, tmp_path: Path) -> None:
-    """Exit 143 with no DisruptionTarget and the node in place: Argo's expression cannot see the node and retries
-    it on the interruption budget (the README's window); `wf get` reads the node and calls it the program's."""
+def test_a_programs_own_sigterm_is_its_failure_for_argo_and_wf_get(kube: Kube, tmp_path: Path) -> None:
+    """Exit 143 without the stop hook's mark, no DisruptionTarget, the node in place: the program's own SIGTERM.
+    Argo's expression leaves it to the application budget (none here: the workflow fails), `wf get` agrees."""
     import wf
 
     name = wf.submit(str(job_file(tmp_path, "self-kill", [step("train", **{SIM_DURATION: "25s"})])),
@@ -174,13 +173,14 @@ def test_a_programs_own_sigterm_on_a_node_still_there_is_its_failure_in_wf_get(k
                              containers={"terminated": {"exitCode": 143, "reason": "Error"}})
     workflow = _wait_final(kube, name, timeout=180)
     report = _node_tree(workflow)
-    first = min(_pod_nodes(workflow), key=lambda n: parse_time(n["startedAt"]))
-    assert "exit code 143" in first["message"], report
+    (first,) = _pod_nodes(workflow)
+    assert first["message"] == "main: Error (exit code 143)", report
+    assert workflow["status"]["phase"] == "Failed", report
     assert kube.core.read_node(first["hostNodeName"]).spec.unschedulable is None  # the node stayed
     (argo_row,) = workflow_view(workflow).steps
-    assert argo_row.attempts[0].interrupted, report  # the window: Argo retried it as an interruption
+    assert not argo_row.attempts[0].interrupted, report
     (row,) = _refined(kube, workflow).steps
-    assert row.attempts[0].outcome == "failed" and row.interruptions == 0, row
+    assert row.attempts[0].outcome == "failed" and (row.retries, row.interruptions) == (0, 0), row
 
 
 def _leave_wait_failure(kube: Kube, pod: Any, message: str) -> None:

@@ -10,11 +10,11 @@ substring tests in Python. An application sign wins over an interruption sign: t
 retried on the interruption budget.
 
 Argo's `Error` phase alone says nothing about the node (a missing output file, a failed artifact upload or an
-executor error is `Error` too): only the signs do. Exit codes 143 and 137 are the one ambiguity: a drain's SIGTERM
-(or the SIGKILL after its grace period) and a program killed by itself or its supervisor end alike. Argo's
-expression retries them as interruptions (the window: such a program is retried on the interruption budget, at
-most `interruptionRetries` times); `wf get`, which can look at the node, calls them the program's when the node is
-still there and not being drained (`is_interruption(..., node_stayed=True)`).
+executor error is `Error` too): only the signs do. Exit codes 143 and 137 alone say nothing either: a drain's
+SIGTERM (or the SIGKILL after its grace period) and a program killed by itself or its supervisor end alike. What
+tells them apart is the main container's stop hook (STOP_HOOK), which the kubelet runs only when it stops the
+container from outside: its mark in the attempt's message is an interruption sign, and an exit 143 or 137 without
+it is the program's own, retried on the application budget.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from wf.core.constants import DOMAIN, MPI_WORKER_LOST_ANNOTATION
+from wf.core.constants import ARGOEXEC_IN_MAIN, DOMAIN, MPI_WORKER_LOST_ANNOTATION
 
 # What a multi-node step's failure condition reads of its MPIJob's workers (wf.compile.kinds.mpijob): the status
 # counter of failed worker pods, and the mark of a worker lost while the launcher ran. Argo's message names the
@@ -38,15 +38,25 @@ class Sign:
     source: str  # what produces it: kept next to the text so the list documents itself
 
 
-# Signs a drain and the program itself both give: only the attempt's node tells them apart.
-NODE_CONFIRMED_SIGNS: Final = (
-    Sign("exit code 143", "SIGTERM from outside the program: graceful deletion (drain and eviction by kubectl, "
-                          "Karpenter's interruption handling or the AWS node termination handler; "
-                          "scheduler preemption) seen by Argo as Failed before the pod disappeared; also a "
-                          "program's own SIGTERM"),
-    Sign("exit code 137", "SIGKILL after the deletion grace period ran out; an OOM kill, "
-                          "'OOMKilled (exit code 137)', is excluded below and stays the program's; also a "
-                          "program's own SIGKILL"),
+# The main container's preStop hook. The kubelet runs it only when it stops the container from outside (the pod
+# deleted or evicted: a drain, Karpenter's or the AWS node termination handler's interruption handling, scheduler
+# preemption; node shutdown; node-pressure eviction), before its SIGTERM, never when the program ends by itself
+# (kuberuntime_container.go, killContainer). The one binary every step's main container holds is Argo's executor
+# (mounted there to run the program under it); asked for a command it lacks, it writes the error to the container's
+# termination message (argoexec's main.go, v4.0.7), which the kubelet keeps in the container's terminated state and
+# Argo appends to the attempt's message (inferFailedReason): `main: Error (exit code 143): unknown command
+# "wf-stopped-from-outside" for "argoexec"`. The hook's non-zero exit costs a FailedPreStopHook event, nothing more.
+STOPPED_FROM_OUTSIDE: Final = "wf-stopped-from-outside"
+STOP_HOOK: Final = {"preStop": {"exec": {"command": [ARGOEXEC_IN_MAIN, STOPPED_FROM_OUTSIDE]}}}
+
+# Exits a drain and the program itself both give: the program's own unless the stop hook's mark is there, or the
+# attempt's node is known gone or draining (is_interruption's `node_stayed`).
+SIGNAL_EXITS: Final = (
+    Sign("exit code 143", "SIGTERM: a program's own, or the kubelet's when it stops the container (the stop hook's "
+                          "mark then says so)"),
+    Sign("exit code 137", "SIGKILL: a program's own, its supervisor's, or the kubelet's after the deletion grace "
+                          "period (the stop hook's mark then says so); an OOM kill, 'OOMKilled (exit code 137)', "
+                          "is excluded below and stays the program's"),
 )
 
 INTERRUPTION_SIGNS: Final = (
@@ -75,7 +85,8 @@ INTERRUPTION_SIGNS: Final = (
     Sign("Pod was rejected", "kubelet admission refused after the node changed under the pod "
                              "(UnexpectedAdmissionError, OutOfcpu, NodeAffinity)"),
     Sign("Preempted in order to admit critical pod", "kubelet critical-pod preemption"),
-    *NODE_CONFIRMED_SIGNS,
+    Sign(STOPPED_FROM_OUTSIDE, "the main container's stop hook (STOP_HOOK): the kubelet stopped the program from "
+                               "outside (a drain, an eviction, preemption, node shutdown), whatever its exit code"),
     Sign(MPI_WORKER_FAILED, "Argo's resource wait on a multi-node step's MPIJob, naming compile.kinds.mpijob's "
                             "failure condition that matched: a worker pod failed, which is its node going away (a "
                             "program that fails ends the launcher's mpirun, and the launcher's condition is named "
@@ -96,16 +107,17 @@ APPLICATION_SIGNS: Final = (
 
 
 def is_interruption(message: str | None, node_stayed: bool | None = None) -> bool:
-    """An attempt that ended because its node went away, not because the program failed: the rule of
-    INTERRUPTION_EXPRESSION, for attempts Argo already finished. `node_stayed`: the attempt's node is still there
-    and not being drained (None: unknown, as for Argo), which makes a SIGTERM or SIGKILL exit the program's own."""
+    """An attempt that ended because its node went away or the kubelet stopped it, not because the program failed:
+    the rule of INTERRUPTION_EXPRESSION, for attempts Argo already finished. `node_stayed`: whether the attempt's
+    node is still there and not being drained (None: unknown, as for Argo); False makes an exit 143 or 137 without
+    the stop hook's mark an interruption all the same, for a stop that skipped the hook (a workflow compiled
+    before it)."""
     text = message or ""
     if any(sign.text in text for sign in APPLICATION_SIGNS):
         return False
-    signs = [sign for sign in INTERRUPTION_SIGNS if sign.text in text]
-    if node_stayed and signs and all(sign in NODE_CONFIRMED_SIGNS for sign in signs):
-        return False
-    return bool(signs)
+    if any(sign.text in text for sign in INTERRUPTION_SIGNS):
+        return True
+    return node_stayed is False and any(sign.text in text for sign in SIGNAL_EXITS)
 
 
 def _alternation(signs: tuple[Sign, ...]) -> str:

@@ -21,6 +21,7 @@ from wf.compile.interruptions import (
     ON_DEMAND,
     RETRY_EXPRESSIONS,
     SPOT_FALLBACK_ANNOTATION,
+    STOP_HOOK,
     capacity_expression,
     retry_expression,
 )
@@ -151,7 +152,9 @@ def _workflow_spec(job: TrainingJob, placements: dict[str, Placement], catalog: 
         "templateDefaults": {
             "metrics": metrics.shared_step_metrics(team=_team(queue), job=job.name),
             # Argo's schema requires a container's image: the job's, which each step's container names anyway.
-            "container": {"image": _default_image(job), "securityContext": copy.deepcopy(CONTAINER_HARDENING)},
+            # The stop hook marks an attempt the kubelet stopped from outside (wf.compile.interruptions).
+            "container": {"image": _default_image(job), "securityContext": copy.deepcopy(CONTAINER_HARDENING),
+                          "lifecycle": copy.deepcopy(STOP_HOOK)},
         },
         "workflowMetadata": {"annotations": dict(RETRY_EXPRESSIONS)},
         "templates": templates, "podGC": dict(POD_GC), "ttlStrategy": dict(TTL),

@@ -48,6 +48,9 @@ RETRIED_ANNOTATION: Final = f"{DOMAIN}/retried"
 # that write checkpoints to the store (an optional reference: on EKS there is none and the pod's role serves).
 ARTIFACT_STORE_SECRET: Final = "wf-artifact-store"
 
+# Argo's executor in every step's main container: Argo mounts it there and runs the program under it (emissary).
+ARGOEXEC_IN_MAIN: Final = "/var/run/argo/argoexec"
+
 # Read by the local cluster's simulated kubelet (kwok stages) to hold a pod Running or fail it.
 SIM_DURATION: Final = f"sim.{DOMAIN}/duration"
 SIM_EXIT_CODE: Final = f"sim.{DOMAIN}/exit-code"
