@@ -368,6 +368,14 @@ def test_the_programs_own_sigterm_or_sigkill_is_its_failure_and_the_kubelets_is_
         (main,) = [c for c in kube.core.read_namespaced_pod(held, namespace).status.container_statuses
                    if c.name == "main"]
         assert (main.state.terminated.exit_code, main.state.terminated.message) == (143, STOP_MARK), main
+        node_id = kube.core.read_namespaced_pod(held, namespace).metadata.annotations[ARGO_NODE_ID_ANNOTATION]
+
+        def argo_read_it() -> bool:
+            workflow = kube.custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", namespace, "workflows",
+                                                                names["evicted"])
+            return workflow["status"]["nodes"][node_id]["phase"] not in ("Pending", "Running")
+
+        until("Argo read the evicted pod's last status", argo_read_it, timeout=60)
     finally:
         kube.core.patch_namespaced_pod(held, namespace, {"metadata": {"finalizers": None}})
     waited = {key: _cli(real_cluster, "wait", "-n", namespace, name, "--timeout", "4m", timeout=300)
