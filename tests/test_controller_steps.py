@@ -225,7 +225,7 @@ def _resumed_run() -> tuple[dict[str, Any], WorkflowView, WorkflowView]:
     ledger = {pods[0]: AttemptRecord(location, Saved(), Saved(5, 0.5), 15 * 60),
               pods[1]: AttemptRecord(location, Saved(5, 0.5), Saved(5, 0.5), 0.0),
               pods[2]: AttemptRecord(location, Saved(5, 0.5))}
-    return doc, view, with_facts(view, doc, ledger, lambda host: None)
+    return doc, view, with_facts(view, doc, ledger)
 
 
 def test_the_ledger_tells_where_attempts_resumed_and_what_their_checkpoints_kept() -> None:
@@ -243,29 +243,20 @@ def test_the_ledger_tells_where_attempts_resumed_and_what_their_checkpoints_kept
     assert step.redone_node_hours == pytest.approx(unkept.redone_node_hours * 10 / 25)
 
 
-def test_a_sigterm_exit_without_the_stop_hooks_mark_is_an_interruption_only_where_its_node_went() -> None:
+def test_a_sigterm_exit_is_the_programs_unless_marked_or_the_recorder_saw_its_pod_taken() -> None:
     doc = fallback_run()
     doc["status"]["nodes"]["q0"]["message"] = "main: Error (exit code 143)"
     view = workflow_view(doc)
-    assert not view.steps[0].attempts[0].interrupted  # Argo's reading: the program's own SIGTERM
-    stayed = with_facts(view, doc, {}, lambda host: host == "cpu-spot-1")
-    assert [a.outcome for a in stayed.steps[0].attempts] == ["failed", "interrupted", "succeeded"]
-    unknown = with_facts(view, doc, {}, lambda host: None)
-    assert [a.outcome for a in unknown.steps[0].attempts] == ["failed", "interrupted", "succeeded"]
-    # A stop that skipped the hook (a workflow compiled before it) on a node now gone or being drained.
-    gone = with_facts(view, doc, {}, lambda host: False)
-    assert [a.outcome for a in gone.steps[0].attempts] == ["interrupted", "interrupted", "succeeded"]
-    # The node recorder saw that attempt's pod evicted while it ran: an interruption whatever its node is now.
+    assert [a.outcome for a in view.steps[0].attempts] == ["failed", "interrupted", "succeeded"]
+    assert with_facts(view, doc, {}) == view
+    # The node recorder saw that attempt's pod evicted while it ran (a workflow compiled before the stop hook):
+    # an interruption after all.
     doc["metadata"].setdefault("annotations", {})[NODE_FACTS_ANNOTATION] = '{"nodes":{},"gangs":{},"disrupted":["q0"]}'
-    evicted = with_facts(view, doc, {}, lambda host: host == "cpu-spot-1")
+    evicted = with_facts(view, doc, {})
     assert [a.outcome for a in evicted.steps[0].attempts] == ["interrupted", "interrupted", "succeeded"]
     # The stop hook's mark: an interruption in Argo's reading already.
     doc["status"]["nodes"]["q0"]["message"] = f"main: Error (exit code 143): {STOP_MARK}"
     assert workflow_view(doc).steps[0].attempts[0].interrupted
-def test_without_a_fallback_every_attempt_keeps_the_templates_capacity() -> None:
-    doc = fallback_run()
-    del doc["spec"]["templates"][-1]["metadata"]
-    assert {a.capacity for a in workflow_view(doc).steps[0].attempts} == {"spot"}
 
 
 def test_each_attempt_is_priced_at_its_own_capacity_and_interruptions_apart() -> None:
@@ -355,7 +346,7 @@ def test_what_a_program_ran_is_what_an_interruption_cost_not_its_wait_for_a_node
     pods = [pod_name(doc, a) for a in view.steps[0].attempts]
     ledger = {pods[0]: AttemptRecord("s3://b/x/shard", Saved(), Saved(5, 0.5), 9 * 60, 12 * 60),
               pods[1]: AttemptRecord("", Saved(), Saved(), 0.0, 4 * 60)}
-    (shard,) = with_facts(view, doc, ledger, lambda host: None).steps
+    (shard,) = with_facts(view, doc, ledger).steps
     now = datetime.now(UTC)
     assert [a.redone_seconds(now) for a in shard.attempts] == [3 * 60, 4 * 60, 0.0]
     assert [a.resumed for a in shard.attempts] == [Saved(), None, None]

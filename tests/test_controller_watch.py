@@ -122,21 +122,20 @@ def test_a_node_without_wfs_capacity_label_is_priced_at_its_eks_capacity_type() 
     assert insight.node("c") == NodeFacts("r5.4xlarge", "spot")  # wf's own label first
 
 
-def test_a_node_stayed_unless_it_is_gone_cordoned_or_tainted_by_a_drain() -> None:
+def test_a_node_that_is_gone_is_asked_for_once() -> None:
     from kubernetes.client.exceptions import ApiException
 
-    specs: dict[str, dict[str, Any]] = {
-        "up": {}, "cordoned": {"unschedulable": True},
-        "reclaimed": {"taints": [{"key": "aws-node-termination-handler/spot-itn", "effect": "NoSchedule"}]}}
+    asked: list[str] = []
 
     def read_node(name: str, **_: Any) -> SimpleNamespace:
-        if name not in specs:
+        asked.append(name)
+        if name != "up":
             raise ApiException(status=404)
-        return SimpleNamespace(data=json.dumps({"metadata": {"labels": {INSTANCE_TYPE_LABEL: "r5.4xlarge"}},
-                                                "spec": specs[name]}))
+        return SimpleNamespace(data=json.dumps({"metadata": {"labels": {INSTANCE_TYPE_LABEL: "r5.4xlarge"}}}))
 
     insight = Insight(SimpleNamespace(core=SimpleNamespace(read_node=read_node)), lambda: None)
-    assert [insight.node_stayed(n) for n in ("up", "cordoned", "reclaimed", "gone")] == [True, False, False, False]
+    assert [insight.node(n) for n in ("up", "gone", "up", "gone")] == [NodeFacts("r5.4xlarge", None), None] * 2
+    assert asked == ["up", "gone"]
 
 
 class Unreachable:
@@ -175,7 +174,7 @@ def test_side_look_ups_do_without_what_an_outage_keeps_from_them(monkeypatch: py
 
     monkeypatch.setattr(watch_module, "LOOKUP_RETRY_SECONDS", 0.0)
     insight = Insight(kube, catalog_loader)
-    assert insight.node("n1") is None and insight.node_stayed("n1") is None  # unknown, not gone
+    assert insight.node("n1") is None  # unknown, asked again after LOOKUP_RETRY_SECONDS
     assert insight._counts("cpu") is None and insight._events("wf", "pod") == []
     done = nested_run()
     view = workflow_view(done)

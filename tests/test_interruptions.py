@@ -85,13 +85,10 @@ def test_expression_and_classifier_agree_on_every_path(phase: str, message: str,
 
 
 @pytest.mark.parametrize("message", ["main: Error (exit code 143)", "main: Error (exit code 137)"])
-def test_a_sigterm_or_sigkill_without_the_stop_hooks_mark_is_the_programs_unless_its_node_went(message: str) -> None:
-    assert not is_interruption(message) and not is_interruption(message, node_stayed=True)
-    # A stop that skipped the hook (a workflow compiled before it) on a node gone or being drained.
-    assert is_interruption(message, node_stayed=False)
-    # The hook's mark, or a node-loss sign of its own, is an interruption whatever the node looks like now.
-    assert is_interruption(f"{message}: {STOP_MARK}", node_stayed=True)
-    assert is_interruption(f"pod deleted; {message}", node_stayed=True)
+def test_a_sigterm_or_sigkill_is_the_programs_unless_the_stop_hook_marked_it(message: str) -> None:
+    assert not is_interruption(message)
+    assert is_interruption(f"{message}: {STOP_MARK}")
+    assert is_interruption(f"pod deleted; {message}")  # a node-loss sign of its own
 
 
 def test_every_container_template_gets_the_stop_hook(catalog: Catalog, make_job: Any) -> None:

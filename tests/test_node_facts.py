@@ -56,7 +56,7 @@ def test_a_nodes_facts_are_its_type_capacity_and_zone_in_wfs_terms() -> None:
                                    "eks.amazonaws.com/capacityType": "SPOT",
                                    "topology.kubernetes.io/zone": "us-east-1a"}},
            "spec": {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}}
-    assert node_facts(eks) == NodeFacts("dl1.24xlarge", "spot", draining=True, zone="us-east-1a")
+    assert node_facts(eks) == NodeFacts("dl1.24xlarge", "spot", zone="us-east-1a")
     assert node_facts({"metadata": {"labels": {}}}) is None
 
 
@@ -105,13 +105,13 @@ def test_the_record_merges_once_per_node_and_stays_bounded() -> None:
     assert text is not None and merged_text(text, "gaudi-1", dl1, None) is None  # a node appears once
     text2 = merged_text(text, "gaudi-1", dl1, ("a1", "worker"))
     assert text2 is not None and merged_text(text2, "gaudi-1", dl1, ("a1", "worker")) is None
-    text3 = merged_text(text2, "gaudi-2", NodeFacts("dl1.24xlarge", "on-demand", draining=True), ("a1", "worker"))
+    text3 = merged_text(text2, "gaudi-2", NodeFacts("dl1.24xlarge", "on-demand"), ("a1", "worker"))
     assert text3 is not None
     assert json.loads(text3) == {"nodes": {"gaudi-1": ["dl1.24xlarge", "spot", "us-east-1a"],
                                            "gaudi-2": ["dl1.24xlarge", "on-demand", ""]},
                                  "gangs": {"a1": {"worker": ["gaudi-1", "gaudi-2"]}}}
     record = decode_record(text3)
-    assert record.nodes["gaudi-2"] == NodeFacts("dl1.24xlarge", "on-demand")  # draining is never recorded
+    assert record.nodes["gaudi-2"] == NodeFacts("dl1.24xlarge", "on-demand")
     assert record.gangs["a1"]["worker"] == ("gaudi-1", "gaudi-2")
     # The first facts of a node stay.
     assert decode_record(record.with_binding("gaudi-1", NodeFacts("p3.2xlarge", None), None).encode()) == record

@@ -99,7 +99,7 @@ def line(built: Report, team: str, compute_class: str) -> Any:
 
 def test_totals_are_the_sum_of_wf_gets_costs() -> None:
     """Every workflow through `wf get`'s functions (view, facts, job_cost), summed: the report's total."""
-    costs = [job_cost(with_facts(workflow_view(w), w, {}, lambda _: None), w, NODES, NOW, CATALOG)
+    costs = [job_cost(with_facts(workflow_view(w), w, {}), w, NODES, NOW, CATALOG)
              for w in fixtures()]
     total = report().total
     assert costs and total.node_hours > 0 and total.redone_node_hours > 0

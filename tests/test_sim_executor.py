@@ -584,10 +584,10 @@ def test_pods_running_on_a_deleted_node_are_named_when_a_node_of_that_name_comes
     assert lost.node_back("n2") == [("wf", "pod-d")]
 
 
-def test_a_container_the_kubelet_lost_is_an_interruption_whatever_the_node_looks_like_now() -> None:
+def test_a_container_the_kubelet_lost_is_an_interruption() -> None:
     message = "main: ContainerStatusUnknown (exit code 137): The container could not be located when the pod was " \
               "terminated"
-    assert is_interruption(message, node_stayed=True)
+    assert is_interruption(message)
     assert re.search(INTERRUPTION_EXPRESSION.split('"')[1], message)
 
 

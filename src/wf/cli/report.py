@@ -180,16 +180,14 @@ def _facts(kube: Kube, catalog: Catalog, team: str | None) -> Facts:
     from wf.controller.stream import KubeTransport
 
     nodes: dict[str, NodeFacts | None] = {}
-    listed = True
     with api_errors(kube, "listing nodes"):
         try:
             # A page at a time, as JSON, like the workflows: a platform's 3,000 nodes need not be held as models.
             nodes = {n["metadata"]["name"]: node_facts(n) for page, _ in KubeTransport(kube.core.list_node).pages()
                      for n in page}
         except ApiException as exc:
-            if exc.status != 403:
+            if exc.status != 403:  # a team's role may not list nodes: costs stay unknown, as `wf get` says then
                 raise
-            listed = False  # a team's role may not list nodes: costs stay unknown, as `wf get` says then
 
     def ledger(namespace: str, name: str) -> Mapping[str, AttemptRecord]:
         try:
@@ -197,19 +195,12 @@ def _facts(kube: Kube, catalog: Catalog, team: str | None) -> Facts:
         except lookup_errors():
             return {}  # as `wf get`: a ledger out of reach leaves the attempts' resumption untold
 
-    def node_stayed(host: str) -> bool | None:
-        """As Insight.node_stayed: a node that is there says whether it is draining; one the list lacks is gone."""
-        if (facts := nodes.get(host)) is not None:
-            return not facts.draining
-        return False if listed and host not in nodes else None
-
     workloads = None
     if catalog.queues is not None:
         reader = QueueReader(kube)
         read = [reader.workloads(t) for t in catalog.queues.teams if team in (None, t.name)]
         workloads = None if any(w is None for w in read) else [w for found in read for w in found or []]
-    return Facts({name: facts for name, facts in nodes.items() if facts is not None}, ledger, node_stayed,
-                 workloads)
+    return Facts({name: facts for name, facts in nodes.items() if facts is not None}, ledger, workloads)
 
 
 def _print_text(report: Report, file: Path | None) -> None:

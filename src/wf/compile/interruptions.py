@@ -49,16 +49,6 @@ class Sign:
 STOPPED_FROM_OUTSIDE: Final = "wf-stopped-from-outside"
 STOP_HOOK: Final = {"preStop": {"exec": {"command": [ARGOEXEC_IN_MAIN, STOPPED_FROM_OUTSIDE]}}}
 
-# Exits a drain and the program itself both give: the program's own unless the stop hook's mark is there, or the
-# attempt's node is known gone or draining (is_interruption's `node_stayed`).
-SIGNAL_EXITS: Final = (
-    Sign("exit code 143", "SIGTERM: a program's own, or the kubelet's when it stops the container (the stop hook's "
-                          "mark then says so)"),
-    Sign("exit code 137", "SIGKILL: a program's own, its supervisor's, or the kubelet's after the deletion grace "
-                          "period (the stop hook's mark then says so); an OOM kill, 'OOMKilled (exit code 137)', "
-                          "is excluded below and stays the program's"),
-)
-
 INTERRUPTION_SIGNS: Final = (
     Sign("pod deleted", "Argo: the pod vanished before it reached a terminal phase (node deleted and pod GC, drain or "
                         "eviction on a node whose kubelet is gone, scheduler preemption, taint manager)"),
@@ -106,18 +96,12 @@ APPLICATION_SIGNS: Final = (
 )
 
 
-def is_interruption(message: str | None, node_stayed: bool | None = None) -> bool:
+def is_interruption(message: str | None) -> bool:
     """An attempt that ended because its node went away or the kubelet stopped it, not because the program failed:
-    the rule of INTERRUPTION_EXPRESSION, for attempts Argo already finished. `node_stayed`: whether the attempt's
-    node is still there and not being drained (None: unknown, as for Argo); False makes an exit 143 or 137 without
-    the stop hook's mark an interruption all the same, for a stop that skipped the hook (a workflow compiled
-    before it)."""
+    the rule of INTERRUPTION_EXPRESSION, for attempts Argo already finished."""
     text = message or ""
-    if any(sign.text in text for sign in APPLICATION_SIGNS):
-        return False
-    if any(sign.text in text for sign in INTERRUPTION_SIGNS):
-        return True
-    return node_stayed is False and any(sign.text in text for sign in SIGNAL_EXITS)
+    return (not any(sign.text in text for sign in APPLICATION_SIGNS)
+            and any(sign.text in text for sign in INTERRUPTION_SIGNS))
 
 
 def _alternation(signs: tuple[Sign, ...]) -> str:

@@ -45,21 +45,12 @@ from wf.core.constants import (
 
 # Well under the API server's 256 KiB for all of an object's annotations: about 1,000 nodes per workflow.
 MAX_RECORD_BYTES: Final = 64 * 1024
-# Taints of a node on its way out (a cordon, Karpenter's disruption, the AWS node termination handler's Spot and
-# rebalance notices, cluster-autoscaler's scale-down, a lost kubelet): a SIGTERM there was not the program's own.
-DRAIN_TAINTS: Final = frozenset({
-    "node.kubernetes.io/unschedulable", "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
-    "node.kubernetes.io/out-of-service", "karpenter.sh/disrupted", "ToBeDeletedByClusterAutoscaler",
-    "aws-node-termination-handler/spot-itn", "aws-node-termination-handler/rebalance-recommendation",
-    "aws-node-termination-handler/asg-lifecycle-termination", "aws-node-termination-handler/scheduled-maintenance",
-})
 
 
 @dataclass(frozen=True)
 class NodeFacts:
     instance_type: str
     capacity: str | None  # "spot" | "on-demand" | None when the node carries no capacity label
-    draining: bool = False  # cordoned, or tainted by what takes nodes away (DRAIN_TAINTS); never recorded
     zone: str | None = None
 
 
@@ -67,9 +58,7 @@ def node_facts(node: Mapping[str, Any]) -> NodeFacts | None:
     """What cost and interruption judgement need of a Node, as the API server sends it (JSON, the form wf's
     streams and pages read); None without an instance type."""
     labels = (node.get("metadata") or {}).get("labels") or {}
-    spec = node.get("spec") or {}
-    draining = bool(spec.get("unschedulable") or any(t.get("key") in DRAIN_TAINTS for t in spec.get("taints") or []))
-    return NodeFacts(labels[INSTANCE_TYPE_LABEL], node_capacity(labels), draining, labels.get(ZONE_LABEL)) \
+    return NodeFacts(labels[INSTANCE_TYPE_LABEL], node_capacity(labels), labels.get(ZONE_LABEL)) \
         if INSTANCE_TYPE_LABEL in labels else None
 
 

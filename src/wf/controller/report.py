@@ -89,7 +89,6 @@ class Facts:
     nodes: dict[str, NodeFacts] = field(default_factory=dict)  # node name -> facts, for cost
     # A workflow's checkpoint ledger (namespace, name -> records by pod), asked as each workflow is read.
     ledger: Callable[[str, str], Mapping[str, AttemptRecord]] = lambda _namespace, _name: {}
-    node_stayed: Callable[[str], bool | None] = lambda _host: None  # None: unknown, Argo's reading stands
     workloads: Sequence[Workload] | None = None  # Kueue's; None: not readable (no Kueue, or not ours to list)
 
 
@@ -382,7 +381,7 @@ def run_of(workflow: dict[str, Any], facts: Facts, catalog: Catalog, now: dateti
     # The ledger tells what interrupted attempts redid (their programs' run time, their checkpoints' share): of a
     # workflow without an interruption it changes no figure, so it is not asked for (a GET per workflow).
     ledger = facts.ledger(view.namespace, view.name) if view.interruptions else {}
-    view = with_facts(view, workflow, ledger, facts.node_stayed)
+    view = with_facts(view, workflow, ledger)
     return Run(view.namespace, view.name, team_of(catalog, view.namespace), view,
                job_cost(view, workflow, facts.nodes, now, catalog))
 

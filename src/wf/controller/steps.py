@@ -10,7 +10,7 @@ are its workers', not those of Argo's pod that creates their MPIJob.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -300,12 +300,11 @@ def workflow_view(workflow: dict[str, Any]) -> WorkflowView:
     )
 
 
-def with_facts(view: WorkflowView, workflow: dict[str, Any], ledger: Mapping[str, AttemptRecord],
-               node_stayed: Callable[[str], bool | None]) -> WorkflowView:
+def with_facts(view: WorkflowView, workflow: dict[str, Any], ledger: Mapping[str, AttemptRecord]) -> WorkflowView:
     """`view` with what Argo's node tree does not hold: where each attempt resumed and what its checkpoint kept
-    (the workflow's checkpoint ledger, by pod), and a SIGTERM or SIGKILL exit without the stop hook's mark told as
-    an interruption when the node recorder saw the attempt's pod taken away (its record's `disrupted`) or its node
-    is gone or being drained (`node_stayed(host)` False; None: unknown, Argo's reading stands)."""
+    (the workflow's checkpoint ledger, by pod), and an attempt the node recorder saw taken away (its record's
+    `disrupted`) told as an interruption whatever its message (a workflow compiled before the stop hook, whose
+    drained attempts end with a bare exit 143 or 137)."""
 
     disrupted = read_record(workflow).disrupted
 
@@ -313,9 +312,7 @@ def with_facts(view: WorkflowView, workflow: dict[str, Any], ledger: Mapping[str
         record = ledger.get(pod_name(workflow, attempt)) if ledger else None
         # Taken away while it ran (the node recorder saw it evicted or deleted): an interruption, whatever its exit.
         taken = attempt.node_id in disrupted and attempt.phase in FAILED_PHASES
-        interrupted = attempt.interrupted or taken or (
-            attempt.phase in FAILED_PHASES and attempt.host is not None
-            and is_interruption(attempt.message, node_stayed(attempt.host)))
+        interrupted = attempt.interrupted or taken
         # A record without a location only says how long a program without checkpoints ran: it resumed nothing.
         resumed = record.resumed if record and record.location else None
         kept = record.kept_seconds if record and record.saved else 0.0

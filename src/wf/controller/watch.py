@@ -81,7 +81,6 @@ class Insight:
         self._nodes: dict[str, NodeFacts | None] = {}
         self._nodes_readable = True
         self._nodes_away_until = 0.0
-        self._gone: set[str] = set()
         self._group_counts: dict[str, tuple[float, dict[str, int] | None]] = {}
         self._explained: dict[str, tuple[float, str]] = {}
         self.queue = QueueReader(kube)
@@ -110,8 +109,6 @@ class Insight:
             status = exc.status if isinstance(exc, ApiException) else 0
             if status == 403:
                 self._nodes_readable = False  # a developer role may not read nodes: cost stays unknown
-            elif status == 404:
-                self._gone.add(name)
             if status in (403, 404):
                 self._nodes[name] = None
             else:  # out of reach for now: asked again a little later, not on every tick of an outage
@@ -121,12 +118,6 @@ class Insight:
         self._nodes[name] = facts
         return facts
 
-    def node_stayed(self, name: str) -> bool | None:
-        """Whether an attempt's node is still there and not being drained (None: not known)."""
-        if (facts := self.node(name)) is not None:
-            return not facts.draining
-        return False if name in self._gone else None
-
     def refine(self, workflow: dict[str, Any], view: WorkflowView) -> WorkflowView:
         """The view with where attempts resumed, what their checkpoints kept, and exits told by their nodes (what
         can't be read now is left out)."""
@@ -134,7 +125,7 @@ class Insight:
             ledger = read_ledger(self.kube, view.namespace, view.name)
         except lookup_errors():
             ledger = {}
-        return with_facts(view, workflow, ledger, self.node_stayed)
+        return with_facts(view, workflow, ledger)
 
     def cost(self, workflow: dict[str, Any], view: WorkflowView, now: datetime) -> JobCost:
         """What the workflow's attempts cost, from the facts of every node one ran on: the workflow's record of
