@@ -350,30 +350,41 @@ _LIST_TIMEOUT = 300  # seconds: every pod of the day in one answer from a loaded
 # Pods a page: the full-size day's drain, listing its 8,000 pods in one answer, had the loaded API server (4.4 GB)
 # close the connection five times in a row, and the storm died mid-wave.
 _PAGE = 500
+# Workflows a page, as wf reads them (wf.controller.stream.WORKFLOW_PAGE): the day's 250 in one answer (25 MB) had the
+# loaded API server close the connection five times running on the next full-size day, and its figures were lost.
+_WORKFLOW_PAGE = 10
 _SERVER_TIMEOUTS = (503, 504)  # the API server too busy to answer: tried again like a dropped connection
 
 
 def _every_pod(core: Any) -> list[Any]:
-    """Every pod of the cluster, a page at a time, each page tried again as any call of the storm is. The pages are
-    read back to back, before anything is done with them: read as the drain evicted each page's pods, a token
-    outlived etcd's compaction (410 Expired on the full-size day, 2026-12-07). A 410 still met is answered with the
-    token the API server puts in it: the rest of the list, no longer one snapshot, which a drain does not need."""
+    return _every(core.list_pod_for_all_namespaces, limit=_PAGE)
+
+
+def _every(call: Any, *args: Any, limit: int, **kwargs: Any) -> list[Any]:
+    """Every object of a list call, a page at a time (a client's models, or a custom resource's JSON), each page tried
+    again as any call of the storm is. The pages are read back to back, before anything is done with them: read as
+    the drain evicted each page's pods, a token outlived etcd's compaction (410 Expired on the full-size day,
+    2026-12-07). A 410 still met is answered with the token the API server puts in it: the rest of the list, no
+    longer one snapshot, which neither the drain nor the day's reading needs."""
     from kubernetes.client.exceptions import ApiException
 
-    pods: list[Any] = []
+    objects: list[Any] = []
     token: str | None = None
     while True:
         try:
-            page = _patient_call(core.list_pod_for_all_namespaces, limit=_PAGE, _continue=token,
-                                 _request_timeout=_LIST_TIMEOUT)
+            page = _patient_call(call, *args, limit=limit, _continue=token, _request_timeout=_LIST_TIMEOUT, **kwargs)
         except ApiException as exc:
             if exc.status != 410 or not token or not (token := _fresh_continue(exc)):
                 raise
             continue
-        pods += page.items
-        token = page.metadata._continue
+        if isinstance(page, dict):
+            objects += page["items"]
+            token = page["metadata"].get("continue")
+        else:
+            objects += page.items
+            token = page.metadata._continue
         if not token:
-            return pods
+            return objects
 
 
 def _fresh_continue(exc: Any) -> str | None:
@@ -451,7 +462,7 @@ def checkpoint_report(workflows: list[dict[str, Any]], ledgers: dict[tuple[str, 
         half = "with checkpoints" if (meta.get("labels") or {}).get(CHECKPOINTED_LABEL) == "true" \
             else "without checkpoints"
         ledger = ledgers.get((meta["namespace"], meta["name"]), {})
-        view = with_facts(workflow_view(wf), wf, ledger, lambda host: None)
+        view = with_facts(workflow_view(wf), wf, ledger)
         cost = job_cost(view, wf, nodes, now, catalog)
         totals = halves.setdefault(half, defaultdict(float))
         totals["workflows"] += 1
@@ -567,6 +578,9 @@ def run(opts: Options) -> dict[str, Any]:
                     child.terminate()
                     rc = child.wait(timeout=30)
                     print(f"[bench] the day did not end within {opts.timeout:.0f}s", file=sys.stderr)
+                if rc not in (0, 1):  # the watch itself failed (1: a workflow did): why, before anything else can fail
+                    print(f"[bench] wf submit --watch ended with exit {rc}:", *child_log.read_text().splitlines()[-15:],
+                          sep="\n", file=sys.stderr, flush=True)
                 storm_thread.join(timeout=opts.replace_after + 60)
                 if opts.profile:  # a day shorter than the profile still gets it: the API server stays up until then
                     profiling.join(timeout=opts.critical_path * 2 + 120)
@@ -575,9 +589,9 @@ def run(opts: Options) -> dict[str, Any]:
                 sampler.read()
             tail = child_log.read_text().splitlines()[-15:]
             child_stats = json.loads(child_report.read_text()) if child_report.is_file() else {}
-        items = [w for namespace in namespaces for w in _patient_call(
+        items = [w for namespace in namespaces for w in _every(
             custom.list_namespaced_custom_object, WORKFLOW.group, WORKFLOW.version, namespace, WORKFLOW.plural,
-            label_selector=f"{BENCH_LABEL}={run_id}", _request_timeout=_LIST_TIMEOUT)["items"]]
+            label_selector=f"{BENCH_LABEL}={run_id}", limit=_WORKFLOW_PAGE)]
         provisioned: Counter[str] = Counter()
         if autoscaler:
             claims = custom.list_cluster_custom_object("karpenter.sh", "v1", "nodeclaims")["items"]

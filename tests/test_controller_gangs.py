@@ -268,3 +268,34 @@ def test_bindings_that_arrive_while_a_workflows_record_is_written_go_out_togethe
     made.pod_event("MODIFIED", bound("day-1", 3, "r5-3"))  # a relist's replay: the record holds it, no request
     time.sleep(0.1)
     assert len(workflows.patches) == 2
+
+
+def test_a_workflows_record_is_written_at_most_once_an_interval() -> None:
+    """Each write is a new revision of the whole workflow: bindings that come within the interval of a workflow's
+    last write wait for it to pass and go out together; another workflow's write does not wait."""
+    from kubernetes.client import ApiClient
+
+    from wf.controller.node_recorder import NodeRecorder
+
+    workflows = Workflows()
+    made = NodeRecorder(kube=None, api=ApiClient(), lanes=2, interval=0.5)
+    made.api, made.custom = workflows, workflows
+    for k in range(4):
+        made.node_event("ADDED", node(f"r5-{k}"))
+
+    def written(count: int) -> float:
+        deadline = time.monotonic() + 10
+        while len(workflows.patches) < count:
+            assert time.monotonic() < deadline, workflows.patches
+            time.sleep(0.01)
+        return time.monotonic()
+
+    made.pod_event("MODIFIED", bound("day-1", 0, "r5-0"))
+    first = written(1)
+    made.pod_event("MODIFIED", bound("day-1", 1, "r5-1"))
+    made.pod_event("MODIFIED", bound("day-1", 2, "r5-2"))
+    made.pod_event("MODIFIED", bound("day-2", 0, "r5-3"))
+    assert written(2) - first < 0.4  # day-2's, at once
+    assert written(3) - first >= 0.45 and len(workflows.nodes()) == 4  # day-1's two, together, after the interval
+    time.sleep(0.2)
+    assert len(workflows.patches) == 3

@@ -99,6 +99,18 @@ def test_errors_before_the_first_success_and_forbidden_are_raised() -> None:
     assert info.value.status == 403
 
 
+def test_an_overloaded_servers_answer_before_the_first_success_is_waited_out() -> None:
+    # kube-apiserver's answer to a list while its watch cache is behind etcd (the full-size day, 2026-12-07): the
+    # stream that met it on its first relist ended `wf submit --watch` with exit 3.
+    lagging = ApiException(status=504, reason="Timeout: Too large resource version: 111183, current: 107219")
+    transport = FakeTransport(lists=[lagging, ApiException(status=429, reason="Too many requests"),
+                                     ([workflow("a", "Running", rv="5")], "5")],
+                              watches=[[event("MODIFIED", "a", "Succeeded", "6")]])
+    stream, seen = run(transport)
+    assert seen == [("ADDED", "a", "Running"), ("MODIFIED", "a", "Succeeded")]
+    assert transport.list_calls == 3 and len(stream.sleeps) == 2  # type: ignore[attr-defined]
+
+
 def test_stop_ends_the_loop_and_closes_the_transport() -> None:
     transport = FakeTransport(lists=[([workflow("a", "Running", rv="1")], "1")],
                               watches=[[event("MODIFIED", "a", "Running", "2"),
@@ -259,14 +271,14 @@ def _failing_transports(failures: list[BaseException], made: list[int]) -> Calla
 
 def test_watch_forever_starts_a_stream_over_after_it_gives_up_and_raises_a_refusal(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The long-running watchers' loop (the simulated executor, the node recorder): an API server away or an
-    error starts a new stream (a relist), a 403 that lasts ends it, since waiting gives no account a right it lacks
-    (here at once: no patience)."""
+    """The long-running watchers' loop (the simulated executor, the node recorder): an API server away (no answer
+    at all, before the stream's first success) starts a new stream (a relist), a 403 that lasts ends it, since
+    waiting gives no account a right it lacks (here at once: no patience)."""
     import logging
 
     from wf.controller.stream import watch_forever
 
-    failures: list[BaseException] = [ProtocolError("connection refused"), ApiException(status=500, reason="boom"),
+    failures: list[BaseException] = [ProtocolError("connection refused"), ApiException(status=0, reason="refused"),
                                       ApiException(status=403, reason="Forbidden")]
     made: list[int] = []
     transport = _failing_transports(failures, made)

@@ -285,8 +285,11 @@ class NamespaceStream:
             except Exception as exc:
                 if self.stop_event.is_set():
                     return
-                # Before the first success an error means a wrong or absent cluster: report it (exit 3).
-                if not is_transient(exc) or not self._connected:
+                # Before the first success, no answer means a wrong or absent cluster: report it (exit 3). An
+                # overloaded server's answer (429; 504 "Too large resource version", its watch cache behind etcd, seen
+                # on the full-size day) is waited out like any later one.
+                answered = isinstance(getattr(exc, "status", None), int) and exc.status != 0  # type: ignore[attr-defined]
+                if not is_transient(exc) or not (self._connected or answered):
                     raise
                 now = time.monotonic()
                 self._outage_since = self._outage_since or now
