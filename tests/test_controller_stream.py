@@ -111,6 +111,38 @@ def test_an_overloaded_servers_answer_before_the_first_success_is_waited_out() -
     assert transport.list_calls == 3 and len(stream.sleeps) == 2  # type: ignore[attr-defined]
 
 
+def test_a_list_page_is_asked_again_while_the_api_server_answers_that_it_is_too_busy(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`wf report` run as the full-size day ended failed on its first page: 504 "Too large resource version"."""
+    import json
+    from types import SimpleNamespace
+
+    from wf.controller.stream import PAGE_TRIES, KubeTransport
+
+    monkeypatch.setattr("wf.controller.stream.time.sleep", lambda seconds: None)
+    answers: list[Any] = [ApiException(status=504, reason="Too large resource version"),
+                          ApiException(status=429, reason="Too many requests"),
+                          {"metadata": {"resourceVersion": "7", "continue": "p2"}, "items": [{"n": 1}]},
+                          ApiException(status=503, reason="Unavailable"),
+                          {"metadata": {"resourceVersion": "7"}, "items": [{"n": 2}]}]
+
+    def list_call(**kwargs: Any) -> Any:
+        answer = answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return SimpleNamespace(data=json.dumps(answer).encode())
+
+    assert [(items, version) for items, version in KubeTransport(list_call).pages()] == [
+        ([{"n": 1}], "7"), ([{"n": 2}], "7")]
+    answers[:] = [ApiException(status=504, reason="busy")] * PAGE_TRIES
+    with pytest.raises(ApiException):
+        list(KubeTransport(list_call).pages())
+    assert not answers  # asked PAGE_TRIES times, then the caller heard of it
+    answers[:] = [ApiException(status=500, reason="boom"), {"metadata": {"resourceVersion": "1"}, "items": []}]
+    with pytest.raises(ApiException):  # not a busy server's answer: at once
+        list(KubeTransport(list_call).pages())
+
+
 def test_stop_ends_the_loop_and_closes_the_transport() -> None:
     transport = FakeTransport(lists=[([workflow("a", "Running", rv="1")], "1")],
                               watches=[[event("MODIFIED", "a", "Running", "2"),

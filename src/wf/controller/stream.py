@@ -32,6 +32,11 @@ WATCH_SECONDS = 240  # the server ends each watch after this; we resume from the
 # (k8s.io/apiserver pkg/storage/cacher: bookmarkFrequency); two missed in a row mean a dead connection.
 SILENCE_SECONDS = 150.0
 CONNECT_TIMEOUT = 10.0
+# An API server too busy to serve a list page now answers 429, 503 or 504 (a 504 "Too large resource version" when
+# its watch cache is behind etcd, with Retry-After: 1; client-go's reflector asks again). Each page is asked up to
+# this many times, backing off (about 35 s in all), before its caller hears of it: on the full-size day (2026-12-07)
+# `wf report`, run as the day ended, failed on its first page.
+PAGE_TRIES = 8
 
 
 class Gone(Exception):
@@ -99,7 +104,7 @@ class KubeTransport:
             kwargs: dict[str, Any] = {"limit": self.page, **self.selectors}
             if token:
                 kwargs["_continue"] = token
-            page = self.decode(_gone_on_410(self.list_call, _preload_content=False,
+            page = self.decode(_when_served(self.list_call, _preload_content=False,
                                             _request_timeout=(CONNECT_TIMEOUT, self.silence), **kwargs).data)
             token = (page.get("metadata") or {}).get("continue")
             items, version = page.get("items") or [], str(page["metadata"]["resourceVersion"])
@@ -143,6 +148,20 @@ class KubeTransport:
             if sock is not None:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
+
+
+def _when_served(call: Callable[..., Any], **kwargs: Any) -> Any:
+    """`_gone_on_410(call, **kwargs)`, asked again while the API server answers that it is too busy (PAGE_TRIES)."""
+    from kubernetes.client.exceptions import ApiException
+
+    backoff = Backoff()
+    while True:
+        try:
+            return _gone_on_410(call, **kwargs)
+        except ApiException as exc:
+            if exc.status not in (429, 503, 504) or backoff.attempt >= PAGE_TRIES - 1:
+                raise
+        time.sleep(backoff.next())
 
 
 def _gone_on_410(call: Callable[..., Any], **kwargs: Any) -> Any:
