@@ -55,7 +55,7 @@ class NodeFacts:
 
 
 def node_facts(node: Mapping[str, Any]) -> NodeFacts | None:
-    """What cost and interruption judgement need of a Node, as the API server sends it (JSON, the form wf's
+    """What cost needs of a Node, as the API server sends it (JSON, the form wf's
     streams and pages read); None without an instance type."""
     labels = (node.get("metadata") or {}).get("labels") or {}
     return NodeFacts(labels[INSTANCE_TYPE_LABEL], node_capacity(labels), labels.get(ZONE_LABEL)) \

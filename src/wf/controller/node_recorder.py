@@ -13,8 +13,9 @@ takes the Node's facts from the node stream, which keeps them after the Node is 
 busy API server, or a pod bound just before a storm took its node, is still priced), or else reads the Node; then
 it merge-patches the workflow's annotation, naming the resourceVersion it read: a 409 (Argo's controller wrote the
 workflow meanwhile) reads again and merges again. The writes run in RECORD_LANES threads off the streams, a
-workflow's in one, and the bindings a workflow gathers during its write go out in one more. A node appears once per
-workflow, so a fan-out of 10,000 pods on 100 nodes costs at most 100 writes. A lost worker is marked first, in the
+workflow's in one, at most one write per workflow every RECORD_INTERVAL, and the bindings a workflow gathers
+meanwhile go out together in its next write. A node appears once per workflow, so a fan-out of 10,000 pods on 100
+nodes costs at most 100 writes. A lost worker is marked first, in the
 pod stream's thread, before any binding of that event is queued: mpirun fails within seconds of the loss, and the
 mark must be on the MPIJob when Argo reads the launcher's failure.
 The watches are wf.controller.stream's: a dropped watch resumes, a 410 relists (a relist replays every bound pod, of
@@ -73,10 +74,10 @@ RECORD_LANES: Final = 8
 # The least time between two writes of one workflow's record. Each write is a new revision of the whole workflow (a
 # day's run holds 100 KB of status), which the API server decodes and sends to every watcher of workflows and which
 # Argo's controller then meets as a 409 on its own update. A workflow's pods bind in bursts (a DAG level within
-# seconds): on the next full-size day, a write per burst of a few bindings made the recorder the largest writer of
-# workflows (3,084 patches against Argo's 1,483 updates in 20 minutes), the API server's watch cache fell 4,000
-# revisions behind etcd, and its 504s ended `wf submit --watch`. The bindings wait in memory meanwhile, their nodes'
-# facts kept by the node stream.
+# seconds): on the evening's full-size day (2026-12-07), a write per burst of a few bindings made the recorder the
+# largest writer of workflows (3,084 patches against Argo's 1,483 updates in 20 minutes), the API server's watch
+# cache fell 4,000 revisions behind etcd, and its 504s ended `wf submit --watch`. The bindings wait in memory
+# meanwhile, their nodes' facts kept by the node stream.
 RECORD_INTERVAL: Final = 10.0
 # Workflows whose record is remembered (what it holds, so a known binding costs no request): a day's worth.
 REMEMBERED_WORKFLOWS: Final = 4096

@@ -307,7 +307,7 @@ class NamespaceStream:
                 # Before the first success, no answer means a wrong or absent cluster: report it (exit 3). An
                 # overloaded server's answer (429; 504 "Too large resource version", its watch cache behind etcd, seen
                 # on the full-size day) is waited out like any later one.
-                answered = isinstance(getattr(exc, "status", None), int) and exc.status != 0  # type: ignore[attr-defined]
+                answered = getattr(exc, "status", 0) not in (0, None)  # an ApiException with an HTTP status
                 if not is_transient(exc) or not (self._connected or answered):
                     raise
                 now = time.monotonic()

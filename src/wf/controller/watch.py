@@ -119,8 +119,8 @@ class Insight:
         return facts
 
     def refine(self, workflow: dict[str, Any], view: WorkflowView) -> WorkflowView:
-        """The view with where attempts resumed, what their checkpoints kept, and exits told by their nodes (what
-        can't be read now is left out)."""
+        """The view with where attempts resumed, what their checkpoints kept, and the attempts the node recorder saw
+        taken away (what can't be read now is left out)."""
         try:
             ledger = read_ledger(self.kube, view.namespace, view.name)
         except lookup_errors():
