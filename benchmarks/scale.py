@@ -62,6 +62,7 @@ from wf.compile.readback import node_capacity
 from wf.controller.checkpoints import LEDGER_SUFFIX, AttemptRecord, Saved, last_checkpoint, parse_ledger
 from wf.controller.cost import NodeFacts, job_cost
 from wf.controller.steps import pod_name, with_facts, workflow_view
+from wf.controller.stream import WORKFLOW_PAGE
 from wf.core.constants import CLUSTER_QUEUE, INSTANCE_TYPE_LABEL, SIM_CHECKPOINTS, SIM_DURATION, WORKFLOW
 from wf.model.accelerators import GAUDI_RESOURCE
 from wf.model.catalog import Catalog, load_catalog
@@ -350,9 +351,6 @@ _LIST_TIMEOUT = 300  # seconds: every pod of the day in one answer from a loaded
 # Pods a page: the full-size day's drain, listing its 8,000 pods in one answer, had the loaded API server (4.4 GB)
 # close the connection five times in a row, and the storm died mid-wave.
 _PAGE = 500
-# Workflows a page, as wf reads them (wf.controller.stream.WORKFLOW_PAGE): the day's 250 in one answer (25 MB) had the
-# loaded API server close the connection five times running on the next full-size day, and its figures were lost.
-_WORKFLOW_PAGE = 10
 _SERVER_TIMEOUTS = (503, 504)  # the API server too busy to answer: tried again like a dropped connection
 
 
@@ -591,7 +589,9 @@ def run(opts: Options) -> dict[str, Any]:
             child_stats = json.loads(child_report.read_text()) if child_report.is_file() else {}
         items = [w for namespace in namespaces for w in _every(
             custom.list_namespaced_custom_object, WORKFLOW.group, WORKFLOW.version, namespace, WORKFLOW.plural,
-            label_selector=f"{BENCH_LABEL}={run_id}", limit=_WORKFLOW_PAGE)]
+            # A page of workflows as wf reads them: the day's 250 in one answer (25 MB) had the loaded API server
+            # close the connection five times running on the evening's full-size day, and its figures were lost.
+            label_selector=f"{BENCH_LABEL}={run_id}", limit=WORKFLOW_PAGE)]
         provisioned: Counter[str] = Counter()
         if autoscaler:
             claims = custom.list_cluster_custom_object("karpenter.sh", "v1", "nodeclaims")["items"]

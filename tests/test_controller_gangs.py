@@ -189,6 +189,7 @@ class Workflows(Objects):
         self.annotations: dict[str, str] = {}
         self.lock = threading.Lock()
         self.hold, self.read = hold, threading.Event()
+        self.at: list[float] = []  # when each patch came
 
     def call_api(self, path: str, method: str, **_: Any) -> SimpleNamespace:
         if not self.read.is_set():
@@ -203,6 +204,7 @@ class Workflows(Objects):
         with self.lock:
             super().patch_namespaced_custom_object(*args)
             self.annotations.update(args[-1]["metadata"]["annotations"])
+            self.at.append(time.monotonic())
 
     def nodes(self) -> dict[str, list[str]]:
         return json.loads(self.annotations.get(NODE_FACTS_ANNOTATION, "{}")).get("nodes", {})
@@ -277,25 +279,28 @@ def test_a_workflows_record_is_written_at_most_once_an_interval() -> None:
 
     from wf.controller.node_recorder import NodeRecorder
 
+    interval = 1.0
     workflows = Workflows()
-    made = NodeRecorder(kube=None, api=ApiClient(), lanes=2, interval=0.5)
+    made = NodeRecorder(kube=None, api=ApiClient(), lanes=2, interval=interval)
     made.api, made.custom = workflows, workflows
     for k in range(4):
         made.node_event("ADDED", node(f"r5-{k}"))
 
-    def written(count: int) -> float:
+    def written(count: int) -> None:
         deadline = time.monotonic() + 10
         while len(workflows.patches) < count:
             assert time.monotonic() < deadline, workflows.patches
             time.sleep(0.01)
-        return time.monotonic()
 
     made.pod_event("MODIFIED", bound("day-1", 0, "r5-0"))
-    first = written(1)
+    written(1)
+    began = made._written[("wf", "day-1")]  # when that write began: the next may begin an interval later
     made.pod_event("MODIFIED", bound("day-1", 1, "r5-1"))
     made.pod_event("MODIFIED", bound("day-1", 2, "r5-2"))
     made.pod_event("MODIFIED", bound("day-2", 0, "r5-3"))
-    assert written(2) - first < 0.4  # day-2's, at once
-    assert written(3) - first >= 0.45 and len(workflows.nodes()) == 4  # day-1's two, together, after the interval
+    written(3)
+    # day-2's at once, day-1's two together once the interval has passed.
+    assert [path.rsplit("/", 1)[1] for path, _ in workflows.patches] == ["day-1", "day-2", "day-1"]
+    assert workflows.at[2] >= began + interval and len(workflows.nodes()) == 4
     time.sleep(0.2)
     assert len(workflows.patches) == 3

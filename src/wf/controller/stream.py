@@ -37,6 +37,7 @@ CONNECT_TIMEOUT = 10.0
 # this many times, backing off (about 35 s in all), before its caller hears of it: on the full-size day (2026-12-07)
 # `wf report`, run as the day ended, failed on its first page.
 PAGE_TRIES = 8
+BUSY: Final = (429, 503, 504)  # the statuses of those answers
 
 
 class Gone(Exception):
@@ -159,7 +160,7 @@ def _when_served(call: Callable[..., Any], **kwargs: Any) -> Any:
         try:
             return _gone_on_410(call, **kwargs)
         except ApiException as exc:
-            if exc.status not in (429, 503, 504) or backoff.attempt >= PAGE_TRIES - 1:
+            if exc.status not in BUSY or backoff.attempt >= PAGE_TRIES - 1:
                 raise
         time.sleep(backoff.next())
 
