@@ -610,6 +610,7 @@ def run(opts: Options) -> dict[str, Any]:
         api.close()
         if state.prometheus_url:
             result["api_server"] = api_server_load(state, time.monotonic() - started)
+            result["argo_controller"] = argo_controller_load(state, time.monotonic() - started)
         if opts.report:
             result["report"] = day_report(state, items, env)
         phases = Counter((w.get("status") or {}).get("phase") or "Pending" for w in items)
@@ -703,28 +704,56 @@ def profile_api_server(api: Any, out: Path, seconds: int) -> None:
 API_SERVER_ROWS = 12  # the API server's busiest kinds of request shown, and its busiest kinds of watch event
 
 
+def _increase(state: Any, metric: str, labels: tuple[str, ...], window: str, top: bool = False,
+              where: str = "") -> dict[tuple[str, ...], float]:
+    """A counter's increase over the window per value of `labels` (the busiest API_SERVER_ROWS with `top`)."""
+    query = f"sum by ({', '.join(labels)}) (increase({metric}{{{where}}}[{window}]))"
+    rows = prometheus_query(state, f"topk({API_SERVER_ROWS}, {query})" if top else query)
+    values = {tuple(row["metric"].get(k, "") for k in labels): float(row["value"][1]) for row in rows}
+    return dict(sorted(values.items(), key=lambda item: -item[1]))  # an instant vector comes in no order
+
+
 def api_server_load(state: Any, seconds: float) -> dict[str, Any]:
     """What the API server spent the day on, from its own metrics as Prometheus scraped them: the time it took
-    to serve each (verb, resource) and how many requests, and the watch events it sent per resource (how many, and
-    their bytes, every watcher's counted). The day's CPU table says the API server is the busiest process; this
-    says for what."""
+    to serve each (verb, resource) and how many requests, the conflicts it answered, and the watch events it sent
+    per resource (how many, and their bytes, every watcher's counted). The day's CPU table says the API server is
+    the busiest process; this says for what."""
     window = f"{int(seconds) + 60}s"
     request, resource = ("verb", "resource", "subresource"), ("resource",)
-
-    def series(metric: str, labels: tuple[str, ...], top: bool = False) -> dict[tuple[str, ...], float]:
-        """The metric's increase over the day per value of `labels` (the busiest API_SERVER_ROWS with `top`)."""
-        query = f"sum by ({', '.join(labels)}) (increase({metric}[{window}]))"
-        rows = prometheus_query(state, f"topk({API_SERVER_ROWS}, {query})" if top else query)
-        values = {tuple(row["metric"].get(k, "") for k in labels): float(row["value"][1]) for row in rows}
-        return dict(sorted(values.items(), key=lambda item: -item[1]))  # an instant vector comes in no order
-
-    counts = series("apiserver_request_total", request)
+    counts = _increase(state, "apiserver_request_total", request, window)
     requests = [{"request": " ".join(k for k in key if k), "seconds": round(took), "count": round(counts.get(key, 0))}
-                for key, took in series("apiserver_request_duration_seconds_sum", request, top=True).items()]
-    events = series("apiserver_watch_events_total", resource)
+                for key, took in _increase(state, "apiserver_request_duration_seconds_sum", request, window,
+                                           top=True).items()]
+    conflicts = [{"request": " ".join(k for k in key if k), "count": round(count)}
+                 for key, count in _increase(state, "apiserver_request_total", request, window,
+                                             where='code="409"').items() if count >= 1]
+    events = _increase(state, "apiserver_watch_events_total", resource, window)
     watch = [{"resource": key[0], "mib": round(size / 2**20), "events": round(events.get(key, 0))}
-             for key, size in series("apiserver_watch_events_sizes_sum", resource, top=True).items()]
-    return {"requests": requests, "watch_events": watch}
+             for key, size in _increase(state, "apiserver_watch_events_sizes_sum", resource, window, top=True).items()]
+    return {"requests": requests, "conflicts": conflicts, "watch_events": watch}
+
+
+def argo_controller_load(state: Any, seconds: float) -> dict[str, Any]:
+    """What Argo's controller did over the day, from its own metrics: how many reconciliations of a workflow
+    (operations) it ran and what they took, how often a workflow was queued for one (each change of a workflow
+    by anyone queues it), how busy its workflow workers were, and its requests by kind, verb and answer."""
+    window = f"{int(seconds) + 60}s"
+
+    def total(metric: str, where: str = "") -> float:
+        return sum(_increase(state, metric, (), window, where=where).values())
+
+    operations = total("argo_workflows_operation_duration_seconds_count")
+    busy = prometheus_query(state, f'max_over_time(argo_workflows_workers_busy_count'
+                                   f'{{worker_type="workflow_queue"}}[{window}])')
+    requests = [{"request": " ".join(key), "count": round(count)}
+                for key, count in _increase(state, "argo_workflows_k8s_request_total",
+                                            ("kind", "verb", "status_code"), window, top=True).items()]
+    return {"operations": round(operations),
+            "operation_mean_seconds": round(total("argo_workflows_operation_duration_seconds_sum")
+                                            / operations, 2) if operations else None,
+            "workflow_queue_adds": round(total("argo_workflows_queue_adds_count", 'queue_name="workflow_queue"')),
+            "workers_busy_peak": max((float(row["value"][1]) for row in busy), default=None),
+            "requests": requests}
 
 
 def day_report(state: Any, items: list[dict[str, Any]], env: dict[str, str]) -> dict[str, Any]:
@@ -793,9 +822,15 @@ def report(r: dict[str, Any]) -> None:
     print(f"{'API server: time serving':<40} {'s':>7} {'requests':>9}")
     for row in a.get("requests", []):
         print(f"  {row['request']:<38} {row['seconds']:>7} {row['count']:>9}")
+    print("API server: conflicts (409) " + ", ".join(f"{c['request']} {c['count']}" for c in a.get("conflicts", [])))
     print(f"{'API server: watch events sent, by resource':<40} {'MiB':>7} {'events':>9}")
     for row in a.get("watch_events", []):
         print(f"  {row['resource']:<38} {row['mib']:>7} {row['events']:>9}")
+    if g := r.get("argo_controller"):
+        print(f"Argo's controller: {g['operations']} operations, {g['operation_mean_seconds']} s each on average; "
+              f"workflows queued {g['workflow_queue_adds']} times; workflow workers busy at most "
+              f"{g['workers_busy_peak']}")
+        print("  requests: " + ", ".join(f"{row['request']} {row['count']}" for row in g["requests"]))
     total = sum(r["wf_requests"].values())
     print(f"wf API requests: {total} {r['wf_requests']}")
     if "checkpoints" in r:
