@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fakeapi import ApiHandler, Measured, byte_compiled, measure, serve_until_stdin_closes, served, write_kubeconfig  # noqa: E402
-from watch_memory import SHARDS_AT_ONCE, Job  # noqa: E402 - a sibling script, not a package
+from watch_memory import Job  # noqa: E402 - a sibling script, not a package
 from wf.compile.interruptions import SPOT_FALLBACK_ANNOTATION  # noqa: E402
 from wf.controller.steps import pod_name, workflow_view  # noqa: E402
 from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, INSTANCE_TYPE_LABEL, WORKFLOW, WORKLOAD  # noqa: E402
@@ -69,8 +69,7 @@ def _workflow(index: int, count: int, steps: int, now: datetime) -> tuple[dict[s
     running = index >= count - RUNNING
     start = now - timedelta(hours=rng.uniform(1.5, 2.5)) if running else \
         now - timedelta(hours=24) + timedelta(hours=20 * index / count, minutes=rng.uniform(0, 10))
-    groups = [job.steps[:1]] + [job.steps[i:i + SHARDS_AT_ONCE] for i in range(1, len(job.steps) - 1,
-                                                                              SHARDS_AT_ONCE)] + [job.steps[-1:]]
+    groups = job.groups()
     failing = index % 50 == 7
     times: dict[str, list[tuple[datetime, datetime | None]]] = {}
     moment, job.phase = start, "Running" if running else "Succeeded"

@@ -82,8 +82,8 @@ class Job:
 
     def groups(self) -> list[list[Step]]:
         """The steps that run together: the prepare step, the shards SHARDS_AT_ONCE at a time, the train step."""
-        at_once = SHARDS_AT_ONCE
-        return [self.steps[:1], *(self.steps[i:i + at_once] for i in range(1, len(self.steps) - 1, at_once)),
+        last = len(self.steps) - 1  # the train step's: a group of shards stops before it
+        return [self.steps[:1], *(self.steps[i:min(i + SHARDS_AT_ONCE, last)] for i in range(1, last, SHARDS_AT_ONCE)),
                 self.steps[-1:]]
 
     def script(self) -> Iterator[None]:

@@ -651,3 +651,19 @@ def test_a_workflow_whose_attempt_ran_on_a_node_nothing_recorded_says_how_many_a
     gone = {name: facts for name, facts in NODES.items() if name not in hosts}
     document = json.loads(build_report(fixtures(), Facts(gone), CATALOG, window("300d", NOW), None, None).dumps())
     assert [w["name"] for w in document["workflows"] if w["unpricedAttempts"]] == [REAL_RUN["metadata"]["name"]]
+
+
+@pytest.mark.parametrize("steps", [3, 4, 7, 12, 32])
+def test_the_report_benchmarks_day_runs_each_step_once_whatever_its_size(steps: int) -> None:
+    """Its groups of shards stop before the train step: `--steps 4` drew the train step twice, and crashed."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("report_benchmark", ROOT / "benchmarks" / "report.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    workflows, _ = module.day(4, steps, datetime(2026, 12, 7, tzinfo=UTC))
+    assert len(workflows) == 4
+    groups = module.Job(1, steps).groups()
+    names = [step.name for group in groups for step in group]
+    assert len(names) == len(set(names)) == steps and names[-1] == "train"

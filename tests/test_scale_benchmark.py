@@ -128,29 +128,58 @@ def test_a_retry_after_attempts_that_never_started_their_program_is_expected_fro
     assert half["resumed_from_start"] == 1 and half.get("resumed_from_checkpoint", 0) == (0 if wrong else 1)
 
 
-def test_the_api_servers_load_pairs_each_requests_time_with_its_count_and_each_resources_events_with_bytes(
-        scale: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
-    def series(value: float, **labels: str) -> dict[str, Any]:
-        return {"metric": labels, "value": [0, str(value)]}
+def _series(value: float, **labels: str) -> dict[str, Any]:
+    return {"metric": labels, "value": [0, str(value)]}
 
-    answers = {
-        "apiserver_request_duration_seconds_sum": [series(455.4, verb="PUT", resource="workflows"),
-                                                   series(170.2, verb="POST", resource="pods", subresource="binding")],
-        "apiserver_request_total": [series(1189, verb="PUT", resource="workflows"),
-                                    series(852, verb="POST", resource="pods", subresource="binding"),
-                                    series(860, verb="POST", resource="pods")],
-        "apiserver_watch_events_sizes_sum": [series(634 * 2**20, resource="pods")],
-        "apiserver_watch_events_total": [series(41313, resource="pods"), series(7980, resource="workflows")],
-    }
+
+def _answering(scale: ModuleType, monkeypatch: pytest.MonkeyPatch,
+               answers: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Prometheus answering each query by the first key that the query holds; the queries asked."""
     queries: list[str] = []
 
     def query(state: Any, text: str) -> list[dict[str, Any]]:
         queries.append(text)
-        return next(rows for metric, rows in answers.items() if f"({metric}[" in text)
+        return next(rows for key, rows in answers.items() if key in text)
 
     monkeypatch.setattr(scale, "prometheus_query", query)
+    return queries
+
+
+def test_the_api_servers_load_pairs_each_requests_time_with_its_count_and_each_resources_events_with_bytes(
+        scale: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    queries = _answering(scale, monkeypatch, {
+        "apiserver_request_duration_seconds_sum{}": [_series(455.4, verb="PUT", resource="workflows"),
+                                                     _series(170.2, verb="POST", resource="pods",
+                                                             subresource="binding")],
+        'apiserver_request_total{code="409"}': [_series(256.3, verb="PUT", resource="workflows"),
+                                                _series(0.4, verb="POST", resource="pods")],
+        "apiserver_request_total{}": [_series(1189, verb="PUT", resource="workflows"),
+                                      _series(852, verb="POST", resource="pods", subresource="binding"),
+                                      _series(860, verb="POST", resource="pods")],
+        "apiserver_watch_events_sizes_sum{}": [_series(634 * 2**20, resource="pods")],
+        "apiserver_watch_events_total{}": [_series(41313, resource="pods"), _series(7980, resource="workflows")],
+    })
     load = scale.api_server_load(None, 229.6)
     assert load == {"requests": [{"request": "PUT workflows", "seconds": 455, "count": 1189},
                                  {"request": "POST pods binding", "seconds": 170, "count": 852}],
+                    # under one conflict over the day is Prometheus's extrapolation, not a conflict
+                    "conflicts": [{"request": "PUT workflows", "count": 256}],
                     "watch_events": [{"resource": "pods", "mib": 634, "events": 41313}]}
     assert all("[289s]" in q for q in queries)  # the day and a minute: Prometheus's increase() over it
+
+
+def test_argos_load_is_its_operations_their_mean_time_its_queue_its_busiest_workers_and_its_requests(
+        scale: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    queries = _answering(scale, monkeypatch, {
+        "argo_workflows_operation_duration_seconds_count": [_series(1371.2)],
+        "argo_workflows_operation_duration_seconds_sum": [_series(3811.4)],
+        'argo_workflows_queue_adds_count{queue_name="workflow_queue"}': [_series(3454.0)],
+        "argo_workflows_workers_busy_count": [_series(32, worker_type="workflow_queue")],
+        "argo_workflows_k8s_request_total": [_series(971, kind="workflows", verb="Update", status_code="200"),
+                                             _series(258, kind="workflows", verb="Update", status_code="409")],
+    })
+    assert scale.argo_controller_load(None, 229.6) == {
+        "operations": 1371, "operation_mean_seconds": 2.78, "workflow_queue_adds": 3454, "workers_busy_peak": 32.0,
+        "requests": [{"request": "workflows Update 200", "count": 971},
+                     {"request": "workflows Update 409", "count": 258}]}
+    assert all("[289s]" in q for q in queries)
