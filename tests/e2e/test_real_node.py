@@ -7,6 +7,7 @@ pass an output parameter and an output artifact to the next step, and archive ev
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -40,6 +41,8 @@ def test_a_job_runs_on_the_real_node_with_argos_executor_and_its_logs_outlive_it
     status = {c.name: c for c in real_cluster.cluster.status()}
     assert status["artifact-store"].running and status["artifact-store"].port, status
     assert any(name.startswith("relay (") and c.running for name, c in status.items()), status
+    shown = json.loads(_cli(real_cluster, "cluster", "status", "--name", real_cluster.name, "-o", "json").stdout)
+    assert shown["realNodes"] == 1 and shown["artifactStore"].startswith("http://127.0.0.1:"), shown
     steps = [
         {"name": "make", "command": ["sh", "-c", "echo making on $(hostname); mkdir -p /tmp/out; echo 42 > "
                                                  "/tmp/answer; echo payload > /tmp/out/data.txt"],

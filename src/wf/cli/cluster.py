@@ -236,6 +236,12 @@ def status_cmd(
             "kubeconfig": state.kubeconfig if state else None,
             "prometheus": state.prometheus_url if state else None,
             "argoServer": state.argo_server_url if state else None,
+            # What `up` made it: simulated nodes per node group, who adds nodes, the real nodes and their pulls.
+            "nodesPerGroup": state.nodes_per_group if state else None,
+            "autoscaler": state.autoscaler if state else None,
+            "realNodes": state.real_nodes if state else None,
+            "registry": state.registry if state else None,
+            "artifactStore": state.artifact_store_url if state else None,
             "components": [asdict(c) for c in components],
         })
     elif components:

@@ -49,6 +49,11 @@ SERVICE_IP = "10.96.0.10"
 SERVICE_PORT = 9000
 
 
+def url(port: int) -> str:
+    """Where the store answers on the host."""
+    return f"http://{processes.LOOPBACK}:{port}"
+
+
 class LocalArtifactStore:
     """The store of one local cluster: its process, keys and the objects that tell pods where it is."""
 
@@ -77,7 +82,7 @@ class LocalArtifactStore:
     def endpoint(self, port: int) -> Endpoint:
         """Where wf, on the host, reads the store."""
         access, secret = self.keys()
-        return Endpoint(url=f"http://{processes.LOOPBACK}:{port}", access_key=access, secret_key=secret)
+        return Endpoint(url=url(port), access_key=access, secret_key=secret)
 
     @staticmethod
     def in_cluster() -> KeyedEndpoint:

@@ -96,6 +96,11 @@ class ClusterState:
         """Where this cluster's Prometheus answers (its HTTP API: what `wf report` queries)."""
         return local_prometheus.url(self.prometheus_port) if self.prometheus_port else None
 
+    @property
+    def artifact_store_url(self) -> str | None:
+        """Where real nodes' pods' S3 store answers on the host (its address only: its keys stay in its folder)."""
+        return local_artifact_store.url(self.artifact_store_port) if self.artifact_store_port else None
+
     def artifact_store(self) -> Endpoint | None:
         """Where wf reads what real nodes' pods archived (their logs), when the cluster has real nodes."""
         if self.artifact_store_port is None:
