@@ -62,7 +62,7 @@ from wf.compile.readback import node_capacity
 from wf.controller.checkpoints import LEDGER_SUFFIX, AttemptRecord, Saved, last_checkpoint, parse_ledger
 from wf.controller.cost import NodeFacts, job_cost
 from wf.controller.steps import pod_name, with_facts, workflow_view
-from wf.controller.stream import WORKFLOW_PAGE
+from wf.controller.stream import BUSY, WORKFLOW_PAGE, Backoff
 from wf.core.constants import CLUSTER_QUEUE, INSTANCE_TYPE_LABEL, SIM_CHECKPOINTS, SIM_DURATION, WORKFLOW
 from wf.model.accelerators import GAUDI_RESOURCE
 from wf.model.catalog import Catalog, load_catalog
@@ -351,7 +351,10 @@ _LIST_TIMEOUT = 300  # seconds: every pod of the day in one answer from a loaded
 # Pods a page: the full-size day's drain, listing its 8,000 pods in one answer, had the loaded API server (4.4 GB)
 # close the connection five times in a row, and the storm died mid-wave.
 _PAGE = 500
-_SERVER_TIMEOUTS = (503, 504)  # the API server too busy to answer: tried again like a dropped connection
+# A call meeting a busy server or a dropped connection is tried this often, backing off up to this many seconds
+# between tries (0.5 s doubling: about 1.5 to 3 minutes in all, the jitter's).
+_BUSY_TRIES = 12
+_BUSY_BACKOFF_CAP = 30.0
 
 
 def _every_pod(core: Any) -> list[Any]:
@@ -400,25 +403,27 @@ def _sleep_until(moment: float) -> None:
 def _patient_call(call: Any, *args: Any, tolerate: tuple[int, ...] = (), **kwargs: Any) -> Any:
     """One request of the storm, or of the reading after the day. A status in `tolerate` means there is nothing to
     do (404: gone already; 429: an eviction a budget refused; 409: recreated already). A dropped connection or a
-    timeout, the client's or the server's own (504: a list the loaded API server gave up on after its 60 s), is
-    tried again: at 3,198 nodes the loaded API server closes some, and a storm that dies on one stops draining
-    mid-wave (a day with every pod's log archived lost its drain wave to one 504), a reading that dies on one loses
-    the whole day's figures."""
+    busy server's answer (BUSY: 429, 503, or 504, a list the loaded API server gave up on after its 60 s, or a page
+    its watch cache was too far behind to serve) is tried again for up to two or three minutes: at 3,198 nodes the
+    loaded API server closes some, and a storm that dies on one stops draining mid-wave (a day with every pod's log
+    archived lost its drain wave to one 504; another, on 2026-12-07, to five 504s in 15 s, `Too large resource
+    version`, its watch cache 540 revisions behind etcd), a reading that dies on one loses the whole day's figures."""
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
-    for attempt in range(5):
+    backoff = Backoff(cap=_BUSY_BACKOFF_CAP)
+    for attempt in range(1, _BUSY_TRIES + 1):
         try:
             return call(*args, **kwargs)
         except ApiException as exc:
             if exc.status in tolerate:
                 return None
-            if exc.status not in _SERVER_TIMEOUTS or attempt == 4:
+            if exc.status not in BUSY or attempt == _BUSY_TRIES:
                 raise
         except HTTPError:
-            if attempt == 4:
+            if attempt == _BUSY_TRIES:
                 raise
-        time.sleep(2**attempt)
+        time.sleep(backoff.next())
     return None
 
 

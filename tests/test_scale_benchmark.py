@@ -41,19 +41,22 @@ class Answers:
 
 def test_a_server_timeout_is_tried_again_and_a_refusal_is_not(scale: ModuleType,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scale.time, "sleep", lambda _: None)
-    busy = Answers(504, 503, 504)
-    assert scale._patient_call(busy) == "answer" and busy.calls == 4
+    slept: list[float] = []
+    monkeypatch.setattr(scale.time, "sleep", slept.append)
+    busy = Answers(504, 503, 429, 504)
+    assert scale._patient_call(busy) == "answer" and busy.calls == 5
     gone = Answers(404)
     assert scale._patient_call(gone, tolerate=(404,)) is None and gone.calls == 1
     forbidden = Answers(403)
     with pytest.raises(ApiException):
         scale._patient_call(forbidden)
     assert forbidden.calls == 1
-    always = Answers(*[504] * 5)
+    always = Answers(*[504] * scale._BUSY_TRIES)
     with pytest.raises(ApiException):
         scale._patient_call(always)
-    assert always.calls == 5
+    assert always.calls == scale._BUSY_TRIES
+    # what it waited for the busy server before giving up: minutes, not the 15 s five 504s once took
+    assert 60 < sum(slept[-(scale._BUSY_TRIES - 1):]) <= 30 * scale._BUSY_TRIES
 
 
 class Pages:

@@ -18,6 +18,14 @@ TUNING: dict[str, dict[str, str]] = {
         # them the whole request timeout: a minute or more before it exits, every `down` and repair. Set, it
         # closes them (clients reconnect) within this grace period.
         "shutdown-watch-termination-grace-period": "5s",
+        # On by default since 1.34 (beta): a list's later pages (its continue token) are served from the watch
+        # cache's snapshot at the first page's revision, waiting for the cache to reach it, and a page the cache
+        # does not reach within seconds fails with 504 "Too large resource version" where up to 1.33 it was read
+        # from etcd (k8s.io/apiserver cacher: ShouldDelegateContinue). On a full-size day the loaded API server's
+        # watch cache fell 4,500 revisions behind etcd: the storm's drain, `wf report` and a watch's relist each
+        # met that 504 (benchmarks/README.md). Off, such a page is read from etcd again, as the first page already
+        # is when the cache lags (the consistent read's fallback).
+        "feature-gates": "ListFromCacheSnapshot=false",
     },
     "kube-scheduler": {
         # Default 50/100: binding 8,000 pods would take minutes of client-side throttling alone.
