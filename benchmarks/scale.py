@@ -407,7 +407,7 @@ def _patient_call(call: Any, *args: Any, tolerate: tuple[int, ...] = (), **kwarg
     its watch cache was too far behind to serve) is tried again for up to two or three minutes: at 3,198 nodes the
     loaded API server closes some, and a storm that dies on one stops draining mid-wave (a day with every pod's log
     archived lost its drain wave to one 504; another, on 2026-12-07, to five 504s in 15 s, `Too large resource
-    version`, its watch cache 540 revisions behind etcd), a reading that dies on one loses the whole day's figures."""
+    version`, its watch cache 538 revisions behind etcd), a reading that dies on one loses the whole day's figures."""
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 

@@ -22,9 +22,9 @@ TUNING: dict[str, dict[str, str]] = {
         # cache's snapshot at the first page's revision, waiting for the cache to reach it, and a page the cache
         # does not reach within seconds fails with 504 "Too large resource version" where up to 1.33 it was read
         # from etcd (k8s.io/apiserver cacher: ShouldDelegateContinue). On a full-size day the loaded API server's
-        # watch cache fell 4,500 revisions behind etcd: the storm's drain, `wf report` and a watch's relist each
-        # met that 504 (benchmarks/README.md). Off, such a page is read from etcd again, as the first page already
-        # is when the cache lags (the consistent read's fallback).
+        # watch cache fell 538 to 5,458 revisions behind etcd, and the storm's drain and the day's reading each died
+        # on that 504 at a later page (benchmarks/README.md). Off, such a page is read from etcd again, as the first
+        # page already is when the cache lags (the consistent read's fallback).
         "feature-gates": "ListFromCacheSnapshot=false",
     },
     "kube-scheduler": {
