@@ -34,8 +34,8 @@ SILENCE_SECONDS = 150.0
 CONNECT_TIMEOUT = 10.0
 # An API server too busy to serve a list page now answers 429, 503 or 504 (a 504 "Too large resource version" when
 # its watch cache is behind etcd, with Retry-After: 1; client-go's reflector asks again). Each page is asked up to
-# this many times, backing off (about 35 s in all), before its caller hears of it: on the full-size day (2026-12-07)
-# `wf report`, run as the day ended, failed on its first page.
+# this many times, backing off (18 to 35 s in all, the jitter's), before its caller hears of it: on the full-size
+# day (2026-12-07) `wf report`, run as the day ended, failed on its first page.
 PAGE_TRIES = 8
 BUSY: Final = (429, 503, 504)  # the statuses of those answers
 
