@@ -38,8 +38,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fakeapi import ApiHandler, Measured, byte_compiled, measure, serve_until_stdin_closes, served, write_kubeconfig  # noqa: E402
 from watch_memory import Job  # noqa: E402 - a sibling script, not a package
 from wf.compile.interruptions import SPOT_FALLBACK_ANNOTATION  # noqa: E402
+from wf.compile.node_facts import NodeRecord, node_facts  # noqa: E402
 from wf.controller.steps import pod_name, workflow_view  # noqa: E402
-from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, INSTANCE_TYPE_LABEL, WORKFLOW, WORKLOAD  # noqa: E402
+from wf.core.constants import (  # noqa: E402
+    CAPACITY_LABEL,
+    CLASS_LABEL,
+    INSTANCE_TYPE_LABEL,
+    NODE_FACTS_ANNOTATION,
+    WORKFLOW,
+    WORKLOAD,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG = ROOT / "eksctl" / "catalog.yaml"
@@ -109,6 +117,9 @@ def _workflow(index: int, count: int, steps: int, now: datetime) -> tuple[dict[s
     for template in workflow["spec"]["templates"]:
         if template["name"] == "train":  # a Spot step that falls back to On-Demand after one interruption
             template.setdefault("metadata", {}).setdefault("annotations", {})[SPOT_FALLBACK_ANNOTATION] = "1"
+    if not running:  # an ended workflow: the node recorder has copied its record onto it
+        record = NodeRecord({host: facts for host in sorted(_hosts([workflow])) if (facts := node_facts(_node(host)))})
+        metadata.setdefault("annotations", {})[NODE_FACTS_ANNOTATION] = record.encode()
     view = workflow_view(workflow)
     waits = [(attempt, rng.uniform(60, 1500) if row.compute_class == "gaudi" else rng.uniform(1, 90))
              for row in view.steps for attempt in row.attempts]
@@ -156,16 +167,21 @@ def _workload(workflow: dict[str, Any], attempt: Any, wait: float) -> dict[str, 
                                            _stamp(attempt.started + timedelta(seconds=wait))}]}}
 
 
+def _hosts(workflows: list[dict[str, Any]]) -> set[str]:
+    return {n["hostNodeName"] for w in workflows for n in w["status"]["nodes"].values() if n.get("hostNodeName")}
+
+
+def _node(host: str) -> dict[str, Any]:
+    """The Node an attempt ran on: Gaudi or CPU, Spot or On-Demand as its name says."""
+    compute_class = "gaudi" if host.startswith("gaudi") else "cpu"
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": host, "labels": {
+        INSTANCE_TYPE_LABEL: INSTANCE[compute_class], CLASS_LABEL: compute_class,
+        CAPACITY_LABEL: "on-demand" if "-od-" in host else "spot"}}}
+
+
 def nodes(workflows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A Node for every host an attempt ran on: Gaudi or CPU, Spot or On-Demand as its name says."""
-    hosts = {n["hostNodeName"] for w in workflows for n in w["status"]["nodes"].values() if n.get("hostNodeName")}
-    out = []
-    for host in sorted(hosts):
-        compute_class = "gaudi" if host.startswith("gaudi") else "cpu"
-        out.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": host, "labels": {
-            INSTANCE_TYPE_LABEL: INSTANCE[compute_class], CLASS_LABEL: compute_class,
-            CAPACITY_LABEL: "on-demand" if "-od-" in host else "spot"}}})
-    return out
+    """A Node for every host an attempt ran on."""
+    return [_node(host) for host in sorted(_hosts(workflows))]
 
 
 def handler(workflows: list[dict[str, Any]], workloads: list[dict[str, Any]]) -> type[ApiHandler]:

@@ -59,7 +59,7 @@ from wf.argo.nodes import workflow_nodes
 from wf.cluster.nodes import node_manifests
 from wf.cluster.runtime import LocalCluster
 from wf.compile.readback import node_capacity
-from wf.controller.checkpoints import LEDGER_SUFFIX, AttemptRecord, Saved, last_checkpoint, parse_ledger
+from wf.controller.checkpoints import LEDGER_SUFFIX, AttemptRecord, Ledger, Saved, last_checkpoint, parse_ledger
 from wf.controller.cost import NodeFacts, job_cost
 from wf.controller.steps import pod_name, with_facts, workflow_view
 from wf.controller.stream import BUSY, WORKFLOW_PAGE, Backoff
@@ -451,7 +451,7 @@ def interruptions(workflows: list[dict[str, Any]]) -> Counter[tuple[str, str]]:
     return out
 
 
-def checkpoint_report(workflows: list[dict[str, Any]], ledgers: dict[tuple[str, str], dict[str, AttemptRecord]],
+def checkpoint_report(workflows: list[dict[str, Any]], ledgers: dict[tuple[str, str], Ledger],
                       nodes: dict[str, NodeFacts], catalog: Catalog) -> dict[str, Any]:
     """Per half of the day (checkpointed or not): interrupted attempts, the run time and node-hours redone, and
     for the checkpointed half how each attempt after an interruption resumed: from the furthest checkpoint its
@@ -464,9 +464,9 @@ def checkpoint_report(workflows: list[dict[str, Any]], ledgers: dict[tuple[str, 
         meta = wf["metadata"]
         half = "with checkpoints" if (meta.get("labels") or {}).get(CHECKPOINTED_LABEL) == "true" \
             else "without checkpoints"
-        ledger = ledgers.get((meta["namespace"], meta["name"]), {})
+        ledger = ledgers.get((meta["namespace"], meta["name"]), Ledger())
         view = with_facts(workflow_view(wf), wf, ledger)
-        cost = job_cost(view, wf, nodes, now, catalog)
+        cost = job_cost(view, wf, nodes, now, catalog, record=ledger.record(wf))
         totals = halves.setdefault(half, defaultdict(float))
         totals["workflows"] += 1
         totals["node_hours"] += cost.node_hours
@@ -482,7 +482,7 @@ def checkpoint_report(workflows: list[dict[str, Any]], ledgers: dict[tuple[str, 
                             for a in row.attempts if a.interrupted)
             before: dict[str, AttemptRecord] = {}
             for earlier, attempt in zip(row.attempts, row.attempts[1:], strict=False):
-                if (record := ledger.get(pod_name(wf, earlier))) is not None:
+                if (record := ledger.attempts.get(pod_name(wf, earlier))) is not None:
                     before[pod_name(wf, earlier)] = record
                 if not earlier.interrupted or attempt.resumed is None:
                     continue

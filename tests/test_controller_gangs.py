@@ -19,6 +19,7 @@ from wf.core.constants import (
     CAPACITY_LABEL,
     INSTANCE_TYPE_LABEL,
     NODE_FACTS_ANNOTATION,
+    NODE_RECORD_KEY,
     STEP_LABEL,
     ZONE_LABEL,
 )
@@ -115,7 +116,7 @@ class Objects:
         self.patches: list[tuple[str, dict[str, Any]]] = []
 
     def patch_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, name: str,
-                                       body: dict[str, Any]) -> None:
+                                       body: dict[str, Any], **_: Any) -> None:
         self.patches.append((f"{group}/{plural}/{namespace}/{name}", body))
         if self.statuses and (status := self.statuses.pop(0)) != 200:
             raise ApiException(status=status, reason="refused")
@@ -180,34 +181,72 @@ def test_a_mark_waits_out_the_api_servers_trouble_and_says_what_right_it_lacks(
         assert "MPIJob" not in caplog.text
 
 
-class Workflows(Objects):
-    """The workflows as the recorder reads them (a metadata-only GET) and merge-patches them; with `hold`, the first
-    read waits for it, as a loaded API server answers late."""
+class Ledgers:
+    """The workflows' ledgers as the recorder reads, creates and merge-patches them (a CoreV1Api), their Nodes (all
+    gone: 404) and each workflow's metadata (`call_api`, for the ledger's owner; `gone`: workflows deleted); with
+    `hold`, the first read of a ledger waits for it, as a loaded API server answers late."""
 
-    def __init__(self, hold: threading.Event | None = None) -> None:
-        super().__init__()
-        self.annotations: dict[str, str] = {}
+    def __init__(self, hold: threading.Event | None = None, gone: tuple[str, ...] = ()) -> None:
+        self.data: dict[str, dict[str, str]] = {}  # by ConfigMap name
+        self.writes: list[tuple[str, dict[str, Any]]] = []  # (ConfigMap, body), creations included
         self.lock = threading.Lock()
-        self.hold, self.read = hold, threading.Event()
-        self.at: list[float] = []  # when each patch came
+        self.hold, self.read, self.gone = hold, threading.Event(), gone
+        self.at: list[float] = []  # when each write came
 
-    def call_api(self, path: str, method: str, **_: Any) -> SimpleNamespace:
+    def read_namespaced_config_map(self, name: str, namespace: str, **_: Any) -> SimpleNamespace:
         if not self.read.is_set():
             self.read.set()
             if self.hold is not None:
                 self.hold.wait(10)
         with self.lock:
-            metadata = {"resourceVersion": str(len(self.patches)), "annotations": dict(self.annotations)}
-        return SimpleNamespace(data=json.dumps({"metadata": metadata}))
+            if name not in self.data:
+                raise ApiException(status=404)
+            return SimpleNamespace(data=json.dumps({"data": dict(self.data[name])}))
 
-    def patch_namespaced_custom_object(self, *args: Any, **_: Any) -> None:
+    def patch_namespaced_config_map(self, name: str, namespace: str, body: dict[str, Any]) -> None:
         with self.lock:
-            super().patch_namespaced_custom_object(*args)
-            self.annotations.update(args[-1]["metadata"]["annotations"])
+            if name not in self.data:
+                raise ApiException(status=404)
+            self.data[name].update(body["data"])
+            self.writes.append((name, body))
             self.at.append(time.monotonic())
 
-    def nodes(self) -> dict[str, list[str]]:
-        return json.loads(self.annotations.get(NODE_FACTS_ANNOTATION, "{}")).get("nodes", {})
+    def create_namespaced_config_map(self, namespace: str, body: dict[str, Any]) -> None:
+        with self.lock:
+            name = body["metadata"]["name"]
+            if name in self.data:
+                raise ApiException(status=409)
+            self.data[name] = dict(body["data"])
+            self.writes.append((name, body))
+            self.at.append(time.monotonic())
+
+    def call_api(self, path: str, method: str, **_: Any) -> SimpleNamespace:
+        name = path.rsplit("/", 1)[1]
+        if name in self.gone:
+            raise ApiException(status=404)
+        return SimpleNamespace(data=json.dumps({"metadata": {"name": name, "uid": f"uid-{name}"}}))
+
+    def read_node(self, name: str, **_: Any) -> None:
+        raise ApiException(status=404)
+
+    def nodes(self, workflow: str = "day-1") -> dict[str, list[str]]:
+        text = self.data.get(f"{workflow}-checkpoints", {}).get(NODE_RECORD_KEY, "{}")
+        return dict(json.loads(text).get("nodes", {}))
+
+
+def recording(ledgers: Ledgers, lanes: int = 0, interval: float = 0.0, nodes: int = 0) -> Any:
+    """A recorder on `ledgers`, whose node stream has seen `nodes` nodes r5-0, r5-1...; its patches of workflows
+    in `.custom.patches`."""
+    from kubernetes.client import ApiClient
+
+    from wf.controller.node_recorder import NodeRecorder
+
+    made = NodeRecorder(kube=None, api=ApiClient(), lanes=lanes, interval=interval)
+    made.api = made.core = ledgers
+    made.custom = Objects()
+    for k in range(nodes):
+        made.node_event("ADDED", node(f"r5-{k}"))
+    return made
 
 
 def node(name: str, instance_type: str = "r5.4xlarge") -> dict[str, Any]:
@@ -226,70 +265,116 @@ def bound(workflow: str, k: int, node_name: str) -> dict[str, Any]:
 def test_the_node_recorder_prices_a_binding_whose_node_was_deleted_before_it_was_written() -> None:
     """A binding written late (the API server busy, or the storm's deletions faster than the writes) still gets its
     node's facts: the node stream kept them, so the deleted Node's 404 costs nothing."""
-
-    class Nodes:
-        def read_node(self, name: str, **_: Any) -> None:
-            raise ApiException(status=404)
-
-    workflows = Workflows()
-    made = recorder(workflows)
-    made.api, made.core = workflows, Nodes()
+    ledgers = Ledgers()
+    made = recording(ledgers)
     made.node_event("ADDED", node("r5-spot-3"))
     made.node_event("DELETED", node("r5-spot-3"))
     made.pod_event("MODIFIED", bound("day-1", 2, "r5-spot-3"))
-    assert workflows.nodes() == {"r5-spot-3": ["r5.4xlarge", "spot", "us-east-1a"]}
+    assert ledgers.nodes() == {"r5-spot-3": ["r5.4xlarge", "spot", "us-east-1a"]}
     # A node the stream never saw, gone when read: not recorded (cost falls back to the live Node, as before).
     made.pod_event("MODIFIED", bound("day-2", 2, "r5-spot-9"))
+    assert len(ledgers.writes) == 1
+
+
+def test_the_record_is_kept_in_the_workflows_ledger_which_it_owns_never_on_the_running_workflow() -> None:
+    """Argo's controller rewrites a running Workflow whole and reconciles it on every change: a write of the record
+    there cost it a conflict and a reconciliation each. The record goes to the ledger, made owned by the workflow (so
+    it goes with it) beside the attempts' records another writer keeps there, whose keys it leaves alone."""
+    ledgers = Ledgers(gone=("day-9",))
+    ledgers.data["day-2-checkpoints"] = {"day-2-shard-0": "{}"}  # the simulated executor's, made first
+    made = recording(ledgers, nodes=3)
+    workflows = made.custom
+    made.pod_event("MODIFIED", bound("day-1", 0, "r5-0"))
+    made.pod_event("MODIFIED", bound("day-2", 1, "r5-1"))
+    made.pod_event("MODIFIED", bound("day-9", 0, "r5-2"))  # deleted before its record was written: none made
+    (created, body), (patched, merged) = ledgers.writes
+    assert created == "day-1-checkpoints" and body["metadata"]["ownerReferences"] == [
+        {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "name": "day-1", "uid": "uid-day-1"}]
+    assert patched == "day-2-checkpoints" and set(merged["data"]) == {NODE_RECORD_KEY}
+    assert ledgers.data["day-2-checkpoints"]["day-2-shard-0"] == "{}" and ledgers.nodes("day-2")
+    assert "day-9-checkpoints" not in ledgers.data and workflows.patches == []
+    # A restarted recorder reads what the ledger holds before it adds to it.
+    again = recording(ledgers, nodes=4)
+    again.pod_event("MODIFIED", bound("day-1", 0, "r5-0"))  # held already: no write
+    again.pod_event("MODIFIED", bound("day-1", 1, "r5-3"))
+    assert len(ledgers.writes) == 3 and set(ledgers.nodes()) == {"r5-0", "r5-3"}
+
+
+def ended(workflow: str, archiving: str | None = "Pending", record: str | None = None) -> dict[str, Any]:
+    labels = {"workflows.argoproj.io/completed": "true",
+              **({"workflows.argoproj.io/workflow-archiving-status": archiving} if archiving else {})}
+    return {"metadata": {"name": workflow, "namespace": "wf", "labels": labels,
+                         "annotations": {NODE_FACTS_ANNOTATION: record} if record else {}}}
+
+
+def test_an_ended_workflows_record_is_copied_onto_it_once_and_archived_again_when_argo_archived_it_before() -> None:
+    """The ledger goes with the live workflow; Argo's archive keeps the Workflow alone, copied once when its archive
+    worker runs while the archiving label says Pending. So once a workflow has ended its record is copied onto it,
+    with that label set back to Pending when Argo archives runs, and copied again if a binding comes after."""
+    ledgers = Ledgers()
+    made = recording(ledgers, nodes=3)
+    workflows = made.custom
+    made.pod_event("MODIFIED", bound("day-1", 0, "r5-0"))
+    made.workflow_event("ADDED", ended("day-1", archiving="Archived"))
+    ((path, body),) = workflows.patches
+    text = body["metadata"]["annotations"][NODE_FACTS_ANNOTATION]
+    assert path == "argoproj.io/workflows/wf/day-1" and text == ledgers.data["day-1-checkpoints"][NODE_RECORD_KEY]
+    assert body["metadata"]["labels"] == {"workflows.argoproj.io/workflow-archiving-status": "Pending"}
+    # Its own change, and Argo's archiving it again, come back holding that record: nothing more to copy.
+    made.workflow_event("MODIFIED", ended("day-1", archiving="Pending", record=text))
+    made.workflow_event("MODIFIED", ended("day-1", archiving="Archived", record=text))
     assert len(workflows.patches) == 1
+    # A binding the recorder saw late, after the end: written, then copied again.
+    made.pod_event("MODIFIED", bound("day-1", 1, "r5-1"))
+    assert len(workflows.patches) == 2 and set(json.loads(
+        workflows.patches[1][1]["metadata"]["annotations"][NODE_FACTS_ANNOTATION])["nodes"]) == {"r5-0", "r5-1"}
+    # Without Argo's archive (no archiving label) the record alone; a workflow nothing was recorded of: no write.
+    made.pod_event("MODIFIED", bound("day-2", 0, "r5-2"))
+    made.workflow_event("ADDED", ended("day-2", archiving=None))
+    made.workflow_event("ADDED", ended("day-3"))
+    assert [p for p, _ in workflows.patches[2:]] == ["argoproj.io/workflows/wf/day-2"]
+    assert "labels" not in workflows.patches[2][1]["metadata"]
+    # Taken up again (`wf retry`: no longer ended), then deleted: forgotten, nothing copied.
+    made.workflow_event("MODIFIED", {"metadata": {"name": "day-2", "namespace": "wf", "labels": {}}})
+    made.pod_event("MODIFIED", bound("day-2", 1, "r5-1"))
+    made.workflow_event("DELETED", ended("day-1"))
+    made.pod_event("MODIFIED", bound("day-1", 2, "r5-2"))
+    assert len(workflows.patches) == 3
 
 
 def test_bindings_that_arrive_while_a_workflows_record_is_written_go_out_together_in_its_next_write() -> None:
     """On the full-size day one thread wrote every binding, a GET and a PATCH each on a loaded API server (likely
     why 83 of 250 workflows kept an attempt no record priced). The writes now run in lanes, and what queues behind
     a workflow's write is merged into one more, so the pod stream never waits on the API server."""
-    from kubernetes.client import ApiClient
-
-    from wf.controller.node_recorder import NodeRecorder
-
     release = threading.Event()
-    workflows = Workflows(hold=release)
-    made = NodeRecorder(kube=None, api=ApiClient(), lanes=2)
-    made.api, made.custom = workflows, workflows
-    for k in range(6):
-        made.node_event("ADDED", node(f"r5-{k}"))
+    ledgers = Ledgers(hold=release)
+    made = recording(ledgers, lanes=2, nodes=6)
     made.pod_event("MODIFIED", bound("day-1", 0, "r5-0"))
-    assert workflows.read.wait(10)
+    assert ledgers.read.wait(10)
     for k in range(1, 6):  # the stream goes on while the first write waits: nothing here blocks on the server
         made.pod_event("MODIFIED", bound("day-1", k, f"r5-{k}"))
     release.set()
     deadline = time.monotonic() + 10
-    while len(workflows.nodes()) < 6:
-        assert time.monotonic() < deadline, workflows.patches
+    while len(ledgers.nodes()) < 6:
+        assert time.monotonic() < deadline, ledgers.writes
         time.sleep(0.01)
-    assert len(workflows.patches) == 2  # the first binding's write, then the five queued behind it in one
+    assert len(ledgers.writes) == 2  # the first binding's write, then the five queued behind it in one
     made.pod_event("MODIFIED", bound("day-1", 3, "r5-3"))  # a relist's replay: the record holds it, no request
     time.sleep(0.1)
-    assert len(workflows.patches) == 2
+    assert len(ledgers.writes) == 2
 
 
 def test_a_workflows_record_is_written_at_most_once_an_interval() -> None:
-    """Each write is a new revision of the whole workflow: bindings that come within the interval of a workflow's
-    last write wait for it to pass and go out together; another workflow's write does not wait."""
-    from kubernetes.client import ApiClient
-
-    from wf.controller.node_recorder import NodeRecorder
-
+    """Bindings that come within the interval of a workflow's last write wait for it to pass and go out together;
+    another workflow's write does not wait."""
     interval = 1.0
-    workflows = Workflows()
-    made = NodeRecorder(kube=None, api=ApiClient(), lanes=2, interval=interval)
-    made.api, made.custom = workflows, workflows
-    for k in range(4):
-        made.node_event("ADDED", node(f"r5-{k}"))
+    ledgers = Ledgers()
+    made = recording(ledgers, lanes=2, interval=interval, nodes=4)
 
     def written(count: int) -> None:
         deadline = time.monotonic() + 10
-        while len(workflows.patches) < count:
-            assert time.monotonic() < deadline, workflows.patches
+        while len(ledgers.writes) < count:
+            assert time.monotonic() < deadline, ledgers.writes
             time.sleep(0.01)
 
     made.pod_event("MODIFIED", bound("day-1", 0, "r5-0"))
@@ -300,7 +385,7 @@ def test_a_workflows_record_is_written_at_most_once_an_interval() -> None:
     made.pod_event("MODIFIED", bound("day-2", 0, "r5-3"))
     written(3)
     # day-2's at once, day-1's two together once the interval has passed.
-    assert [path.rsplit("/", 1)[1] for path, _ in workflows.patches] == ["day-1", "day-2", "day-1"]
-    assert workflows.at[2] >= began + interval and len(workflows.nodes()) == 4
+    assert [name for name, _ in ledgers.writes] == ["day-1-checkpoints", "day-2-checkpoints", "day-1-checkpoints"]
+    assert ledgers.at[2] >= began + interval and len(ledgers.nodes()) == 3
     time.sleep(0.2)
-    assert len(workflows.patches) == 3
+    assert len(ledgers.writes) == 3

@@ -9,8 +9,8 @@ import pytest
 
 from controller_fakes import fallback_run, nested_run, pod_node, workflow
 from test_placement import STOP_MARK
-from wf.compile.node_facts import NodeRecord
-from wf.controller.checkpoints import AttemptRecord, Saved
+from wf.compile.node_facts import NodeRecord, decode_record
+from wf.controller.checkpoints import AttemptRecord, Ledger, Saved
 from wf.controller.cost import NodeFacts, job_cost
 from wf.controller.ops import retry_plan
 from wf.controller.steps import WorkflowView, pod_name, with_facts, workflow_view
@@ -225,7 +225,7 @@ def _resumed_run() -> tuple[dict[str, Any], WorkflowView, WorkflowView]:
     ledger = {pods[0]: AttemptRecord(location, Saved(), Saved(5, 0.5), 15 * 60),
               pods[1]: AttemptRecord(location, Saved(5, 0.5), Saved(5, 0.5), 0.0),
               pods[2]: AttemptRecord(location, Saved(5, 0.5))}
-    return doc, view, with_facts(view, doc, ledger)
+    return doc, view, with_facts(view, doc, Ledger(ledger))
 
 
 def test_the_ledger_tells_where_attempts_resumed_and_what_their_checkpoints_kept() -> None:
@@ -248,12 +248,15 @@ def test_a_sigterm_exit_is_the_programs_unless_marked_or_the_recorder_saw_its_po
     doc["status"]["nodes"]["q0"]["message"] = "main: Error (exit code 143)"
     view = workflow_view(doc)
     assert [a.outcome for a in view.steps[0].attempts] == ["failed", "interrupted", "succeeded"]
-    assert with_facts(view, doc, {}) == view
+    assert with_facts(view, doc, Ledger()) == view
     # The node recorder saw that attempt's pod evicted while it ran (a workflow compiled before the stop hook):
     # an interruption after all.
-    doc["metadata"].setdefault("annotations", {})[NODE_FACTS_ANNOTATION] = '{"nodes":{},"gangs":{},"disrupted":["q0"]}'
-    evicted = with_facts(view, doc, {})
+    # While the workflow runs the record is in its ledger; once it has ended, a copy is on the workflow.
+    record = '{"nodes":{},"gangs":{},"disrupted":["q0"]}'
+    evicted = with_facts(view, doc, Ledger(nodes=decode_record(record)))
     assert [a.outcome for a in evicted.steps[0].attempts] == ["interrupted", "interrupted", "succeeded"]
+    doc["metadata"].setdefault("annotations", {})[NODE_FACTS_ANNOTATION] = record
+    assert with_facts(view, doc, Ledger()) == evicted
     # The stop hook's mark: an interruption in Argo's reading already.
     doc["status"]["nodes"]["q0"]["message"] = f"main: Error (exit code 143): {STOP_MARK}"
     assert workflow_view(doc).steps[0].attempts[0].interrupted
@@ -346,7 +349,7 @@ def test_what_a_program_ran_is_what_an_interruption_cost_not_its_wait_for_a_node
     pods = [pod_name(doc, a) for a in view.steps[0].attempts]
     ledger = {pods[0]: AttemptRecord("s3://b/x/shard", Saved(), Saved(5, 0.5), 9 * 60, 12 * 60),
               pods[1]: AttemptRecord("", Saved(), Saved(), 0.0, 4 * 60)}
-    (shard,) = with_facts(view, doc, ledger).steps
+    (shard,) = with_facts(view, doc, Ledger(ledger)).steps
     now = datetime.now(UTC)
     assert [a.redone_seconds(now) for a in shard.attempts] == [3 * 60, 4 * 60, 0.0]
     assert [a.resumed for a in shard.attempts] == [Saved(), None, None]

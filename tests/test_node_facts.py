@@ -14,7 +14,6 @@ from wf.compile.node_facts import (
     NodeRecord,
     decode_record,
     disrupted_attempt,
-    merged_text,
     node_facts,
     pod_place,
     read_record,
@@ -101,26 +100,26 @@ def test_a_replica_listed_before_its_resource_pod_waits_for_it() -> None:
 
 def test_the_record_merges_once_per_node_and_stays_bounded() -> None:
     dl1 = NodeFacts("dl1.24xlarge", "spot", zone="us-east-1a")
-    text = merged_text(None, "gaudi-1", dl1, None)
-    assert text is not None and merged_text(text, "gaudi-1", dl1, None) is None  # a node appears once
-    text2 = merged_text(text, "gaudi-1", dl1, ("a1", "worker"))
-    assert text2 is not None and merged_text(text2, "gaudi-1", dl1, ("a1", "worker")) is None
-    text3 = merged_text(text2, "gaudi-2", NodeFacts("dl1.24xlarge", "on-demand"), ("a1", "worker"))
-    assert text3 is not None
-    assert json.loads(text3) == {"nodes": {"gaudi-1": ["dl1.24xlarge", "spot", "us-east-1a"],
-                                           "gaudi-2": ["dl1.24xlarge", "on-demand", ""]},
-                                 "gangs": {"a1": {"worker": ["gaudi-1", "gaudi-2"]}}}
-    record = decode_record(text3)
-    assert record.nodes["gaudi-2"] == NodeFacts("dl1.24xlarge", "on-demand")
-    assert record.gangs["a1"]["worker"] == ("gaudi-1", "gaudi-2")
+    record = NodeRecord().with_binding("gaudi-1", dl1, None)
+    assert record.holds("gaudi-1", None) and not NodeRecord().holds("gaudi-1", None)  # a node appears once
+    assert not record.holds("gaudi-1", ("a1", "worker"))
+    record = record.with_binding("gaudi-1", dl1, ("a1", "worker"))
+    assert record.holds("gaudi-1", ("a1", "worker"))
+    record = record.with_binding("gaudi-2", NodeFacts("dl1.24xlarge", "on-demand"), ("a1", "worker"))
+    assert json.loads(record.encode()) == {"nodes": {"gaudi-1": ["dl1.24xlarge", "spot", "us-east-1a"],
+                                                     "gaudi-2": ["dl1.24xlarge", "on-demand", ""]},
+                                           "gangs": {"a1": {"worker": ["gaudi-1", "gaudi-2"]}}}
+    read = decode_record(record.encode())
+    assert read == record and read.nodes["gaudi-2"] == NodeFacts("dl1.24xlarge", "on-demand")
+    assert read.gangs["a1"]["worker"] == ("gaudi-1", "gaudi-2")
     # The first facts of a node stay.
     assert decode_record(record.with_binding("gaudi-1", NodeFacts("p3.2xlarge", None), None).encode()) == record
-    # Past the bound nothing more is written (cost then reads the live Node).
+    # Past the bound the record no longer fits (the recorder leaves the node to the live Node).
     full, count = NodeRecord(), 0
-    while len((grown := full.with_binding(f"ip-10-0-{count}.ec2.internal", dl1, None)).encode()) <= MAX_RECORD_BYTES:
+    while (grown := full.with_binding(f"ip-10-0-{count}.ec2.internal", dl1, None)).fits():
         full, count = grown, count + 1
-    assert count > 900  # about a thousand nodes per workflow fit
-    assert merged_text(full.encode(), f"ip-10-0-{count}.ec2.internal", dl1, None) is None
+    assert count > 900 and len(full.encode()) <= MAX_RECORD_BYTES < len(grown.encode())  # ~1,000 nodes a workflow
+    assert not NodeRecord() and record
 
 
 def test_a_record_wf_did_not_write_is_no_record() -> None:
@@ -181,10 +180,10 @@ def test_an_attempt_taken_away_while_it_ran_is_its_disruption() -> None:
 
 def test_the_record_keeps_the_attempts_taken_away_once() -> None:
     m5 = NodeFacts("m5.large", "spot", zone="us-east-1a")
-    text = merged_text(None, "cpu-1", m5, None)
-    assert text is not None and "disrupted" not in json.loads(text)  # records without any read as before
-    taken = merged_text(text, "cpu-1", m5, None, disrupted="a1")
-    assert taken is not None and json.loads(taken)["disrupted"] == ["a1"]
-    assert merged_text(taken, "cpu-1", m5, None, disrupted="a1") is None  # said once
-    assert decode_record(taken).disrupted == frozenset({"a1"})
-    assert decode_record(taken).holds("cpu-1", None) and not decode_record(text).holds("cpu-1", None, "a1")
+    record = NodeRecord().with_binding("cpu-1", m5, None)
+    assert "disrupted" not in json.loads(record.encode())  # records without any read as before
+    taken = record.with_binding("cpu-1", m5, None, disrupted="a1")
+    assert json.loads(taken.encode())["disrupted"] == ["a1"]
+    assert taken.holds("cpu-1", None, "a1") and taken.with_binding("cpu-1", m5, None, disrupted="a1") == taken
+    assert decode_record(taken.encode()).disrupted == frozenset({"a1"})
+    assert decode_record(taken.encode()).holds("cpu-1", None) and not record.holds("cpu-1", None, "a1")

@@ -509,10 +509,13 @@ def test_the_node_facts_recorder_has_least_privilege_and_runs_the_catalogs_wf_im
     (role,) = [o for o in objects if o["kind"] == "ClusterRole"]
     granted = {(group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]
                for resource in rule["resources"] for verb in rule["verbs"]}
-    # Pods and Nodes watched (a Node's deletion loses the workers on it), workflows' records written, and an MPIJob
-    # that lost a worker marked with a merge patch, which reads nothing.
+    # Pods and Nodes watched (a Node's deletion loses the workers on it), workflows' records written into their
+    # ledgers (made owned by the workflow, read for its uid) and copied onto the ended ones (watched), and an MPIJob
+    # that lost a worker marked with a merge patch, which reads nothing. No delete, no list of ConfigMaps.
     assert granted == {("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"), ("", "nodes", "get"),
-                       ("", "nodes", "list"), ("", "nodes", "watch"), ("argoproj.io", "workflows", "get"),
+                       ("", "nodes", "list"), ("", "nodes", "watch"), ("", "configmaps", "get"),
+                       ("", "configmaps", "create"), ("", "configmaps", "patch"), ("argoproj.io", "workflows", "get"),
+                       ("argoproj.io", "workflows", "list"), ("argoproj.io", "workflows", "watch"),
                        ("argoproj.io", "workflows", "patch"), ("kubeflow.org", "mpijobs", "patch")}
     with_image = catalog.model_copy(update={"cluster": catalog.cluster.model_copy(
         update={"wf_image": "ghcr.io/example/wf:0.9"})})

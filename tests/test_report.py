@@ -24,8 +24,9 @@ import pytest
 
 from controller_fakes import nested_run
 from wf.compile.interruptions import SPOT_FALLBACK_ANNOTATION
+from wf.compile.node_facts import NodeRecord
 from wf.controller import report as report_module
-from wf.controller.checkpoints import AttemptRecord, Saved
+from wf.controller.checkpoints import AttemptRecord, Ledger, Saved
 from wf.controller.cost import NodeFacts, job_cost
 from wf.controller.queue import parse_workload
 from wf.controller.report import (
@@ -44,6 +45,7 @@ from wf.controller.report import (
     window,
 )
 from wf.controller.steps import pod_name, with_facts, workflow_view
+from wf.core.constants import NODE_FACTS_ANNOTATION
 from wf.core.errors import ClusterError, InputError
 from wf.model.catalog import load_catalog
 
@@ -99,7 +101,7 @@ def line(built: Report, team: str, compute_class: str) -> Any:
 
 def test_totals_are_the_sum_of_wf_gets_costs() -> None:
     """Every workflow through `wf get`'s functions (view, facts, job_cost), summed: the report's total."""
-    costs = [job_cost(with_facts(workflow_view(w), w, {}), w, NODES, NOW, CATALOG)
+    costs = [job_cost(with_facts(workflow_view(w), w, Ledger()), w, NODES, NOW, CATALOG)
              for w in fixtures()]
     total = report().total
     assert costs and total.node_hours > 0 and total.redone_node_hours > 0
@@ -626,21 +628,42 @@ def test_matplotlib_is_imported_by_the_html_path_only() -> None:
     assert subprocess.run([sys.executable, "-c", drawing], cwd=ROOT, timeout=60).returncode == 0
 
 
+def _with_record_copied(workflow: dict[str, Any]) -> dict[str, Any]:
+    """The workflow as the node recorder leaves it once it has ended: its record copied onto it."""
+    hosts = {n["hostNodeName"] for n in (workflow.get("status") or {}).get("nodes", {}).values()
+             if n.get("hostNodeName") in NODES}
+    record = NodeRecord({host: NODES[host] for host in sorted(hosts)}).encode()
+    meta = {**workflow["metadata"], "annotations": {**(workflow["metadata"].get("annotations") or {}),
+                                                    NODE_FACTS_ANNOTATION: record}}
+    return {**workflow, "metadata": meta}
+
+
 def test_a_ledger_is_read_only_for_a_workflow_whose_figures_it_can_change() -> None:
-    # What a ledger adds (a program's run time, a checkpoint's share) counts only for interrupted attempts: the
-    # report asks for the ledgers of the workflows with one, not a GET for each of a day's workflows.
+    # What a ledger adds counts for interrupted attempts (a program's run time, a checkpoint's share) and, until the
+    # node recorder has copied its record onto the ended workflow, for where the attempts ran: the report asks for
+    # the ledgers of those workflows, not a GET for each of a day's workflows.
     asked: list[tuple[str, str]] = []
     interrupted = {w["metadata"]["name"] for w in fixtures() if workflow_view(w).interruptions}
-    built = report(ledger=lambda namespace, name: asked.append((namespace, name)) or {})
+    copied = [_with_record_copied(w) for w in fixtures()]
+    built = report(copied, ledger=lambda namespace, name: asked.append((namespace, name)) or Ledger())
     assert interrupted and len(interrupted) < len(built.runs)
     assert sorted(name for _, name in asked) == sorted(interrupted)
+    asked.clear()
+    report(ledger=lambda namespace, name: asked.append((namespace, name)) or Ledger())  # no record copied yet
+    assert len(asked) == len(fixtures())
     # And a ledger that is read changes the figures as `wf get`'s refinement does.
     workflow = next(w for w in fixtures() if w["metadata"]["name"] in interrupted)
     view = workflow_view(workflow)
     attempt = next(a for row in view.steps for a in row.attempts if a.interrupted)
     record = AttemptRecord("s3://b/ckpt", Saved(), Saved(5, 0.5), kept_seconds=attempt.seconds(NOW))
-    kept = report([workflow], ledger=lambda namespace, name: {pod_name(workflow, attempt): record})
+    kept = report([workflow], ledger=lambda namespace, name: Ledger({pod_name(workflow, attempt): record}))
     assert kept.total.redone_node_hours < report([workflow]).total.redone_node_hours
+    # Its node record prices an attempt whose node is gone, before any copy is on the workflow.
+    hosts = {n["hostNodeName"] for n in REAL_RUN["status"]["nodes"].values() if n.get("hostNodeName")}
+    gone = Facts({name: facts for name, facts in NODES.items() if name not in hosts},
+                 lambda namespace, name: Ledger(nodes=NodeRecord({h: NODES[h] for h in hosts if h in NODES})))
+    document = json.loads(build_report(fixtures(), gone, CATALOG, window("300d", NOW), None, None).dumps())
+    assert {w["unpricedAttempts"] for w in document["workflows"]} == {0}
 
 
 def test_a_workflow_whose_attempt_ran_on_a_node_nothing_recorded_says_how_many_attempts_its_figures_leave_out() -> None:

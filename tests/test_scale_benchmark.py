@@ -116,7 +116,7 @@ def test_a_retry_after_attempts_that_never_started_their_program_is_expected_fro
     """Attempt 0 was taken away before its program started (no ledger record: it saved nothing), so attempt 1
     rightly starts over; attempt 2 must resume from attempt 1's save. The full-size day flagged the first as wrong."""
     from controller_fakes import fallback_run
-    from wf.controller.checkpoints import AttemptRecord, Saved
+    from wf.controller.checkpoints import AttemptRecord, Ledger, Saved
     from wf.controller.steps import pod_name, workflow_view
 
     doc = fallback_run()
@@ -125,7 +125,7 @@ def test_a_retry_after_attempts_that_never_started_their_program_is_expected_fro
     ledger = {pods[1]: AttemptRecord(location, Saved(), Saved(2, 0.2), 60.0),
               pods[2]: AttemptRecord(location, Saved(*resumed_last))}
     meta = doc["metadata"]
-    report = scale.checkpoint_report([doc], {(meta["namespace"], meta["name"]): ledger}, {}, catalog)
+    report = scale.checkpoint_report([doc], {(meta["namespace"], meta["name"]): Ledger(ledger)}, {}, catalog)
     assert bool(report["resumed_wrongly"]) is wrong, report["resumed_wrongly"]
     (half,) = (v for k, v in report.items() if k.endswith("checkpoints"))
     assert half["resumed_from_start"] == 1 and half.get("resumed_from_checkpoint", 0) == (0 if wrong else 1)

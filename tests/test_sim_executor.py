@@ -327,14 +327,19 @@ def test_without_a_location_nothing_survives_and_other_pods_are_not_played() -> 
 
 
 def test_the_ledger_resumes_from_the_furthest_checkpoint_of_the_location() -> None:
+    from wf.compile.node_facts import NodeFacts, NodeRecord
     from wf.controller.checkpoints import AttemptRecord, Saved, last_checkpoint, parse_ledger
+    from wf.core.constants import NODE_RECORD_KEY
 
     here, there = "s3://b/x/train", "s3://b/x/eval"
     records = {"p1": AttemptRecord(here, Saved(), Saved(3, 0.3), 30.0), "p2": AttemptRecord(here, Saved(3, 0.3),
                                                                                                Saved(7, 0.7), 40.0),
                "p3": AttemptRecord(there, Saved(), Saved(9, 0.9), 90.0), "p4": AttemptRecord(here, Saved(7, 0.7))}
-    ledger = parse_ledger({pod: r.encode() for pod, r in records.items()} | {"junk": "{"})
-    assert ledger == records
+    nodes = NodeRecord({"cpu-1": NodeFacts("r5.4xlarge", "spot")})
+    read = parse_ledger({pod: r.encode() for pod, r in records.items()}
+                        | {"junk": "{", NODE_RECORD_KEY: nodes.encode()})
+    ledger = read.attempts  # the node recorder's key is no attempt's
+    assert ledger == records and read.nodes == nodes
     assert last_checkpoint(ledger, here) == Saved(7, 0.7) and last_checkpoint(ledger, "elsewhere") == Saved()
     assert str(Saved(5, 0.63)) == "at 63% from checkpoint 5" and str(Saved()) == "from the start"
 
@@ -376,13 +381,13 @@ def test_the_player_resumes_from_the_ledger_and_records_what_an_interruption_lef
     player.handle(pod)
     (run,) = player.runs.values()
     assert run.resumed == Saved(6, 0.6) and run.ends == run.started + 40
-    assert parse_ledger(writes[-1]) == {"w-1-train-1": AttemptRecord(location, Saved(6, 0.6))}
+    assert parse_ledger(writes[-1]).attempts == {"w-1-train-1": AttemptRecord(location, Saved(6, 0.6))}
     # Its node is lost 13 s in (73% done): checkpoint 7 at 70% is what it leaves.
     pod["status"]["phase"] = "Failed"
     pod["status"]["conditions"] = [{"type": "DisruptionTarget", "lastTransitionTime": "2026-03-01T12:00:18Z"}]
     player.handle(pod)
     assert not player.runs
-    (record,) = parse_ledger(writes[-1]).values()
+    (record,) = parse_ledger(writes[-1]).attempts.values()
     assert record.saved == Saved(7, 0.7) and record.kept_seconds == pytest.approx(10)
 
 
@@ -403,7 +408,8 @@ def test_a_program_told_not_to_resume_starts_over_whatever_its_location_holds() 
     player.handle(checkpointing_pod(resume="false"))
     (run,) = player.runs.values()
     assert not run.resume and run.resumed == Saved() and run.ends == run.started + 100
-    assert parse_ledger(core.writes[-1]) == {"w-1-train-1": AttemptRecord(location, Saved())}  # "from the start"
+    # "from the start"
+    assert parse_ledger(core.writes[-1]).attempts == {"w-1-train-1": AttemptRecord(location, Saved())}
 
 
 def test_a_retried_attempt_under_its_predecessors_pod_name_resumes_from_what_that_one_left() -> None:
@@ -424,7 +430,7 @@ def test_a_retried_attempt_under_its_predecessors_pod_name_resumes_from_what_tha
     player.handle(checkpointing_pod())
     (run,) = player.runs.values()
     assert run.resumed == Saved(6, 0.6) and run.ends == run.started + 40
-    assert parse_ledger(core.writes[-1]) == {"w-1-train-1": AttemptRecord(location, Saved(6, 0.6))}
+    assert parse_ledger(core.writes[-1]).attempts == {"w-1-train-1": AttemptRecord(location, Saved(6, 0.6))}
     # The same program seen again after a restart of this process: its own unended record, not read afresh.
     ledger.update(core.writes[-1])
     restarted = CheckpointPlayer(None)
@@ -453,13 +459,13 @@ def test_a_pod_gone_before_its_work_was_done_is_recorded_cut_short_whatever_the_
     gone = {**pod, "metadata": {**pod["metadata"], "deletionTimestamp": "2026-03-01T12:01:05Z"}}
     if due_first:
         player.finish("u1")
-        assert parse_ledger(writes[-1])["w-1-train-1"].saved == Saved(10, 1.0)
+        assert parse_ledger(writes[-1]).attempts["w-1-train-1"].saved == Saved(10, 1.0)
         player.handle(gone, deleted=True)
     else:
         player.handle(gone, deleted=True)
         player.finish("u1")
     assert not player.runs
-    assert parse_ledger(writes[-1])["w-1-train-1"].saved == Saved(6, 0.6)
+    assert parse_ledger(writes[-1]).attempts["w-1-train-1"].saved == Saved(6, 0.6)
 
 
 def test_a_program_whose_node_vanished_stops_there_though_its_pod_is_deleted_later_and_its_timer_came_first() -> None:
@@ -483,7 +489,7 @@ def test_a_program_whose_node_vanished_stops_there_though_its_pod_is_deleted_lat
     assert not ended, "a program on a vanished node is not ended as done"
     gone = {**pod, "metadata": {**pod["metadata"], "deletionTimestamp": "2026-03-01T12:01:25Z"}}
     player.handle(gone, deleted=True)
-    record = parse_ledger(writes[-1])["w-1-train-1"]
+    record = parse_ledger(writes[-1]).attempts["w-1-train-1"]
     assert record.saved == Saved(3, 0.3) and record.ran_seconds == pytest.approx(30)
     assert not player.runs
 
@@ -504,7 +510,7 @@ def test_a_node_recreated_under_the_name_of_one_that_vanished_ends_its_new_progr
     player.handle(pod)
     player.finish("u1")
     assert core.ended == ["w-1-train-1"]
-    assert parse_ledger(core.writes[-1])["w-1-train-1"].saved == Saved(10, 1.0)
+    assert parse_ledger(core.writes[-1]).attempts["w-1-train-1"].saved == Saved(10, 1.0)
 
 
 def test_one_workflow_s_slow_ledger_holds_up_no_other_workflow_and_its_own_events_stay_in_order() -> None:
@@ -639,13 +645,13 @@ def test_a_launchers_program_is_recorded_under_the_attempt_argo_knows_its_pod_by
     (run,) = player.runs.values()
     assert (run.attempt, run.pod, run.resumed) == ("w-1-train-1", "bert-train-1-launcher-x7", Saved(4, 0.4))
     assert run.owners == ({"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "name": "w-1", "uid": "w"},)
-    assert parse_ledger(core.writes[-1]) == {"w-1-train-1": AttemptRecord(location, Saved(4, 0.4))}
+    assert parse_ledger(core.writes[-1]).attempts == {"w-1-train-1": AttemptRecord(location, Saved(4, 0.4))}
     # A worker's node goes: mpirun fails, and the attempt keeps what it passed, under Argo's pod's name.
     message = MPIRUN_LOST_DAEMON.format(hostname="bert-train-1-worker-1")
     assert message.startswith("ORTE has lost communication with its daemon") and "bert-train-1-worker-1" in message
     player.handle(launcher_pod(**{SIM_EXIT_CODE: MPIRUN_EXIT_CODE, SIM_MESSAGE: message}))
     assert not player.runs
-    (key, record), = parse_ledger(core.writes[-1]).items()
+    (key, record), = parse_ledger(core.writes[-1]).attempts.items()
     assert key == "w-1-train-1" and record.resumed == Saved(4, 0.4) and record.saved is not None
     # Argo's pod gone meanwhile (with its node): the launcher runs from the start and keeps nothing.
     argo.clear()

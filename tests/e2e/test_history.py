@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from wf.compile.node_facts import read_record
+from wf.controller.archive import Archive
 from wf.controller.client import Kube
 from wf.core.constants import SIM_DURATION
 
@@ -62,6 +64,14 @@ def test_a_deleted_run_is_listed_shown_and_its_logs_read_from_the_archive(
     _eventually(lambda: f"workflow/{name}" in history_cli(
         local_cluster, "list", "--archived", "--since", "1h", "-o", "name").stdout, f"{name} archived")
 
+    # Where its attempts ran, kept for their price once the nodes are gone: the node recorder copies the record
+    # onto the ended workflow (its ledger goes with the live object), after Argo archived it here, and has it
+    # archived again.
+    archive = Archive(local_cluster.cluster.state().argo_server_url, "the local cluster")
+    hosts = {n["hostNodeName"] for n in _get(kube, name)["status"]["nodes"].values() if n.get("hostNodeName")}
+    _eventually(lambda: hosts and hosts <= set(read_record(archive.run(NAMESPACE, name) or {}).nodes),
+                f"{name}'s node record ({sorted(hosts)}) in its archived copy")
+
     deleted = history_cli(local_cluster, "delete", name)
     assert deleted.returncode == 0, deleted.stderr
     _eventually(lambda: _gone(kube, name), f"{name}'s live object and pods deleted")
@@ -75,6 +85,8 @@ def test_a_deleted_run_is_listed_shown_and_its_logs_read_from_the_archive(
     assert "(from Argo's archive: the live workflow is gone" in archived.stdout
     # The same steps, attempts, interruption and cost as the live object showed.
     assert _shown(archived.stdout) == _shown(live.stdout), archived.stdout
+    document = json.loads(history_cli(local_cluster, "get", name, "-o", "json").stdout)
+    assert hosts <= set(read_record(document).nodes), document["metadata"]  # `wf get` of the archived run has it
     assert "interruption" in archived.stdout and _total_node_hours(archived.stdout) > 0, archived.stdout
 
     # The interrupted attempt's pod and the finished one's are gone: their logs as the wait container archived them.

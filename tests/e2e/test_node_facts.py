@@ -15,6 +15,7 @@ import pytest
 
 from wf.compile.node_facts import read_record
 from wf.compile.schedulability import template_requests
+from wf.controller.checkpoints import read_ledger
 from wf.controller.client import Kube
 from wf.controller.steps import parse_time, templates_by_name
 from wf.core.constants import NODE_FACTS_ANNOTATION, SIM_CHECKPOINTS, SIM_DURATION
@@ -42,11 +43,22 @@ def _running_past_start(kube: Kube, name: str) -> dict[str, Any]:
         time.sleep(0.5)
 
 
-def _recorded(kube: Kube, name: str, node: str, timeout: float = 30) -> dict[str, Any]:
-    """The workflow once its record holds `node` (the recorder writes when the pod is bound)."""
+def _recorded(kube: Kube, name: str, node: str, timeout: float = 30) -> None:
+    """Once the workflow's record holds `node` (the recorder writes when the pod is bound): in its ledger, not on
+    the running Workflow, which Argo's controller rewrites."""
     deadline = time.monotonic() + timeout
-    while node not in read_record(workflow := _get(kube, name)).nodes:
-        assert time.monotonic() < deadline, f"{node} never recorded on {name}: {workflow['metadata']}"
+    while node not in read_ledger(kube, NAMESPACE, name).nodes.nodes:
+        assert time.monotonic() < deadline, f"{node} never recorded in {name}'s ledger"
+        time.sleep(0.5)
+    assert NODE_FACTS_ANNOTATION not in (_get(kube, name)["metadata"].get("annotations") or {})
+
+
+def _copied(kube: Kube, name: str, timeout: float = 30) -> dict[str, Any]:
+    """The ended workflow once the recorder has copied its ledger's record onto it (for Argo's archive)."""
+    deadline = time.monotonic() + timeout
+    while not read_record(workflow := _get(kube, name)) or \
+            read_record(workflow) != read_ledger(kube, NAMESPACE, name).nodes:
+        assert time.monotonic() < deadline, f"{name}'s record never copied onto it: {workflow['metadata']}"
         time.sleep(0.5)
     return workflow
 
@@ -77,6 +89,7 @@ def test_an_attempt_whose_spot_node_was_deleted_is_priced_in_get_watch_and_repor
         final = _wait_final(kube, name, timeout=300)
         tree = _node_tree(final)
         assert final["status"]["phase"] == "Succeeded", tree
+        final = _copied(kube, name)
         view = _refined(kube, final)
         (row,) = view.steps
         attempts = list(row.attempts)
@@ -139,6 +152,7 @@ def test_a_gangs_launcher_and_workers_are_recorded_per_attempt_and_priced_on_the
     name = _submit(kube, tmp_path, "gang-priced", {SIM_DURATION: "20s"})
     final = _wait_final(kube, name, timeout=300)
     assert final["status"]["phase"] == "Succeeded", _explain(local_cluster, kube, name)()
+    final = _copied(kube, name)
     view = _refined(kube, final)
     ((attempt,),) = [row.attempts for row in view.steps]
     record = read_record(final)

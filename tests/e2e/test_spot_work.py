@@ -78,7 +78,7 @@ def test_a_checkpointed_step_resumes_where_an_unchecked_one_restarts(kube: Kube,
 
     first, second = attempts("checkpointed")
     assert first.interrupted and second.outcome == "succeeded", report
-    ledger = read_ledger(kube, NAMESPACE, names["checkpointed"])
+    ledger = read_ledger(kube, NAMESPACE, names["checkpointed"]).attempts
     saved = ledger[pod_name(final["checkpointed"], first)].saved
     assert saved is not None and saved.checkpoint >= 1, ledger
     # The retry resumed from the checkpoint the interrupted attempt left, and ran only the work left.
@@ -110,7 +110,7 @@ def test_a_checkpointed_step_resumes_after_wf_retry(local_cluster: ClusterHandle
     assert failed["status"]["phase"] == "Failed", report
     (first,) = _refined(kube, failed).steps[0].attempts
     assert not first.interrupted, report  # the program's failure: no interruption retry either
-    saved = read_ledger(kube, NAMESPACE, name)[pod_name(failed, first)].saved
+    saved = read_ledger(kube, NAMESPACE, name).attempts[pod_name(failed, first)].saved
     assert saved is not None and saved.checkpoint >= 1, read_ledger(kube, NAMESPACE, name)
 
     retried = wf_cli(local_cluster, "retry", name)

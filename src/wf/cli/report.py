@@ -3,7 +3,7 @@ their quotas, waited and were interrupted; as a table, a JSON document or one se
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -29,7 +29,7 @@ from wf.core.errors import InputError, WorkFailed, did_you_mean, listing
 if TYPE_CHECKING:
     from wf.compile.node_facts import NodeFacts
     from wf.controller.archive import Archive
-    from wf.controller.checkpoints import AttemptRecord
+    from wf.controller.checkpoints import Ledger
     from wf.controller.client import Kube
     from wf.controller.report import Facts, Report
     from wf.model.catalog import Catalog
@@ -173,7 +173,7 @@ def _facts(kube: Kube, catalog: Catalog, team: str | None) -> Facts:
     from kubernetes.client.exceptions import ApiException
 
     from wf.compile.node_facts import node_facts
-    from wf.controller.checkpoints import read_ledger
+    from wf.controller.checkpoints import Ledger, read_ledger
     from wf.controller.client import api_errors, lookup_errors
     from wf.controller.queue import QueueReader
     from wf.controller.report import Facts
@@ -189,11 +189,11 @@ def _facts(kube: Kube, catalog: Catalog, team: str | None) -> Facts:
             if exc.status != 403:  # a team's role may not list nodes: costs stay unknown, as `wf get` says then
                 raise
 
-    def ledger(namespace: str, name: str) -> Mapping[str, AttemptRecord]:
+    def ledger(namespace: str, name: str) -> Ledger:
         try:
             return read_ledger(kube, namespace, name)
         except lookup_errors():
-            return {}  # as `wf get`: a ledger out of reach leaves the attempts' resumption untold
+            return Ledger()  # as `wf get`: a ledger out of reach leaves what it adds untold
 
     workloads = None
     if catalog.queues is not None:

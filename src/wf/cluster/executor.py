@@ -82,7 +82,7 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -94,7 +94,14 @@ from wf.cluster.resource_conditions import ConditionError, Conditions, Verdict
 from wf.compile.checkpoints import DIR_ENV, RESUME_ENV, URI_ENV
 from wf.compile.kinds.mpijob import JOB_NAME_LABEL, JOB_ROLE_LABEL
 from wf.controller.archived_logs import log_artifact, twin_object
-from wf.controller.checkpoints import AttemptRecord, Saved, last_checkpoint, ledger_name, parse_ledger
+from wf.controller.checkpoints import (
+    AttemptRecord,
+    Saved,
+    last_checkpoint,
+    ledger_name,
+    parse_ledger,
+    write_ledger,
+)
 from wf.controller.gangs import Gangs, LostWorker
 from wf.controller.lanes import Lanes
 from wf.core.constants import (
@@ -686,37 +693,20 @@ class CheckpointPlayer:
             if exc.status != 404:
                 raise
 
-    def _ledger(self, run: CheckpointedRun) -> dict[str, AttemptRecord]:
+    def _ledger(self, run: CheckpointedRun) -> Mapping[str, AttemptRecord]:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            return parse_ledger(self.core.read_namespaced_config_map(ledger_name(run.workflow), run.namespace).data)
+            data = self.core.read_namespaced_config_map(ledger_name(run.workflow), run.namespace).data
         except ApiException as exc:
             if exc.status == 404:
                 return {}
             raise
+        return parse_ledger(data).attempts
 
     def _record(self, run: CheckpointedRun, record: AttemptRecord) -> None:
         """One key per attempt in the ledger: concurrent attempts of one workflow never overwrite each other."""
-        from kubernetes.client.exceptions import ApiException
-
-        name, data = ledger_name(run.workflow), {run.attempt: record.encode()}
-        try:
-            self.core.patch_namespaced_config_map(name, run.namespace, {"data": data})
-            return
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-        if not run.owners:
-            return  # a ledger is made only owned by its workflow, to go with it
-        body = {"metadata": {"name": name, "namespace": run.namespace, "ownerReferences": list(run.owners)},
-                "data": data}
-        try:
-            self.core.create_namespaced_config_map(run.namespace, body)
-        except ApiException as exc:
-            if exc.status != 409:  # another attempt created it meanwhile
-                raise
-            self.core.patch_namespaced_config_map(name, run.namespace, {"data": data})
+        write_ledger(self.core, run.namespace, run.workflow, {run.attempt: record.encode()}, lambda: run.owners)
 
 
 class RealNodes:

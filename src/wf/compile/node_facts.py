@@ -2,8 +2,9 @@
 
 An attempt is priced at its node's instance type and capacity, but nodes go (Spot reclaims them, Karpenter
 consolidates them away) long before anyone asks what a run cost. So the node facts recorder
-(wf.controller.node_recorder) writes, as each of a workflow's pods is bound, its node's facts onto the workflow:
-the annotation NODE_FACTS_ANNOTATION, one JSON object
+(wf.controller.node_recorder) keeps, as each of a workflow's pods is bound, its node's facts with the workflow: in
+its ledger while it runs (the key NODE_RECORD_KEY), then on the ended workflow itself (the annotation
+NODE_FACTS_ANNOTATION), for Argo's archive. One JSON object:
 
     {"nodes": {"<node>": ["<instance type>", "<capacity>", "<zone>"]},
      "gangs": {"<attempt's Argo node id>": {"launcher": ["<node>"], "worker": ["<node>", ...]}},
@@ -73,6 +74,9 @@ class NodeRecord:
     gangs: Mapping[str, Gang] = field(default_factory=dict)
     disrupted: frozenset[str] = frozenset()  # attempts (Argo node ids) whose pod was taken away while it ran
 
+    def __bool__(self) -> bool:
+        return bool(self.nodes or self.gangs or self.disrupted)
+
     def holds(self, node: str, gang: tuple[str, str] | None, disrupted: str | None = None) -> bool:
         """Whether the record already says that `node` ran (for `gang`: that attempt's role; for `disrupted`: that
         the attempt was taken away)."""
@@ -93,6 +97,10 @@ class NodeRecord:
             gangs = {**self.gangs, attempt: roles}
         return NodeRecord(nodes, gangs, self.disrupted | ({disrupted} if disrupted else set()))
 
+    def fits(self) -> bool:
+        """Whether it stays within MAX_RECORD_BYTES (copied onto the workflow, an annotation)."""
+        return len(self.encode().encode()) <= MAX_RECORD_BYTES
+
     def encode(self) -> str:
         return json.dumps({"nodes": {name: [f.instance_type, f.capacity or "", f.zone or ""]
                                      for name, f in sorted(self.nodes.items())},
@@ -103,7 +111,8 @@ class NodeRecord:
 
 
 def read_record(workflow: Mapping[str, Any]) -> NodeRecord:
-    """The workflow's record; empty when it has none (no recorder ran) or holds what wf did not write."""
+    """The record copied onto an ended workflow (a running one's is in its ledger); empty when it has none (no
+    recorder ran, or not yet) or holds what wf did not write."""
     text = ((workflow.get("metadata") or {}).get("annotations") or {}).get(NODE_FACTS_ANNOTATION)
     return decode_record(text) if isinstance(text, str) else NodeRecord()
 
@@ -127,17 +136,6 @@ def decode_record(text: str) -> NodeRecord:
     except (ValueError, TypeError, AttributeError):
         return NodeRecord()
     return NodeRecord(nodes, gangs, disrupted)
-
-
-def merged_text(current: str | None, node: str, facts: NodeFacts, gang: tuple[str, str] | None,
-                disrupted: str | None = None) -> str | None:
-    """The annotation's new text with the binding added; None when it holds it already or would outgrow
-    MAX_RECORD_BYTES."""
-    record = decode_record(current) if current else NodeRecord()
-    if record.holds(node, gang, disrupted):
-        return None
-    text = record.with_binding(node, facts, gang, disrupted).encode()
-    return text if len(text.encode()) <= MAX_RECORD_BYTES else None
 
 
 @dataclass(frozen=True)

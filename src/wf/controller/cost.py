@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from wf.compile.kinds.mpijob import replica_templates
-from wf.compile.node_facts import Gang, NodeFacts, read_record
+from wf.compile.node_facts import Gang, NodeFacts, NodeRecord, read_record
 from wf.compile.readback import read_placement
 from wf.compile.schedulability import pod_requests, template_requests
 from wf.controller.steps import Attempt, WorkflowView, templates_by_name
@@ -125,14 +125,15 @@ def _replica_costs(attempt: Attempt, template: dict[str, Any], catalog: Catalog 
 
 
 def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: Mapping[str, NodeFacts], now: datetime,
-             catalog: Catalog | None = None) -> JobCost:
+             catalog: Catalog | None = None, *, record: NodeRecord | None = None) -> JobCost:
     """Cost per step of a workflow whose attempts ran on the given nodes (name -> facts, as read live): the
-    workflow's own record of its nodes comes first (wf.compile.node_facts: what the recorder kept as each pod
-    was bound, so attempts on nodes since gone are priced), the live nodes second. A multi-node step's replicas
-    not in the record are priced at their class's instance type, which needs the catalog."""
+    workflow's own record of its nodes comes first (wf.compile.node_facts: what the recorder kept as each pod was
+    bound, so attempts on nodes since gone are priced; `record`, its ledger's as `Ledger.record` reads it, else the
+    copy on the ended workflow), the live nodes second. A multi-node step's replicas not in the record are priced at
+    their class's instance type, which needs the catalog."""
     from wf.model.instances import AS_OF
 
-    record = read_record(workflow)
+    record = read_record(workflow) if record is None else record
     known: Mapping[str, NodeFacts] = {**nodes, **record.nodes} if record.nodes else nodes
     templates = templates_by_name(workflow)  # a workflow from a WorkflowTemplate: the ones Argo stored
     requests: dict[str, dict[str, Decimal]] = {}  # by template: read once, not once per attempt

@@ -1,23 +1,32 @@
 """The node facts recorder: as each pod of a workflow is bound to a node, that node's instance type, capacity and
-zone are written onto the workflow (wf.compile.node_facts), so every attempt can be priced after its node is gone;
-each attempt whose pod was taken away while it ran (an eviction, a deletion) is written there too, so its exit
-reads as an interruption whatever its code; and when a multi-node step's worker stops running while its launcher
-runs, its MPIJob is marked (wf.controller.gangs), so the step's failure condition reads an interruption, not the
-program's failure.
+zone are written into the workflow's ledger (wf.compile.node_facts, wf.controller.checkpoints), so every attempt can
+be priced after its node is gone; each attempt whose pod was taken away while it ran (an eviction, a deletion) is
+written there too, so its exit reads as an interruption whatever its code; and when a multi-node step's worker stops
+running while its launcher runs, its MPIJob is marked (wf.controller.gangs), so the step's failure condition reads
+an interruption, not the program's failure.
 
 It watches the pods of every namespace that carry wf's step label (Argo's pods of a compiled step and a multi-node
 step's launcher and workers alike: one stream, so an MPIJob's resource pod arrives before its replicas, and a
 launcher's end before the operator's cleanup of its workers, which is no loss), and the Nodes, whose deletion loses
 the workers on them before the pod GC deletes their pods. For a binding the workflow's record does not hold yet it
 takes the Node's facts from the node stream, which keeps them after the Node is deleted (a binding that waited out a
-busy API server, or a pod bound just before a storm took its node, is still priced), or else reads the Node; then
-it merge-patches the workflow's annotation, naming the resourceVersion it read: a 409 (Argo's controller wrote the
-workflow meanwhile) reads again and merges again. The writes run in RECORD_LANES threads off the streams, a
-workflow's in one, at most one write per workflow every RECORD_INTERVAL, and the bindings a workflow gathers
-meanwhile go out together in its next write. A node appears once per workflow, so a fan-out of 10,000 pods on 100
-nodes costs at most 100 writes. A lost worker is marked first, in the pod stream's thread, before any binding of
-that event is queued: mpirun fails within seconds of the loss, and the mark must be on the MPIJob when Argo reads
-the launcher's failure.
+busy API server, or a pod bound just before a storm took its node, is still priced), or else reads the Node; then it
+merge-patches the record's key of the ledger (made, owned by the workflow, when missing). The record is kept off the
+Workflow while it runs: Argo's controller rewrites that object whole, naming the version it read, and reconciles it
+on every change, so each write there cost Argo a conflict (a read and a rewrite of the whole workflow) and one more
+reconciliation (benchmarks/README.md: a quarter of its updates refused at rehearsal size). A workflow's writes run
+in one of RECORD_LANES threads off the streams, at most one every RECORD_INTERVAL, and the bindings it gathers
+meanwhile go out together in its next write; the record's one writer is that lane, so no write reads before it but
+the first after a restart. A node appears once per workflow, so a fan-out of 10,000 pods on 100 nodes costs at most
+100 writes. A lost worker is marked first, in the pod stream's thread, before any binding of that event is queued:
+mpirun fails within seconds of the loss, and the mark must be on the MPIJob when Argo reads the launcher's failure.
+
+A third stream, of the workflows Argo has ended (ARGO_COMPLETED_LABEL), copies each one's record onto it once
+(NODE_FACTS_ANNOTATION), and again if a binding is written later: the ledger goes with the live workflow, and Argo's
+archive, which keeps finished runs after that, copies the Workflow alone. Argo's archive worker copies what the
+workflow is when it runs, once, while its archiving label says "Pending"; the copy sets that label back to "Pending",
+so a run archived before its record was copied is archived again with it.
+
 The watches are wf.controller.stream's: a dropped watch resumes, a 410 relists (a relist replays every bound pod, of
 which only what the record lacks is written), the API server's absence is waited out. A 403 that lasts
 (FORBIDDEN_PATIENCE) is the account's missing right, said once with the right it lacks; nothing else is tried for
@@ -25,13 +34,14 @@ that workflow until the recorder restarts (a refused mark is said each time: one
 waited out: an API server that has just started may refuse what RBAC allows until its authorizer's caches fill.
 
 Runs as `wf platform record-nodes`: on EKS the platform bundle's Deployment (service account wf-node-recorder,
-which may get, list and watch pods and nodes, get and patch workflows and patch MPIJobs), on the local cluster a
-process beside the simulated executor acting as that same account: the same mark on both, whether or not anyone
-watches the workflow.
+which may get, list and watch pods and nodes, get, create and patch ConfigMaps, get, list, watch and patch workflows
+and patch MPIJobs), on the local cluster a process beside the simulated executor acting as that same account: the
+same records and marks on both, whether or not anyone watches the workflow.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import queue
@@ -39,6 +49,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 from wf.compile.node_facts import (
@@ -46,23 +57,28 @@ from wf.compile.node_facts import (
     GangAttempts,
     NodeFacts,
     NodeRecord,
-    decode_record,
     disrupted_attempt,
-    merged_text,
     node_facts,
     pod_place,
 )
+from wf.controller.checkpoints import ledger_name, parse_ledger, write_ledger
 from wf.controller.client import Kube, is_transient, server_message
 from wf.controller.gangs import Gangs, LostWorker, mark_worker_lost
 from wf.controller.lanes import Lanes
-from wf.controller.stream import Backoff, KubeTransport, Refusals, Sink, Transport, watch_forever
-from wf.core.constants import MPIJOB, NODE_FACTS_ANNOTATION, STEP_LABEL, WORKFLOW
+from wf.controller.stream import WORKFLOW_PAGE, Backoff, KubeTransport, Refusals, Sink, Transport, watch_forever
+from wf.core.constants import (
+    ARGO_ARCHIVE_PENDING,
+    ARGO_ARCHIVING_STATUS_LABEL,
+    ARGO_COMPLETED_LABEL,
+    MPIJOB,
+    NODE_FACTS_ANNOTATION,
+    NODE_RECORD_KEY,
+    STEP_LABEL,
+    WORKFLOW,
+)
 
 log = logging.getLogger("wf.node-recorder")
 
-# Conflicts in a row before a binding waits for the next event: Argo's controller writes a running workflow every
-# few seconds, so one read-merge-patch rarely meets more than one.
-CONFLICT_RETRIES: Final = 10
 # How long one binding's write, or one lost worker's mark, waits out a transient failure (a late mark still ends
 # the attempt as an interruption while mpirun has not failed: the mark alone meets the failure condition).
 TRANSIENT_SECONDS: Final = 60.0
@@ -71,29 +87,38 @@ TRANSIENT_SECONDS: Final = 60.0
 # and a PATCH each that the loaded API server took seconds to answer (8 CPU s of work in a 31-minute day): the
 # likeliest reason why 83 of 250 workflows kept an attempt that no record priced.
 RECORD_LANES: Final = 8
-# The least time between two writes of one workflow's record. Each write is a new revision of the whole workflow (a
-# day's run holds 100 KB of status), which the API server decodes and sends to every watcher of workflows and which
-# Argo's controller then meets as a 409 on its own update. A workflow's pods bind in bursts (a DAG level within
-# seconds): on the evening's full-size day (2026-12-07), a write per burst of a few bindings made the recorder the
-# largest writer of workflows (3,084 patches against Argo's 1,483 updates in 20 minutes), while the API server's
-# watch cache fell 4,000 revisions behind etcd (with 10 s: 912 patches in 15 minutes). The bindings wait in memory
+# The least time between two writes of one workflow's record. A workflow's pods bind in bursts (a DAG level within
+# seconds): written as they came, each burst of a few bindings was a request; on the evening's full-size day
+# (2026-12-07), when the record still lived on the Workflow, that made the recorder its largest writer (3,084
+# patches against Argo's 1,483 updates in 20 minutes; with 10 s: 912 in 15 minutes). The bindings wait in memory
 # meanwhile, their nodes' facts kept by the node stream.
 RECORD_INTERVAL: Final = 10.0
 # Workflows whose record is remembered (what it holds, so a known binding costs no request): a day's worth.
 REMEMBERED_WORKFLOWS: Final = 4096
 # Nodes whose facts the node stream keeps, deleted ones included: the platform's 3,198 and a day's replacements.
 REMEMBERED_NODES: Final = 16384
-# Asks the API server for a workflow's metadata only (resourceVersion, annotations), not its megabyte of status.
+# Asks the API server for a workflow's metadata only (its uid, for the ledger's owner), not its megabyte of status.
 _METADATA_ONLY: Final = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
+Key = tuple[str, str]  # a workflow: (namespace, name)
 
 
 class Forbidden(Exception):
     """The recorder's account lacks a right it needs."""
 
 
+@dataclass
+class Ended:
+    """A workflow Argo has ended, as the recorder last saw it."""
+
+    archived: bool  # it carries Argo's archiving label: its archived copy must be made again to hold the record
+    copied: int | None  # the hash of the record on it (NODE_FACTS_ANNOTATION), None without one
+
+
 class NodeRecorder:
-    """Marks lost workers and records bindings as pod events arrive (`pod_event`, the pod stream's sink) and
-    lost workers as Nodes are deleted (`node_event`, the node stream's)."""
+    """Marks lost workers and records bindings as pod events arrive (`pod_event`, the pod stream's sink), lost
+    workers as Nodes are deleted (`node_event`, the node stream's), and copies the record onto each workflow Argo
+    has ended (`workflow_event`, the stream of ended workflows')."""
 
     def __init__(self, kube: Kube, api: Any = None, lanes: int = 0, interval: float = 0.0) -> None:
         """`lanes`: threads that write the records (RECORD_LANES); 0 writes each in the caller's thread. `interval`:
@@ -106,15 +131,17 @@ class NodeRecorder:
         self.lost = Gangs()  # the running replicas of each MPIJob, to tell a lost worker (two streams feed it)
         # The lanes' and the streams' threads share what follows under one lock.
         self._lock = threading.Lock()
-        self._records: OrderedDict[tuple[str, str], NodeRecord] = OrderedDict()
-        self._pending: dict[tuple[str, str], dict[Binding, None]] = {}  # bindings queued for a workflow's next write
+        self._records: OrderedDict[Key, NodeRecord] = OrderedDict()
+        self._pending: dict[Key, dict[Binding, None]] = {}  # bindings queued for a workflow's next write
         self._later: dict[Binding, None] = {}  # bindings a transient failure kept from being written
-        self._refused: set[tuple[str, str]] = set()  # workflows a 403 refused (said once)
+        self._ended: OrderedDict[Key, Ended] = OrderedDict()
+        self._later_copies: set[Key] = set()  # ended workflows a transient failure kept the record from
+        self._refused: set[Key] = set()  # workflows a 403 refused (said once)
         self._nodes: OrderedDict[str, NodeFacts] = OrderedDict()  # the node stream's, read by the writers
-        self._lanes: Lanes[tuple[str, str]] | None = Lanes(lanes, self.flush, "node records") if lanes else None
+        self._lanes: Lanes[Key] | None = Lanes(lanes, self.flush, "node records") if lanes else None
         self._interval = interval
-        self._written: dict[tuple[str, str], float] = {}  # when each workflow's last write began (monotonic)
-        self._due: queue.PriorityQueue[tuple[float, tuple[str, str]]] = queue.PriorityQueue()
+        self._written: dict[Key, float] = {}  # when each workflow's last write began (monotonic)
+        self._due: queue.PriorityQueue[tuple[float, Key]] = queue.PriorityQueue()
         if self._lanes is not None and interval > 0:
             threading.Thread(target=self._release, name="node records due", daemon=True).start()
 
@@ -128,8 +155,11 @@ class NodeRecorder:
             bindings.append(Binding(place.namespace, place.workflow, place.node, disrupted=attempt))
         with self._lock:
             bindings, self._later = [*self._later, *bindings], {}
+            copies, self._later_copies = self._later_copies, set()
         for binding in bindings:
             self.queue(binding)
+        for key in copies:
+            self._hand_over(key)
 
     def queue(self, binding: Binding) -> None:
         """Have the binding written with whatever else its workflow's next write carries, unless its record holds
@@ -145,10 +175,15 @@ class NodeRecorder:
             last = self._written.get(key)
         if not first:
             return  # its workflow's write is queued already and takes it along
+        if self._lanes is not None and last is not None and last + self._interval > time.monotonic():
+            self._due.put((last + self._interval, key))
+        else:
+            self._hand_over(key)
+
+    def _hand_over(self, key: Key) -> None:
+        """Have the workflow's lane write what is queued for it (and copy its record if it has ended)."""
         if self._lanes is None:
             self.flush(key)
-        elif last is not None and last + self._interval > time.monotonic():
-            self._due.put((last + self._interval, key))
         else:
             self._lanes.of(*key).put(key)
 
@@ -161,16 +196,40 @@ class NodeRecorder:
             time.sleep(max(0.0, due - time.monotonic()))
             self._lanes.of(*key).put(key)
 
-    def flush(self, key: tuple[str, str]) -> None:
-        """Write what is queued for one workflow."""
+    def flush(self, key: Key) -> None:
+        """Write what is queued for one workflow, then, if it has ended, copy its record onto it."""
         with self._lock:
             bindings = list(self._pending.pop(key, {}))
             if bindings and self._interval > 0:
                 now = self._written[key] = time.monotonic()
                 if len(self._written) > REMEMBERED_WORKFLOWS:  # only those still within their interval matter
                     self._written = {k: t for k, t in self._written.items() if now - t < self._interval}
+            ended = key in self._ended
+        nodes = ", ".join(sorted({b.node for b in bindings}))
         if bindings:
-            self.record(key, bindings)
+            self._patiently(key, f"recording nodes {nodes} of {key[0]}/{key[1]}", lambda: self._write(key, bindings),
+                            lambda: self._later.update(dict.fromkeys(bindings)))
+        if ended:
+            self._patiently(key, f"copying the node record onto {key[0]}/{key[1]}", lambda: self._copy(key),
+                            lambda: self._later_copies.add(key))
+
+    def workflow_event(self, kind: str, workflow: dict[str, Any]) -> None:
+        """An ended workflow's change: its record is copied onto it unless it holds it already. One that is gone
+        (or no longer ended: `wf retry` takes it up again) is forgotten until it ends again."""
+        meta = workflow.get("metadata") or {}
+        key, labels = (meta.get("namespace", ""), meta.get("name", "")), meta.get("labels") or {}
+        with self._lock:
+            if kind == "DELETED" or labels.get(ARGO_COMPLETED_LABEL) != "true":
+                self._ended.pop(key, None)
+                return
+            copied = (meta.get("annotations") or {}).get(NODE_FACTS_ANNOTATION)
+            self._ended[key] = Ended(ARGO_ARCHIVING_STATUS_LABEL in labels, hash(copied) if copied else None)
+            self._ended.move_to_end(key)
+            while len(self._ended) > REMEMBERED_WORKFLOWS:
+                self._ended.popitem(last=False)
+            if key in self._refused:
+                return
+        self._hand_over(key)
 
     def node_event(self, kind: str, node: dict[str, Any]) -> None:
         name = (node.get("metadata") or {}).get("name", "")
@@ -212,17 +271,16 @@ class NodeRecorder:
                     return
             time.sleep(backoff.next())
 
-    def record(self, key: tuple[str, str], bindings: list[Binding]) -> None:
-        """Write a workflow's bindings, waiting out a transient failure for TRANSIENT_SECONDS (then they wait for
-        the next pod event)."""
+    def _patiently(self, key: Key, what: str, write: Callable[[], None], later: Callable[[], None]) -> None:
+        """Make one of a workflow's writes, waiting out a transient failure for TRANSIENT_SECONDS (then `later`,
+        under the lock, keeps it for the next pod event)."""
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
-        nodes = ", ".join(sorted({b.node for b in bindings}))
         backoff, deadline, refusals = Backoff(), time.monotonic() + TRANSIENT_SECONDS, Refusals()
         while True:
             try:
-                self._write(key, bindings)
+                write()
                 return
             except Forbidden as exc:
                 if refusals.patient():
@@ -234,15 +292,15 @@ class NodeRecorder:
                 return
             except ApiException as exc:
                 if not is_transient(exc):  # the server's verdict on this write (a 422, a webhook's refusal)
-                    log.error("recording nodes %s of %s/%s: %s %s", nodes, *key, exc.status, server_message(exc))
+                    log.error("%s: %s %s", what, exc.status, server_message(exc))
                     return
                 failure: object = server_message(exc)
-            except (HTTPError, OSError, ConflictsInARow) as exc:
+            except (HTTPError, OSError) as exc:
                 failure = exc
             if time.monotonic() >= deadline:
-                log.warning("recording nodes %s of %s/%s: %s; again at the next event", nodes, *key, failure)
+                log.warning("%s: %s; again at the next event", what, failure)
                 with self._lock:
-                    self._later.update(dict.fromkeys(bindings))
+                    later()
                 return
             time.sleep(backoff.next())
 
@@ -265,97 +323,133 @@ class NodeRecorder:
             self._learn(node, facts)
         return facts
 
-    def _write(self, key: tuple[str, str], bindings: list[Binding]) -> None:
-        """One read-merge-patch of the workflow's record for every binding it lacks."""
+    def _write(self, key: Key, bindings: list[Binding]) -> None:
+        """One merge patch of the workflow's record with every binding it lacks."""
         from kubernetes.client.exceptions import ApiException
 
         namespace, workflow = key
-        for _ in range(CONFLICT_RETRIES):
+        record, written = self._record(key), []
+        for binding in bindings:
+            if record.holds(binding.node, binding.gang, binding.disrupted):
+                continue
+            # A disruption on a node recorded already needs no facts read.
+            if (facts := record.nodes.get(binding.node) or self._facts(binding.node)) is None:
+                log.warning("node %s of %s/%s has no instance type (or is gone): not recorded", binding.node,
+                            namespace, workflow)
+                continue
+            grown = record.with_binding(binding.node, facts, binding.gang, binding.disrupted)
+            if not grown.fits():
+                log.warning("the node record of %s/%s is full: node %s left to the live Node", namespace, workflow,
+                            binding.node)
+                continue
+            record = grown
+            written.append(f"recorded node {binding.node} ({facts.instance_type}) of {namespace}/{workflow}"
+                           + (f", attempt {binding.gang[0]} {binding.gang[1]}" if binding.gang else "")
+                           + (f", attempt {binding.disrupted} taken away" if binding.disrupted else ""))
+        if written:
             try:
-                meta = self._metadata(namespace, workflow)
+                made = write_ledger(self.core, namespace, workflow, {NODE_RECORD_KEY: record.encode()},
+                                    lambda: self._owner(key))
             except ApiException as exc:
-                if exc.status == 404:
-                    self._forget(key)
-                    return  # the workflow is gone: nothing to price
                 if exc.status == 403:
-                    raise self._refusal(exc, "get", key) from exc
+                    raise self._refusal(exc, "write the ledger of", key, "create and patch on configmaps") from exc
                 raise
-            current = (meta.get("annotations") or {}).get(NODE_FACTS_ANNOTATION)
-            record = decode_record(current) if current else NodeRecord()
-            text, written = current, []
-            for binding in bindings:
-                if record.holds(binding.node, binding.gang, binding.disrupted):
-                    continue
-                # A disruption on a node recorded already needs no facts read.
-                if (facts := record.nodes.get(binding.node) or self._facts(binding.node)) is None:
-                    log.warning("node %s of %s/%s has no instance type (or is gone): not recorded", binding.node,
-                                namespace, workflow)
-                    continue
-                record = record.with_binding(binding.node, facts, binding.gang, binding.disrupted)
-                if (merged := merged_text(text, binding.node, facts, binding.gang, binding.disrupted)) is None:
-                    log.warning("the node record of %s/%s is full: node %s left to the live Node", namespace,
-                                workflow, binding.node)
-                    continue
-                text = merged
-                written.append(f"recorded node {binding.node} ({facts.instance_type}) of {namespace}/{workflow}"
-                               + (f", attempt {binding.gang[0]} {binding.gang[1]}" if binding.gang else "")
-                               + (f", attempt {binding.disrupted} taken away" if binding.disrupted else ""))
-            if not written:
-                self._remember(key, record)
-                return
-            body = {"metadata": {"resourceVersion": meta.get("resourceVersion"),
-                                 "annotations": {NODE_FACTS_ANNOTATION: text}}}
-            try:
-                self.custom.patch_namespaced_custom_object(WORKFLOW.group, WORKFLOW.version, namespace,
-                                                           WORKFLOW.plural, workflow, body, _preload_content=False)
-            except ApiException as exc:
-                if exc.status == 409:
-                    continue  # written meanwhile (Argo's controller): read and merge again
-                if exc.status == 404:
-                    self._forget(key)
-                    return
-                if exc.status == 403:
-                    raise self._refusal(exc, "patch", key) from exc
-                raise
-            self._remember(key, record)
+            if not made:
+                self._forget(key)
+                return  # the workflow is gone: nothing to price
             for line in written:
                 log.info("%s", line)
-            return
-        raise ConflictsInARow(f"{CONFLICT_RETRIES} conflicts in a row writing {namespace}/{workflow}")
+        self._remember(key, record)
 
-    def _metadata(self, namespace: str, name: str) -> dict[str, Any]:
+    def _copy(self, key: Key) -> None:
+        """Copy the ended workflow's record onto it, unless it holds that one already, setting its archiving label
+        back to "Pending" when Argo archives it, so the archived copy is made again with the record."""
+        from kubernetes.client.exceptions import ApiException
+
+        record = self._record(key)
+        text = record.encode()
+        with self._lock:
+            ended = self._ended.get(key)
+        if ended is None or not record or ended.copied == hash(text):
+            return
+        labels = {ARGO_ARCHIVING_STATUS_LABEL: ARGO_ARCHIVE_PENDING} if ended.archived else {}
+        body = {"metadata": {"annotations": {NODE_FACTS_ANNOTATION: text}, **({"labels": labels} if labels else {})}}
+        try:
+            self.custom.patch_namespaced_custom_object(WORKFLOW.group, WORKFLOW.version, key[0], WORKFLOW.plural,
+                                                       key[1], body, _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 404:
+                self._forget(key)
+                return
+            if exc.status == 403:
+                raise self._refusal(exc, "patch workflow", key, f"patch on workflows.{WORKFLOW.group}") from exc
+            raise
+        ended.copied = hash(text)
+        log.info("copied the node record of %s/%s onto it (%d nodes)%s", *key, len(record.nodes),
+                 ", to be archived again" if labels else "")
+
+    def _record(self, key: Key) -> NodeRecord:
+        """The workflow's record: as this process last wrote or read it, else as its ledger holds it."""
+        from kubernetes.client.exceptions import ApiException
+
+        with self._lock:
+            if (known := self._records.get(key)) is not None:
+                return known
+        try:
+            data = self.core.read_namespaced_config_map(ledger_name(key[1]), key[0], _preload_content=False).data
+            record = parse_ledger(json.loads(data).get("data")).nodes
+        except ApiException as exc:
+            if exc.status == 403:
+                raise self._refusal(exc, "read the ledger of", key, "get on configmaps") from exc
+            if exc.status != 404:
+                raise
+            record = NodeRecord()  # nothing recorded yet: this process, its one writer, will know when there is
+        self._remember(key, record)
+        return record
+
+    def _owner(self, key: Key) -> list[dict[str, Any]]:
+        """The workflow's owner reference for its new ledger; none when it is gone."""
+        from kubernetes.client.exceptions import ApiException
+
+        namespace, name = key
         path = f"/apis/{WORKFLOW.group}/{WORKFLOW.version}/namespaces/{namespace}/{WORKFLOW.plural}/{name}"
-        response = self.api.call_api(path, "GET", header_params={"Accept": _METADATA_ONLY},
-                                     auth_settings=["BearerToken"], _preload_content=False,
-                                     _return_http_data_only=True)
-        return dict(json.loads(response.data).get("metadata") or {})
+        try:
+            response = self.api.call_api(path, "GET", header_params={"Accept": _METADATA_ONLY},
+                                         auth_settings=["BearerToken"], _preload_content=False,
+                                         _return_http_data_only=True)
+        except ApiException as exc:
+            if exc.status == 404:
+                return []
+            if exc.status == 403:
+                raise self._refusal(exc, "get workflow", key, f"get on workflows.{WORKFLOW.group}") from exc
+            raise
+        uid = (json.loads(response.data).get("metadata") or {}).get("uid")
+        return [{"apiVersion": f"{WORKFLOW.group}/{WORKFLOW.version}", "kind": WORKFLOW.kind, "name": name,
+                 "uid": uid}] if uid else []
 
     @staticmethod
-    def _refusal(exc: Exception, verb: str, key: tuple[str, str]) -> Forbidden:
-        return Forbidden(f"{verb} workflow {key[0]}/{key[1]}: {server_message(exc)} (the recorder needs get and "
-                         f"patch on workflows.{WORKFLOW.group}); its nodes are not recorded")
+    def _refusal(exc: Exception, doing: str, key: Key, needs: str) -> Forbidden:
+        return Forbidden(f"{doing} {key[0]}/{key[1]}: {server_message(exc)} (the recorder needs {needs}); its nodes "
+                         "are not recorded")
 
-    def _remember(self, key: tuple[str, str], record: NodeRecord) -> None:
+    def _remember(self, key: Key, record: NodeRecord) -> None:
         with self._lock:
             self._records[key] = record
             self._records.move_to_end(key)
             while len(self._records) > REMEMBERED_WORKFLOWS:
                 self._records.popitem(last=False)
 
-    def _forget(self, key: tuple[str, str]) -> None:
+    def _forget(self, key: Key) -> None:
         with self._lock:
             self._records.pop(key, None)
-
-
-class ConflictsInARow(Exception):
-    """Every read-merge-patch met a newer write: taken as transient (the binding waits for the next event)."""
+            self._ended.pop(key, None)
 
 
 def record_nodes(kube: Kube, api: Any = None) -> None:
-    """Record and mark forever: the pod stream of every namespace and, once it has listed the pods, the node stream
-    (a deletion matters only for the workers the pods named), each started over when it gives up on the API server.
-    A 403 on a stream itself that lasts (the account may not watch pods, or nodes) raises Forbidden, naming the right;
-    whatever else ends a stream is raised as well."""
+    """Record, mark and copy forever: the pod stream of every namespace and, once it has listed the pods, the node
+    stream (a deletion matters only for the workers the pods named) and the stream of ended workflows, each started
+    over when it gives up on the API server. A 403 on a stream itself that lasts (the account may not watch pods,
+    nodes or workflows) raises Forbidden, naming the right; whatever else ends a stream is raised as well."""
     from kubernetes.client import CoreV1Api
     from kubernetes.client.exceptions import ApiException
 
@@ -373,14 +467,22 @@ def record_nodes(kube: Kube, api: Any = None) -> None:
         except BaseException as exc:  # the process ends with it, as it would in one thread
             ended.put(exc)
 
-    def watch_nodes() -> None:
+    ended_workflows = functools.partial(recorder.custom.list_cluster_custom_object, WORKFLOW.group, WORKFLOW.version,
+                                        WORKFLOW.plural)
+
+    def watch_nodes_and_workflows() -> None:
         if not nodes_started.is_set():
             nodes_started.set()
             threading.Thread(target=watch, args=("nodes", lambda: KubeTransport(core.list_node), recorder.node_event,
                                                  "list and watch on nodes"), name="nodes", daemon=True).start()
+            threading.Thread(target=watch, args=(
+                "ended workflows", lambda: KubeTransport(ended_workflows, f"{ARGO_COMPLETED_LABEL}=true",
+                                                         page=WORKFLOW_PAGE),
+                recorder.workflow_event, f"list and watch on workflows.{WORKFLOW.group} in every namespace"),
+                             name="ended workflows", daemon=True).start()
 
     threading.Thread(target=watch, args=(
         "pods", lambda: KubeTransport(core.list_pod_for_all_namespaces, label_selector=STEP_LABEL),
-        recorder.pod_event, "get, list and watch on pods in every namespace", watch_nodes), name="pods",
-                     daemon=True).start()
+        recorder.pod_event, "get, list and watch on pods in every namespace", watch_nodes_and_workflows),
+                     name="pods", daemon=True).start()
     raise ended.get()

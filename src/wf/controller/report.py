@@ -35,7 +35,8 @@ from wf.compile.metrics import (
     TEAM_LABEL,
     WORKFLOW_COMPLETIONS,
 )
-from wf.controller.checkpoints import AttemptRecord
+from wf.compile.node_facts import read_record
+from wf.controller.checkpoints import Ledger
 from wf.controller.client import http_address
 from wf.controller.cost import JobCost, NodeFacts, job_cost
 from wf.controller.queue import Workload
@@ -87,8 +88,8 @@ class Facts:
     """What the cluster says beside the workflows: the same facts `wf get` reads (wf.controller.watch.Insight)."""
 
     nodes: dict[str, NodeFacts] = field(default_factory=dict)  # node name -> facts, for cost
-    # A workflow's checkpoint ledger (namespace, name -> records by pod), asked as each workflow is read.
-    ledger: Callable[[str, str], Mapping[str, AttemptRecord]] = lambda _namespace, _name: {}
+    # A workflow's ledger (namespace, name -> records by pod, the node record), asked as each workflow is read.
+    ledger: Callable[[str, str], Ledger] = lambda _namespace, _name: Ledger()
     workloads: Sequence[Workload] | None = None  # Kueue's; None: not readable (no Kueue, or not ours to list)
 
 
@@ -378,12 +379,13 @@ class _Tally:
 def run_of(workflow: dict[str, Any], facts: Facts, catalog: Catalog, now: datetime) -> Run:
     """A workflow as `wf get` reads it: its refined view and its cost, through the same functions."""
     view = workflow_view(workflow)
-    # The ledger tells what interrupted attempts redid (their programs' run time, their checkpoints' share): of a
-    # workflow without an interruption it changes no figure, so it is not asked for (a GET per workflow).
-    ledger = facts.ledger(view.namespace, view.name) if view.interruptions else {}
+    # The ledger tells what interrupted attempts redid (their programs' run time, their checkpoints' share) and,
+    # until the node recorder has copied its record onto the ended workflow, where the attempts ran. A workflow
+    # without an interruption whose record is on it needs neither, so it is not asked for (a GET per workflow).
+    ledger = facts.ledger(view.namespace, view.name) if view.interruptions or not read_record(workflow) else Ledger()
     view = with_facts(view, workflow, ledger)
     return Run(view.namespace, view.name, team_of(catalog, view.namespace), view,
-               job_cost(view, workflow, facts.nodes, now, catalog))
+               job_cost(view, workflow, facts.nodes, now, catalog, record=ledger.record(workflow)))
 
 
 def _pods(run: Run, workflow: dict[str, Any]) -> Iterator[tuple[Key, tuple[str, str]]]:

@@ -18,9 +18,8 @@ from typing import Any
 from wf.argo.nodes import NodesOffloaded, fnv32a, workflow_nodes
 from wf.compile.interruptions import is_interruption
 from wf.compile.kinds import kind_of_template
-from wf.compile.node_facts import read_record
 from wf.compile.readback import CompiledPlacement
-from wf.controller.checkpoints import AttemptRecord, Saved
+from wf.controller.checkpoints import Ledger, Saved
 from wf.core.constants import ARGO_POD_NAME_FORMAT_ANNOTATION
 from wf.core.units import parse_time
 
@@ -300,16 +299,17 @@ def workflow_view(workflow: dict[str, Any]) -> WorkflowView:
     )
 
 
-def with_facts(view: WorkflowView, workflow: dict[str, Any], ledger: Mapping[str, AttemptRecord]) -> WorkflowView:
+def with_facts(view: WorkflowView, workflow: dict[str, Any], ledger: Ledger) -> WorkflowView:
     """`view` with what Argo's node tree does not hold: where each attempt resumed and what its checkpoint kept
-    (the workflow's checkpoint ledger, by pod), and an attempt the node recorder saw taken away (its record's
-    `disrupted`) told as an interruption whatever its message (a workflow compiled before the stop hook, whose
-    drained attempts end with a bare exit 143 or 137)."""
+    (the workflow's ledger, by pod), and an attempt the node recorder saw taken away (its record's `disrupted`)
+    told as an interruption whatever its message (a workflow compiled before the stop hook, whose drained attempts
+    end with a bare exit 143 or 137)."""
 
-    disrupted = read_record(workflow).disrupted
+    disrupted = ledger.record(workflow).disrupted
+    attempts = ledger.attempts
 
     def refined(attempt: Attempt) -> Attempt:
-        record = ledger.get(pod_name(workflow, attempt)) if ledger else None
+        record = attempts.get(pod_name(workflow, attempt)) if attempts else None
         # Taken away while it ran (the node recorder saw it evicted or deleted): an interruption, whatever its exit.
         taken = attempt.node_id in disrupted and attempt.phase in FAILED_PHASES
         interrupted = attempt.interrupted or taken

@@ -19,9 +19,9 @@ from functools import partial
 from typing import Any
 
 from wf.argo.nodes import offloaded
-from wf.compile.node_facts import NodeFacts, node_facts, read_record
+from wf.compile.node_facts import NodeFacts, node_facts
 from wf.compile.readback import read_placement
-from wf.controller.checkpoints import read_ledger
+from wf.controller.checkpoints import Ledger, read_ledger
 from wf.controller.client import Kube, cluster_error, lookup_errors
 from wf.controller.cost import JobCost, job_cost
 from wf.controller.events import Inbox, Key, Shared, Snapshot, WatchState, snapshot
@@ -83,6 +83,7 @@ class Insight:
         self._nodes_away_until = 0.0
         self._group_counts: dict[str, tuple[float, dict[str, int] | None]] = {}
         self._explained: dict[str, tuple[float, str]] = {}
+        self._ledgers: dict[Key, Ledger] = {}  # read when the watch ends (or `wf get` shows one): once each
         self.queue = QueueReader(kube)
 
     def _catalog_or_none(self) -> Any:
@@ -118,22 +119,30 @@ class Insight:
         self._nodes[name] = facts
         return facts
 
+    def ledger(self, workflow: dict[str, Any]) -> Ledger:
+        """The workflow's ledger, read once (what can't be read now is left out)."""
+        meta = workflow.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        if (known := self._ledgers.get(key)) is None:
+            try:
+                known = read_ledger(self.kube, *key)
+            except lookup_errors():
+                return Ledger()
+            self._ledgers[key] = known
+        return known
+
     def refine(self, workflow: dict[str, Any], view: WorkflowView) -> WorkflowView:
         """The view with where attempts resumed, what their checkpoints kept, and the attempts the node recorder saw
-        taken away (what can't be read now is left out)."""
-        try:
-            ledger = read_ledger(self.kube, view.namespace, view.name)
-        except lookup_errors():
-            ledger = {}
-        return with_facts(view, workflow, ledger)
+        taken away."""
+        return with_facts(view, workflow, self.ledger(workflow))
 
     def cost(self, workflow: dict[str, Any], view: WorkflowView, now: datetime) -> JobCost:
         """What the workflow's attempts cost, from the facts of every node one ran on: the workflow's record of
         them, else the live Node (read while it exists)."""
-        recorded = read_record(workflow).nodes
-        for host in {a.host for row in view.steps for a in row.attempts if a.host} - set(recorded):
+        record = self.ledger(workflow).record(workflow)
+        for host in {a.host for row in view.steps for a in row.attempts if a.host} - set(record.nodes):
             self.node(host)
-        return job_cost(view, workflow, self.nodes(), now, self._catalog_or_none())
+        return job_cost(view, workflow, self.nodes(), now, self._catalog_or_none(), record=record)
 
     def nodes(self) -> dict[str, NodeFacts]:
         return {name: facts for name, facts in self._nodes.items() if facts is not None}

@@ -30,9 +30,13 @@ MPIJOB_LABEL: Final = f"{DOMAIN}/mpijob"
 # mpirun), written by the node recorder: the step's failure condition reads it as an interruption. A key without
 # dots or prefix, since Argo reads the condition's key as a gjson path, in which every dot is a step.
 MPI_WORKER_LOST_ANNOTATION: Final = "wf-worker-lost"
-# On a workflow: where its attempts ran, kept by the node facts recorder (wf.controller.node_recorder) as each pod
-# is bound, so its cost outlives the nodes: JSON, each node's instance type, capacity and zone once, and a
-# multi-node attempt's launcher and worker nodes by the attempt's Argo node id (wf.compile.node_facts).
+# Where a workflow's attempts ran, kept by the node facts recorder (wf.controller.node_recorder) as each pod is
+# bound, so its cost outlives the nodes: JSON, each node's instance type, capacity and zone once, and a multi-node
+# attempt's launcher and worker nodes by the attempt's Argo node id (wf.compile.node_facts). While the workflow
+# runs, under this key of its ledger (wf.controller.checkpoints: a ConfigMap it owns; every other key is a pod's
+# name, which cannot hold "_"), not on the Workflow, which Argo's controller rewrites whole and reconciles on every
+# change; once it has ended, copied onto it as the annotation below, where Argo's archive keeps it.
+NODE_RECORD_KEY: Final = "_nodes"
 NODE_FACTS_ANNOTATION: Final = f"{DOMAIN}/nodes"
 # The team a job spec names in its own labels (`metadata.labels.team`, the examples' convention), which compiled
 # workflows and templates carry: `wf template list` shows it.
@@ -132,6 +136,11 @@ ARGO_DOMAIN: Final = "workflows.argoproj.io"
 ARGO_WORKFLOW_LABEL: Final = f"{ARGO_DOMAIN}/workflow"
 # On a workflow: "true" once it has finished; `wf retry` resets it so the controller takes the workflow up again.
 ARGO_COMPLETED_LABEL: Final = f"{ARGO_DOMAIN}/completed"
+# On a finished workflow when Argo archives runs: "Pending" until its archive worker has copied it into the
+# archive, then "Archived". Set back to "Pending" by the node recorder with the record it copies onto the workflow,
+# so the archived copy is made again and holds it (the worker archives what the workflow is when it runs).
+ARGO_ARCHIVING_STATUS_LABEL: Final = f"{ARGO_DOMAIN}/workflow-archiving-status"
+ARGO_ARCHIVE_PENDING: Final = "Pending"
 # On a workflow: its phase, which `wf retry` sets back to Running.
 ARGO_PHASE_LABEL: Final = f"{ARGO_DOMAIN}/phase"
 # On a workflow `wf rerun` started (Argo's own for `argo resubmit`): the finished workflow whose steps it reuses.

@@ -236,12 +236,17 @@ def step_cache_rbac(namespaces: Sequence[str]) -> list[dict[str, Any]]:
 
 def node_recorder_rbac() -> list[dict[str, Any]]:
     """The node facts recorder's account (wf.controller.node_recorder): it watches the pods of every namespace,
-    reads the Node each is bound to and writes the workflow's record of its nodes; it watches the Nodes for their
-    deletion and marks an MPIJob that lost a worker (a merge patch: no read); nothing more."""
+    reads the Node each is bound to and writes the workflow's record of its nodes into the workflow's ledger (a
+    ConfigMap it creates when missing, naming the workflow, read for its uid, as owner); it watches the ended
+    workflows to copy their record onto them; it watches the Nodes for their deletion and marks an MPIJob that lost a
+    worker (a merge patch: no read); nothing more. Kubernetes cannot limit `create` to names, nor a ConfigMap's
+    rights to the ledgers' suffix, so those are every namespace's."""
     meta = {"name": NODE_RECORDER, "namespace": CATALOG_NAMESPACE}
     rules = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
              {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
-             {"apiGroups": [WORKFLOW.group], "resources": [WORKFLOW.plural], "verbs": ["get", "patch"]},
+             {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "patch"]},
+             {"apiGroups": [WORKFLOW.group], "resources": [WORKFLOW.plural],
+              "verbs": ["get", "list", "watch", "patch"]},
              {"apiGroups": [MPIJOB.group], "resources": [MPIJOB.plural], "verbs": ["patch"]}]
     return [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(meta)},
             {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": NODE_RECORDER},
@@ -648,13 +653,14 @@ _HEADERS = {
                             "resources and client limits wf's work needs, with upstream's serving settings.",
     "device-plugins.yaml": "A device plugin per accelerator the catalog uses, on those classes' nodes only.",
     "autoscaler.yaml": "What grows the node groups (cluster.autoscaler in the catalog).",
-    "node-recorder.yaml": "The node facts recorder (`wf platform record-nodes`): it keeps on each workflow the "
-                          "instance type, capacity and zone of the nodes its pods were bound to, so `wf get` and "
-                          "`wf report` price attempts whose nodes Spot or consolidation removed; and it marks a "
-                          "multi-node step's MPIJob that lost a worker (`wf-worker-lost`), so the attempt is an "
-                          "interruption. Its account may watch pods and nodes, get and patch workflows and patch "
-                          "MPIJobs; the Deployment needs cluster.wfImage in the catalog (an image with wf "
-                          "installed).",
+    "node-recorder.yaml": "The node facts recorder (`wf platform record-nodes`): it keeps with each workflow the "
+                          "instance type, capacity and zone of the nodes its pods were bound to (in the workflow's "
+                          "ledger ConfigMap while it runs, then on the ended workflow, for Argo's archive), so `wf "
+                          "get` and `wf report` price attempts whose nodes Spot or consolidation removed; and it "
+                          "marks a multi-node step's MPIJob that lost a worker (`wf-worker-lost`), so the attempt is "
+                          "an interruption. Its account may watch pods and nodes, get, create and patch ConfigMaps, "
+                          "watch and patch workflows and patch MPIJobs; the Deployment needs cluster.wfImage in the "
+                          "catalog (an image with wf installed).",
     "metrics.yaml": "What the cluster's Prometheus (cluster.prometheus in the catalog) needs to scrape Argo's "
                     "controller and Kueue: a Service for the controller's metrics port, Roles to find the endpoints, "
                     "GET on /metrics, and the scrape jobs: a ConfigMap to mount and list in Prometheus' "
