@@ -13,13 +13,14 @@ takes the Node's facts from the node stream, which keeps them after the Node is 
 busy API server, or a pod bound just before a storm took its node, is still priced), or else reads the Node; then it
 merge-patches the record's key of the ledger (made, owned by the workflow, when missing). The record is kept off the
 Workflow while it runs: Argo's controller rewrites that object whole, naming the version it read, and reconciles it
-on every change, so each write there cost Argo a conflict (a read and a rewrite of the whole workflow) and queued the workflow
-for reconciliation again (benchmarks/README.md: 13% to 21% of its updates refused at rehearsal size). A workflow's writes run
-in one of RECORD_LANES threads off the streams, at most one every RECORD_INTERVAL, and the bindings it gathers
-meanwhile go out together in its next write; the record's one writer is that lane, so no write reads before it but
-the first after a restart. A node appears once per workflow, so a fan-out of 10,000 pods on 100 nodes costs at most
-100 writes. A lost worker is marked first, in the pod stream's thread, before any binding of that event is queued:
-mpirun fails within seconds of the loss, and the mark must be on the MPIJob when Argo reads the launcher's failure.
+on every change, so each write there cost Argo a conflict (a read and a rewrite of the whole workflow) and queued
+the workflow for reconciliation again (benchmarks/README.md: 13% to 21% of its updates refused at rehearsal size). A
+workflow's writes run in one of RECORD_LANES threads off the streams, at most one every RECORD_INTERVAL, and the
+bindings it gathers meanwhile go out together in its next write; the record's one writer is that lane, so no write
+reads before it but the first after a restart. A node appears once per workflow, so a fan-out of 10,000 pods on 100
+nodes costs at most 100 writes. A lost worker is marked first, in the pod stream's thread, before any binding of
+that event is queued: mpirun fails within seconds of the loss, and the mark must be on the MPIJob when Argo reads
+the launcher's failure.
 
 A third stream, of the workflows Argo has ended (ARGO_COMPLETED_LABEL), copies each one's record onto it once
 (NODE_FACTS_ANNOTATION), and again if a binding is written later: the ledger goes with the live workflow, and Argo's
