@@ -648,9 +648,19 @@ def test_a_ledger_is_read_only_for_a_workflow_whose_figures_it_can_change() -> N
     built = report(copied, ledger=lambda namespace, name: asked.append((namespace, name)) or Ledger())
     assert interrupted and len(interrupted) < len(built.runs)
     assert sorted(name for _, name in asked) == sorted(interrupted)
+    # No record copied yet (a running workflow, or a cluster without the recorder): asked for only where the record
+    # could change a figure: an attempt on a Node no longer listed, a gang, a failed attempt.
+    plain = next(w for w in fixtures() if w["metadata"]["name"] not in interrupted
+                 and not any(a.roles or a.phase in ("Failed", "Error")
+                             for row in workflow_view(w).steps for a in row.attempts))
+    hosts = {n["hostNodeName"] for n in plain["status"]["nodes"].values() if n.get("hostNodeName")}
     asked.clear()
-    report(ledger=lambda namespace, name: asked.append((namespace, name)) or Ledger())  # no record copied yet
-    assert len(asked) == len(fixtures())
+    report([plain], ledger=lambda namespace, name: asked.append((namespace, name)) or Ledger())
+    assert hosts and asked == []  # every node still listed
+    gone = {name: facts for name, facts in NODES.items() if name not in hosts}
+    build_report([plain], Facts(gone, lambda namespace, name: asked.append((namespace, name)) or Ledger()), CATALOG,
+                 window("300d", NOW), None, None)
+    assert asked == [(plain["metadata"]["namespace"], plain["metadata"]["name"])]
     # And a ledger that is read changes the figures as `wf get`'s refinement does.
     workflow = next(w for w in fixtures() if w["metadata"]["name"] in interrupted)
     view = workflow_view(workflow)

@@ -40,7 +40,15 @@ from wf.controller.checkpoints import Ledger
 from wf.controller.client import http_address
 from wf.controller.cost import JobCost, NodeFacts, job_cost
 from wf.controller.queue import Workload
-from wf.controller.steps import Attempt, StepRow, WorkflowView, pod_name, with_facts, workflow_view
+from wf.controller.steps import (
+    FAILED_PHASES,
+    Attempt,
+    StepRow,
+    WorkflowView,
+    pod_name,
+    with_facts,
+    workflow_view,
+)
 from wf.core.errors import ClusterError, InputError
 from wf.core.units import parse_duration, parse_time
 from wf.model.catalog import Catalog
@@ -379,13 +387,23 @@ class _Tally:
 def run_of(workflow: dict[str, Any], facts: Facts, catalog: Catalog, now: datetime) -> Run:
     """A workflow as `wf get` reads it: its refined view and its cost, through the same functions."""
     view = workflow_view(workflow)
-    # The ledger tells what interrupted attempts redid (their programs' run time, their checkpoints' share) and,
-    # until the node recorder has copied its record onto the ended workflow, where the attempts ran. A workflow
-    # without an interruption whose record is on it needs neither, so it is not asked for (a GET per workflow).
-    ledger = facts.ledger(view.namespace, view.name) if view.interruptions or not read_record(workflow) else Ledger()
+    ledger = facts.ledger(view.namespace, view.name) if _ledger_adds(view, workflow, facts.nodes) else Ledger()
     view = with_facts(view, workflow, ledger)
     return Run(view.namespace, view.name, team_of(catalog, view.namespace), view,
                job_cost(view, workflow, facts.nodes, now, catalog, record=ledger.record(workflow)))
+
+
+def _ledger_adds(view: WorkflowView, workflow: dict[str, Any], nodes: Mapping[str, NodeFacts]) -> bool:
+    """Whether the workflow's ledger can change a figure of it, so it is asked for (a GET per workflow) only then:
+    it tells what interrupted attempts redid (their programs' run time, their checkpoints' share), and, until the
+    node recorder has copied its record onto the ended workflow, the nodes of attempts whose Node is gone, a gang's
+    nodes, and which failed attempts were taken away."""
+    if view.interruptions:
+        return True
+    if read_record(workflow):
+        return False
+    return any(a.roles or a.phase in FAILED_PHASES or (a.host and a.host not in nodes)
+               for row in view.steps for a in row.attempts)
 
 
 def _pods(run: Run, workflow: dict[str, Any]) -> Iterator[tuple[Key, tuple[str, str]]]:
