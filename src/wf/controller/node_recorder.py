@@ -206,8 +206,8 @@ class NodeRecorder:
                 if len(self._written) > REMEMBERED_WORKFLOWS:  # only those still within their interval matter
                     self._written = {k: t for k, t in self._written.items() if now - t < self._interval}
             ended = key in self._ended
-        nodes = ", ".join(sorted({b.node for b in bindings}))
         if bindings:
+            nodes = ", ".join(sorted({b.node for b in bindings}))
             self._patiently(key, f"recording nodes {nodes} of {key[0]}/{key[1]}", lambda: self._write(key, bindings),
                             lambda: self._later.update(dict.fromkeys(bindings)))
         if ended:

@@ -35,7 +35,7 @@ from wf.compile.metrics import (
     TEAM_LABEL,
     WORKFLOW_COMPLETIONS,
 )
-from wf.compile.node_facts import read_record
+from wf.compile.node_facts import NodeRecord, read_record
 from wf.controller.checkpoints import Ledger
 from wf.controller.client import http_address
 from wf.controller.cost import JobCost, NodeFacts, job_cost
@@ -387,20 +387,22 @@ class _Tally:
 def run_of(workflow: dict[str, Any], facts: Facts, catalog: Catalog, now: datetime) -> Run:
     """A workflow as `wf get` reads it: its refined view and its cost, through the same functions."""
     view = workflow_view(workflow)
-    ledger = facts.ledger(view.namespace, view.name) if _ledger_adds(view, workflow, facts.nodes) else Ledger()
+    copied = read_record(workflow)  # decoded once: the ledger read or not, the record below is this one's
+    ledger = facts.ledger(view.namespace, view.name) if _ledger_adds(view, copied, facts.nodes) \
+        else Ledger(nodes=copied)
     view = with_facts(view, workflow, ledger)
     return Run(view.namespace, view.name, team_of(catalog, view.namespace), view,
                job_cost(view, workflow, facts.nodes, now, catalog, record=ledger.record(workflow)))
 
 
-def _ledger_adds(view: WorkflowView, workflow: dict[str, Any], nodes: Mapping[str, NodeFacts]) -> bool:
+def _ledger_adds(view: WorkflowView, copied: NodeRecord, nodes: Mapping[str, NodeFacts]) -> bool:
     """Whether the workflow's ledger can change a figure of it, so it is asked for (a GET per workflow) only then:
     it tells what interrupted attempts redid (their programs' run time, their checkpoints' share), and, until the
-    node recorder has copied its record onto the ended workflow, the nodes of attempts whose Node is gone, a gang's
-    nodes, and which failed attempts were taken away."""
+    node recorder has copied its record onto the ended workflow (`copied`), the nodes of attempts whose Node is
+    gone, a gang's nodes, and which failed attempts were taken away."""
     if view.interruptions:
         return True
-    if read_record(workflow):
+    if copied:
         return False
     return any(a.roles or a.phase in FAILED_PHASES or (a.host and a.host not in nodes)
                for row in view.steps for a in row.attempts)
