@@ -24,9 +24,9 @@ What it does, in order:
 With `--report` it then checks that the numbers agree (issue 24): `wf report --since <the day> -o json` (wall and
 peak RSS of the whole command, and of `-o html`), its totals against the sum of `wf get` over every workflow of the
 day (each one's cost table, as printed; and which of them left an attempt unpriced: none should, the node facts
-recorder keeps every attempt's node even when consolidation or the storm removed it), and Argo's wf counters as the
-cluster's Prometheus scraped them (completions, attempts, interruptions; each series' highest value over the day,
-since Argo drops a series ten minutes after its last update).
+recorder keeps every attempt's node even when consolidation or the storm removed it), and wf's metrics as the
+cluster's Prometheus scraped them from the recorder (completions, attempts, interruptions, node-hours and estimate;
+each series' highest value over the day).
 
 With `--checkpoints` every shard's simulated program saves a checkpoint every tenth of its work
 (`sim.wf.dev/checkpoints: 10`), and every other workflow (by index) gives its steps a checkpoint location, so the
@@ -789,7 +789,7 @@ def day_report(state: Any, items: list[dict[str, Any]], env: dict[str, str]) -> 
 
     def scraped(metric: str, by: str = "") -> float:
         window = f"{int(time.time() - first) + 120}s"
-        result = prometheus_query(state, f"sum(max_over_time(argo_workflows_{metric}{{{by}}}[{window}]))")
+        result = prometheus_query(state, f"sum(max_over_time({metric}{{{by}}}[{window}]))")
         return float(result[0]["value"][1]) if result else 0.0
 
     day = 'job_name=~"day-.*"'
@@ -804,7 +804,9 @@ def day_report(state: Any, items: list[dict[str, Any]], env: dict[str, str]) -> 
         "unpriced": unpriced,
         "prometheus": {"completions": scraped("wf_workflow_completions_total", day),
                        "attempts": scraped("wf_step_attempts_total", day),
-                       "interruptions": scraped("wf_step_interruptions_total", day)},
+                       "interruptions": scraped("wf_step_interruptions_total", day),
+                       "node_hours": round(scraped("wf_step_node_seconds_total", day) / 3600, 4),
+                       "estimate_usd": round(scraped("wf_step_estimated_cost_usd_total", day), 4)},
     }
 
 

@@ -8,7 +8,6 @@ from typing import Any
 
 from wf.argo.defaults import as_run, merge, with_defaults
 from wf.compile.interruptions import APPLICATION_EXPRESSION, INTERRUPTION_EXPRESSION
-from wf.compile.metrics import METRICS
 from wf.compile.workflow import compile_job
 from wf.model.catalog import Catalog
 
@@ -39,8 +38,7 @@ def _job(make_job: Any) -> Any:
     return make_job([{"name": "a", "command": ["x"]}, {"name": "b", "command": ["x"], "needs": ["a"]}], retries=2)
 
 
-def test_every_step_runs_with_the_shared_metrics_hardening_and_retry_expressions(catalog: Catalog,
-                                                                                 make_job: Any) -> None:
+def test_every_step_runs_with_the_shared_hardening_and_retry_expressions(catalog: Catalog, make_job: Any) -> None:
     manifest = compile_job(_job(make_job), catalog)
     assert "lastRetry" not in json.dumps(manifest["spec"]["templates"])  # written once, outside the templates
     run = as_run(manifest)
@@ -50,10 +48,10 @@ def test_every_step_runs_with_the_shared_metrics_hardening_and_retry_expressions
         assert run[f"{step}-Attempts"]["retryStrategy"]["expression"] == APPLICATION_EXPRESSION
         assert pod["container"]["securityContext"] == {"allowPrivilegeEscalation": False,
                                                        "capabilities": {"drop": ["ALL"]}}
-        emitted = pod["metrics"]["prometheus"]
-        assert [m["name"] for m in emitted] == [m.name for m in METRICS if m.level == "step"]
-        assert all({"key": "step", "value": step} in m["labels"] for m in emitted)
-    assert run["Main"]["metrics"] == run["a-Attempts"]["metrics"] == {"prometheus": []}
+    # wf's metrics are counted by its node facts recorder (wf.controller.metrics), none by Argo: no template carries
+    # any, so Argo neither merges them on each operation nor copies them into each pod.
+    assert not any("metrics" in template for template in run.values())
+    assert "metrics" not in manifest["spec"] and "metrics" not in manifest["spec"]["templateDefaults"]
 
 
 def test_a_workflow_template_keeps_each_template_whole_for_template_ref(catalog: Catalog, make_job: Any) -> None:
@@ -65,4 +63,4 @@ def test_a_workflow_template_keeps_each_template_whole_for_template_ref(catalog:
     assert "{{workflow.annotations" not in json.dumps(templates)
     assert templates["a"]["retryStrategy"]["expression"] == INTERRUPTION_EXPRESSION
     assert templates["a"]["container"]["securityContext"]["capabilities"] == {"drop": ["ALL"]}
-    assert len(templates["a"]["metrics"]["prometheus"]) == len([m for m in METRICS if m.level == "step"])
+    assert not any("metrics" in template for template in templates.values())

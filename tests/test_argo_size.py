@@ -106,11 +106,11 @@ def test_wf_lint_names_argo_s_limit_in_steps_for_a_job_near_it(tmp_path: Path,
         out, err = capsys.readouterr()
         return int(exit_.value.code or 0), out + err
 
-    code, output = lint(job(720))
+    code, output = lint(job(900))
     [warning] = [line for line in output.splitlines() if "maximum workflow size" in line]
     assert code == 0, output
     holds = int(re.search(r"holds about ([\d,]+) steps", warning)[1].replace(",", ""))  # type: ignore[index]
-    assert warning.startswith(f"{tmp_path / 'chain-720.yaml'}:1: ") and "720 steps: " in warning
-    assert 720 < holds < 720 / NEAR_STEP_LIMIT and "1,048,576 bytes (1.00 MiB)" in warning
-    code, output = lint(job(500))
+    assert warning.startswith(f"{tmp_path / 'chain-900.yaml'}:1: ") and "900 steps: " in warning
+    assert 900 < holds < 900 / NEAR_STEP_LIMIT and "1,048,576 bytes (1.00 MiB)" in warning
+    code, output = lint(job(600))
     assert code == 0 and "maximum workflow size" not in output, output

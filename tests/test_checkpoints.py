@@ -24,7 +24,6 @@ from wf.compile.checkpoints import (
     URI_ENV,
 )
 from wf.compile.interruptions import INTERRUPTION_ANNOTATION, INTERRUPTION_EXPRESSION
-from wf.compile.metrics import METRIC_INPUTS
 from wf.compile.workflow import compile_job
 from wf.core.constants import RERUN_FROM_ANNOTATION, RETRIED_ANNOTATION
 from wf.core.errors import InputError
@@ -118,7 +117,7 @@ def test_a_fan_out_gets_a_location_per_item_that_no_item_text_can_escape(catalog
 def test_unchecked_steps_are_compiled_as_before(catalog: Catalog, make_job: Any) -> None:
     job = make_job([{"name": "a", "command": ["x"]}], retries=1)
     templates = _templates(compile_job(job, catalog))
-    assert all(p["name"] in METRIC_INPUTS for p in templates["a"]["inputs"]["parameters"])
+    assert "inputs" not in templates["a"]
     assert "env" not in templates["a"]["container"]
     assert "terminationGracePeriodSeconds" not in json.loads(templates["a"]["podSpecPatch"])  # the Spot fallback's
     assert "arguments" not in templates["a-Attempts"]["dag"]["tasks"][0]

@@ -83,14 +83,16 @@ def test_argo_serves_metrics_everywhere_plain_http_only_on_the_local_cluster() -
     assert yaml.safe_load(configmap["data"]["metricsConfig"])["secure"] is False
 
 
-def test_configuration_scrapes_argo_plain_and_the_api_server_with_a_token(tmp_path: Path) -> None:
-    config = prometheus.configuration(tmp_path, prometheus.Targets(9100, "127.0.0.1:6443"))
+def test_configuration_scrapes_argo_and_the_recorder_plain_and_the_api_server_with_a_token(tmp_path: Path) -> None:
+    config = prometheus.configuration(tmp_path, prometheus.Targets(9100, 9495, "127.0.0.1:6443"))
     assert config["global"] == {"scrape_interval": "5s", "scrape_timeout": "4s"}
     assert config["storage"] == {"tsdb": {"retention": {"time": "2d"}}}
     jobs = {j["job_name"]: j for j in config["scrape_configs"]}
-    assert set(jobs) == {"argo-workflow-controller", "kube-apiserver"}  # no Kueue on this cluster
+    assert set(jobs) == {"argo-workflow-controller", "wf-node-recorder", "kube-apiserver"}  # no Kueue on this cluster
     argo = jobs["argo-workflow-controller"]
     assert argo == {"job_name": "argo-workflow-controller", "static_configs": [{"targets": ["127.0.0.1:9100"]}]}
+    assert jobs["wf-node-recorder"] == {"job_name": "wf-node-recorder",
+                                        "static_configs": [{"targets": ["127.0.0.1:9495"]}]}
     api = jobs["kube-apiserver"]
     assert api["scheme"] == "https" and api["static_configs"] == [{"targets": ["127.0.0.1:6443"]}]
     assert api["tls_config"] == {"ca_file": str(tmp_path / "apiserver-ca.crt")}  # verified, never skipped
@@ -99,7 +101,7 @@ def test_configuration_scrapes_argo_plain_and_the_api_server_with_a_token(tmp_pa
 
 def test_configuration_scrapes_kueue_with_its_own_ca_when_it_runs(tmp_path: Path) -> None:
     ca = tmp_path / "kueue" / "ca.crt"
-    config = prometheus.configuration(tmp_path, prometheus.Targets(9100, "127.0.0.1:6443", 9200, ca))
+    config = prometheus.configuration(tmp_path, prometheus.Targets(9100, 9495, "127.0.0.1:6443", 9200, ca))
     kueue = next(j for j in config["scrape_configs"] if j["job_name"] == "kueue")
     assert kueue["static_configs"] == [{"targets": ["127.0.0.1:9200"]}]
     assert kueue["scheme"] == "https" and kueue["tls_config"] == {"ca_file": str(ca)}

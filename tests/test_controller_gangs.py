@@ -234,14 +234,14 @@ class Ledgers:
         return dict(json.loads(text).get("nodes", {}))
 
 
-def recording(ledgers: Ledgers, lanes: int = 0, interval: float = 0.0, nodes: int = 0) -> Any:
+def recording(ledgers: Ledgers, lanes: int = 0, interval: float = 0.0, nodes: int = 0, counting: Any = None) -> Any:
     """A recorder on `ledgers`, whose node stream has seen `nodes` nodes r5-0, r5-1...; its patches of workflows
     in `.custom.patches`."""
     from kubernetes.client import ApiClient
 
     from wf.controller.node_recorder import NodeRecorder
 
-    made = NodeRecorder(kube=None, api=ApiClient(), lanes=lanes, interval=interval)
+    made = NodeRecorder(kube=None, api=ApiClient(), lanes=lanes, interval=interval, counting=counting)
     made.api = made.core = ledgers
     made.custom = Objects()
     for k in range(nodes):
@@ -328,18 +328,68 @@ def test_an_ended_workflows_record_is_copied_onto_it_once_and_archived_again_whe
     made.pod_event("MODIFIED", bound("day-1", 1, "r5-1"))
     assert len(workflows.patches) == 2 and set(json.loads(
         workflows.patches[1][1]["metadata"]["annotations"][NODE_FACTS_ANNOTATION])["nodes"]) == {"r5-0", "r5-1"}
-    # Without Argo's archive (no archiving label) the record alone; a workflow nothing was recorded of: no write.
+    # Without Argo's archive (no archiving label) the record alone; a workflow nothing was recorded of gets the
+    # empty record, once: it says the workflow was counted (wf.controller.metrics).
     made.pod_event("MODIFIED", bound("day-2", 0, "r5-2"))
     made.workflow_event("ADDED", ended("day-2", archiving=None))
     made.workflow_event("ADDED", ended("day-3"))
-    assert [p for p, _ in workflows.patches[2:]] == ["argoproj.io/workflows/wf/day-2"]
+    assert [p for p, _ in workflows.patches[2:]] == ["argoproj.io/workflows/wf/day-2", "argoproj.io/workflows/wf/day-3"]
     assert "labels" not in workflows.patches[2][1]["metadata"]
+    empty = workflows.patches[3][1]["metadata"]["annotations"][NODE_FACTS_ANNOTATION]
+    assert json.loads(empty) == {"nodes": {}, "gangs": {}}
+    made.workflow_event("MODIFIED", ended("day-3", record=empty))
     # Taken up again (`wf retry`: no longer ended), then deleted: forgotten, nothing copied.
     made.workflow_event("MODIFIED", {"metadata": {"name": "day-2", "namespace": "wf", "labels": {}}})
     made.pod_event("MODIFIED", bound("day-2", 1, "r5-1"))
     made.workflow_event("DELETED", ended("day-1"))
     made.pod_event("MODIFIED", bound("day-1", 2, "r5-2"))
-    assert len(workflows.patches) == 3
+    assert len(workflows.patches) == 4
+
+
+def test_each_ended_workflow_is_counted_once_into_wfs_metrics_with_its_first_copy() -> None:
+    """wf's metrics count a workflow when its record is first copied onto it: a copy again (a late binding), its
+    own change coming back, or a recorder restarted after the copy count nothing more; one retried and ended again
+    holds the copy, so it is not counted twice either."""
+    from controller_fakes import fallback_run
+    from wf.controller.metrics import Exporter
+    from wf.controller.node_recorder import Counting
+    from wf.model.catalog import load_catalog
+
+    def finished() -> dict[str, Any]:
+        run = fallback_run()  # cpu step `shard` on Spot: two interruptions, then On-Demand; prep before it
+        run["metadata"]["labels"]["workflows.argoproj.io/completed"] = "true"
+        return run
+
+    def counted(exporter: Exporter, line: str) -> float | None:
+        return next((float(text.rsplit(" ", 1)[1]) for text in exporter.text().splitlines()
+                     if text.startswith(line)), None)
+
+    exporter, ledgers = Exporter(), Ledgers()
+    made = recording(ledgers, nodes=2, counting=Counting(exporter, load_catalog))
+    made.pod_event("MODIFIED", bound("prep-q8z", 0, "r5-0"))
+    made.workflow_event("ADDED", finished())
+    shard = 'wf_step_attempts_total{capacity="spot",compute_class="cpu",job_name="bert",step="shard",team="-"}'
+    assert counted(exporter, shard) == 3
+    assert counted(exporter, 'wf_step_interruptions_total{capacity="spot",compute_class="cpu",job_name="bert",'
+                             'step="shard",team="-"}') == 2
+    assert counted(exporter, 'wf_step_spot_fallbacks_total{capacity="spot"') == 1
+    assert counted(exporter, 'wf_workflow_completions_total{job_name="bert",status="Succeeded",team="-"}') == 1
+    ((_, body),) = made.custom.patches
+    again = finished()
+    again["metadata"]["annotations"] = dict(body["metadata"]["annotations"])
+    made.workflow_event("MODIFIED", again)
+    made.pod_event("MODIFIED", bound("prep-q8z", 1, "r5-1"))  # late: copied again, not counted again
+    assert len(made.custom.patches) == 2 and counted(exporter, shard) == 3
+    restarted = Exporter()
+    recording(ledgers, nodes=2, counting=Counting(restarted, load_catalog)).workflow_event("ADDED", again)
+    assert counted(restarted, "wf_workflow_completions_total{") is None
+    # A workflow wf did not compile (no job label) gets its record, and no series named after it.
+    foreign = finished()
+    foreign["metadata"]["name"] = "argo-own"
+    del foreign["metadata"]["labels"]["wf.dev/job"]
+    made.workflow_event("ADDED", foreign)
+    assert made.custom.patches[-1][0].endswith("/argo-own") and "argo-own" not in exporter.text()
+    assert counted(exporter, "wf_workflow_completions_total{") == 1
 
 
 def test_bindings_that_arrive_while_a_workflows_record_is_written_go_out_together_in_its_next_write() -> None:

@@ -10,7 +10,6 @@ import yaml
 
 from wf import argo
 from wf.compile.artifacts import REPOSITORY_REF, repository_configmap
-from wf.compile.metrics import METRIC_INPUTS
 from wf.compile.workflow import compile_job
 from wf.core.errors import InputError
 from wf.jobspec.job import TrainingJob, load_job
@@ -25,14 +24,6 @@ def job(steps: list[dict[str, Any]], **spec: Any) -> TrainingJob:
 
 def templates(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {t["name"]: t for t in manifest["spec"]["templates"]}
-
-
-def own_inputs(template: dict[str, Any]) -> dict[str, Any]:
-    """A pod-level template's inputs but those its shared metrics read (wf.compile.metrics.METRIC_INPUTS)."""
-    out = dict(template.get("inputs") or {})
-    parameters = [p for p in out.get("parameters") or [] if p["name"] not in METRIC_INPUTS]
-    out.pop("parameters", None)
-    return {**({"parameters": parameters} if parameters else {}), **out}
 
 
 def tasks(manifest: dict[str, Any], template: str = "Main") -> dict[str, dict[str, Any]]:
@@ -66,7 +57,7 @@ def test_fan_out_sources(for_each: Any, loop: dict[str, Any], catalog: Catalog, 
     name = "item__id" if item == "{{item.id}}" else "item"
     assert task["arguments"] == {"parameters": [{"name": name, "value": item}]}
     pod = templates(manifest)["shard"]
-    assert own_inputs(pod) == {"parameters": [{"name": name}]}
+    assert pod.get("inputs") == {"parameters": [{"name": name}]}
     assert pod["container"]["command"] == ["run", "--shard={{inputs.parameters." + name + "}}"]
 
 
@@ -115,7 +106,7 @@ def test_parameters_and_artifacts_flow_through_the_retry_wrapper(catalog: Catalo
     assert by_name["eval-Attempts"]["dag"]["tasks"][0]["arguments"] == {
         "parameters": [{"name": "train_accuracy", "value": "{{inputs.parameters.train_accuracy}}"}],
         "artifacts": [{"name": "train_model", "from": "{{inputs.artifacts.train_model}}"}]}
-    assert own_inputs(by_name["eval"]) == {"parameters": [{"name": "train_accuracy"}],
+    assert by_name["eval"].get("inputs") == {"parameters": [{"name": "train_accuracy"}],
                                          "artifacts": [{"name": "train_model", "path": "/wf/inputs/train/model"}]}
     assert by_name["eval"]["container"]["command"] == [
         "eval", "--model", "/wf/inputs/train/model/weights.pt", "--baseline", "{{inputs.parameters.train_accuracy}}"]

@@ -21,7 +21,7 @@ from wf.core.constants import CAPACITY_LABEL, CLASS_LABEL, KARPENTER_NODEPOOL_LA
 from wf.core.errors import InputError
 from wf.lint.platform import APPLY_BUNDLE, LOCAL_FIX, Finding, Live, compare, key
 from wf.model.catalog import Catalog
-from wf.render import autoscaler, device_plugins, kueue, platform
+from wf.render import autoscaler, device_plugins, kueue, platform, scrape
 
 ACCOUNT = "123456789012"
 KARPENTER_CRDS = "pkg/apis/crds"
@@ -412,7 +412,7 @@ def test_the_local_prometheus_scrapes_the_same_jobs_with_the_same_credentials(ca
                                                                                tmp_path: Path) -> None:
     from wf.cluster import prometheus
 
-    local = prometheus.configuration(tmp_path, prometheus.Targets(9100, "127.0.0.1:6443", 9200, tmp_path / "ca"))
+    local = prometheus.configuration(tmp_path, prometheus.Targets(9100, 9495, "127.0.0.1:6443", 9200, tmp_path / "ca"))
     local_jobs = {j["job_name"]: j for j in local["scrape_configs"]}
     config = next(o for o in bundle(catalog)["metrics.yaml"] if o["kind"] == "ConfigMap")
     for job in yaml.safe_load(config["data"]["wf.yml"])["scrape_configs"]:
@@ -525,6 +525,21 @@ def test_the_node_facts_recorder_has_least_privilege_and_runs_the_catalogs_wf_im
     (container,) = pod["containers"]
     assert container["image"] == "ghcr.io/example/wf:0.9"
     assert container["command"] == ["wf", "platform", "record-nodes"]
+    # It serves wf's metrics on its pod's address, where the catalog's Prometheus finds it through a Service.
+    assert container["args"] == ["--metrics-address=:9495"]
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9495}]
+    metrics_objects = bundle(with_image)["metrics.yaml"]
+    (service,) = [o for o in metrics_objects
+                  if o["kind"] == "Service" and o["metadata"]["name"] == "wf-node-recorder-metrics"]
+    assert service["metadata"]["namespace"] == "wf-system" and service["spec"]["ports"][0]["port"] == 9495
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    config = next(o for o in metrics_objects if o["kind"] == "ConfigMap")
+    (job,) = [j for j in yaml.safe_load(config["data"]["wf.yml"])["scrape_configs"]
+              if j["job_name"] == "wf-node-recorder"]
+    assert "scheme" not in job and "tls_config" not in job and "authorization" not in job  # plain HTTP, no token
+    assert not any(o["metadata"]["name"] == "wf-node-recorder-metrics" for o in bundle(catalog)["metrics.yaml"])
+    (endpoint,) = scrape.service_monitor(platform.NODE_RECORDER_METRICS)["spec"]["endpoints"]
+    assert endpoint["scheme"] == "http" and "tlsConfig" not in endpoint  # the Prometheus Operator's word for it
     # `wf platform check` looks for the Deployment on a real cluster, the account on both (the local cluster runs
     # the recorder as a process, as that account).
     kinds = {(o["kind"], o["metadata"]["name"]) for o in platform.expected(with_image, pinned_versions()).objects}

@@ -283,7 +283,7 @@ def reading(url: str = "http://127.0.0.1:9090/") -> PrometheusReading:
     return read_prometheus(url, window("300d", NOW), "--prometheus", fake_fetch([]))
 
 
-def test_prometheus_reads_kueues_histogram_and_argos_counters_per_team() -> None:
+def test_prometheus_reads_kueues_histogram_and_wfs_counters_per_team() -> None:
     asked: list[str] = []
     read = read_prometheus("http://127.0.0.1:9090/", window("24h", NOW), "--prometheus", fake_fetch(asked))
     assert read.url == "http://127.0.0.1:9090"
@@ -295,7 +295,7 @@ def test_prometheus_reads_kueues_histogram_and_argos_counters_per_team() -> None
     queries = [parse_qs(urlsplit(u).query) for u in asked]
     assert all(u.startswith("http://127.0.0.1:9090/api/v1/query?") for u in asked)
     assert all(q["time"] == [str(NOW.timestamp())] and "[86400s]" in q["query"][0] for q in queries)
-    assert sum("argo_workflows_wf_" in q["query"][0] for q in queries) == 3
+    assert sum("(wf_" in q["query"][0] and "argo_workflows" not in q["query"][0] for q in queries) == 3
     only = read.of_team("mapping")
     assert only.wait("*") == Waits(0, None, None) and only.count("*") == Counted(0.0, 0.0, {"Succeeded": 1.0})
 

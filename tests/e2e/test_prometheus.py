@@ -1,5 +1,6 @@
-"""The local cluster's Prometheus: it scrapes Argo's workflow-controller and the API server on loopback, and a
-metric a workflow emits reaches it. (That it scrapes Kueue is checked on the cluster with queues, test_platform.)"""
+"""The local cluster's Prometheus: it scrapes Argo's workflow-controller, wf's node facts recorder and the API server
+on loopback; wf's metrics of a compiled workflow that ended, and a custom metric a workflow of Argo's own emits, reach
+it. (That it scrapes Kueue is checked on the cluster with queues, test_platform.)"""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,10 +20,13 @@ import pytest
 from wf.cluster.prometheus import APISERVER
 from wf.cluster.supervise import CONTROLLER
 from wf.controller.client import Kube
-from wf.render.platform import ARGO_METRICS, KUEUE_METRICS
+from wf.core.constants import SIM_DURATION
+from wf.render.platform import ARGO_METRICS, KUEUE_METRICS, NODE_RECORDER_METRICS
 
 from .conftest import ClusterHandle
 from .test_cluster_workflows import _run, _workflow
+from .test_controller_e2e import job_file, step
+from .test_retries import _wait_final
 
 pytestmark = pytest.mark.cluster
 
@@ -67,17 +72,39 @@ def _series(handle: ClusterHandle, query: str) -> list[dict[str, Any]]:
     return list(prometheus_api(handle, "query", query=query)["result"])
 
 
-def test_prometheus_answers_on_loopback_and_scrapes_argo_and_the_api_server(local_cluster: ClusterHandle) -> None:
+def test_prometheus_answers_on_loopback_and_scrapes_argo_the_recorder_and_the_api_server(
+        local_cluster: ClusterHandle) -> None:
     url = local_cluster.state.prometheus_url
     assert url and url.startswith("http://127.0.0.1:")
     status = {c.name: c for c in local_cluster.cluster.status()}
     assert status["prometheus"].running and url.endswith(f":{status['prometheus'].port}")
-    health = eventually(lambda: _all_up(local_cluster, {ARGO_METRICS.job, APISERVER.job}), "targets up")
+    health = eventually(lambda: _all_up(local_cluster, {ARGO_METRICS.job, NODE_RECORDER_METRICS.job, APISERVER.job}),
+                        "targets up")
     assert KUEUE_METRICS.job not in health  # the session cluster runs without queues
     # Argo's own metrics (v4 names them argo_workflows_*), and the API server's, read with the scrape token.
     assert eventually(lambda: _series(local_cluster, '{__name__=~"argo_workflows_.+"}'), "argo_workflows_*")
     requests = eventually(lambda: _series(local_cluster, "apiserver_request_total"), "apiserver_request_total")
     assert all(s["metric"]["job"] == APISERVER.job for s in requests)
+
+
+def test_a_compiled_workflow_is_counted_once_it_ended_by_the_recorder(local_cluster: ClusterHandle, kube: Kube,
+                                                                       tmp_path: Path) -> None:
+    import wf
+
+    name = f"counted-{uuid.uuid4().hex[:6]}"
+    steps = [step("a", **{SIM_DURATION: "2s"}), step("b", needs=["a"], **{SIM_DURATION: "2s"})]
+    [submitted] = wf.submit(str(job_file(tmp_path, name, steps)), kube=kube)
+    assert _wait_final(kube, submitted.name, timeout=180)["status"]["phase"] == "Succeeded"
+    job = f'{{job_name="{name}"}}'
+    [ended] = eventually(lambda: _series(local_cluster, f"wf_workflow_completions_total{job}"), "its completion")
+    assert ended["metric"]["job"] == NODE_RECORDER_METRICS.job and ended["metric"]["status"] == "Succeeded"
+    assert float(ended["value"][1]) == 1
+    attempts = {s["metric"]["step"]: float(s["value"][1])
+                for s in _series(local_cluster, f"wf_step_attempts_total{job}")}
+    assert attempts == {"a": 1, "b": 1}
+    # Priced on the node each ran on, as `wf get` prices it: a cpu pod's share of an r5 for its seconds.
+    [node_seconds] = _series(local_cluster, f"sum(wf_step_node_seconds_total{job})")
+    assert 0 < float(node_seconds["value"][1]) < 60
 
 
 def test_a_metric_a_workflow_emits_is_scraped(local_cluster: ClusterHandle, kube: Kube) -> None:

@@ -9,9 +9,18 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from wf.cli.options import PROMETHEUS_ENV, CatalogOption, ReportOutput, local_prometheus, with_target
+from wf.cli.options import (
+    PROMETHEUS_ENV,
+    ArgoServerOption,
+    CatalogOption,
+    ReportOutput,
+    archive_of,
+    local_prometheus,
+    with_target,
+)
 from wf.cli.output import print_line, print_report
 from wf.controller.client import Target, connect
+from wf.core.constants import NODE_RECORDER_METRICS_PORT
 from wf.core.errors import ClusterError, InputError, WorkFailed
 
 if TYPE_CHECKING:
@@ -125,24 +134,83 @@ def check(catalog: CatalogOption = None, output: ReportOutput = "text",
         raise WorkFailed(f"{len(findings)} platform findings")
 
 
+_METRICS_ADDRESS = f"127.0.0.1:{NODE_RECORDER_METRICS_PORT}"
+
+
 @platform_app.command("record-nodes")
 @with_target(namespaced=False)
 def record_nodes(as_user: Annotated[str | None, typer.Option(
                      "--as", help="Act as this user, as `kubectl --as` (the credentials need the impersonate verb): "
                                   "the local cluster runs the recorder as its service account.")] = None,
+                 metrics_address: Annotated[str, typer.Option(
+                     "--metrics-address", metavar="HOST:PORT",
+                     help="Serve wf's metrics (README, Metrics) for Prometheus on GET /metrics here: the platform "
+                          "bundle's Deployment listens on its pod's address.")] = _METRICS_ADDRESS,
+                 argo_server: ArgoServerOption = None,
                  *, target: Target) -> None:
     """Keep, on each workflow, the instance type, capacity and zone of every node its pods are bound to, so
-    `wf get` and `wf report` price attempts whose nodes are gone, and mark a multi-node step's MPIJob that lost a
-    worker (`wf-worker-lost`: an interruption, not the program's failure); runs until stopped (the platform bundle's
-    wf-node-recorder Deployment; inside a pod without a kubeconfig it uses the pod's service account)."""
+    `wf get` and `wf report` price attempts whose nodes are gone; mark a multi-node step's MPIJob that lost a
+    worker (`wf-worker-lost`: an interruption, not the program's failure); count each ended workflow into wf's
+    metrics. Runs until stopped (the platform bundle's wf-node-recorder Deployment; inside a pod without a
+    kubeconfig it uses the pod's service account)."""
     import logging
 
-    from wf.controller.node_recorder import RECORD_LANES, Forbidden
+    from wf.controller.catalog_source import cluster_catalog
+    from wf.controller.metrics import Exporter
+    from wf.controller.node_recorder import RECORD_LANES, Counting, Forbidden
     from wf.controller.node_recorder import record_nodes as record
 
+    host, port = _address(metrics_address, "--metrics-address")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     kube = connect(target, connections=RECORD_LANES + 2)  # the writers' and the two streams'
+    api = kube.impersonating(as_user) if as_user else None
+    exporter = Exporter()
     try:
-        record(kube, kube.impersonating(as_user) if as_user else None)
+        serving = exporter.serve(host, port)
+    except OSError as exc:
+        raise ClusterError(f"wf platform record-nodes: cannot serve metrics on {metrics_address}: {exc}") from None
+    logging.getLogger("wf.node-recorder").info("serving wf's metrics on http://%s:%d/metrics", host, serving)
+    catalog = _CatalogOfCluster(lambda: cluster_catalog(kube))
+    try:
+        record(kube, api, Counting(exporter, catalog.get, lambda: archive_of(kube, argo_server)))
     except Forbidden as exc:
         raise ClusterError(f"wf platform record-nodes ({kube.context}): {exc}") from None
+
+
+def _address(value: str, option: str) -> tuple[str, int]:
+    """HOST:PORT (HOST may be empty: every address) as (host, port); InputError naming `option` otherwise."""
+    host, _, port = value.rpartition(":")
+    if not port.isdigit() or int(port) > 65535:
+        raise InputError(f"{option} {value!r}: expected HOST:PORT, e.g. 127.0.0.1:{NODE_RECORDER_METRICS_PORT}")
+    return host or "0.0.0.0", int(port)  # noqa: S104 - an empty host asks for every address
+
+
+# How long the recorder counts with the catalog it read before it reads it again (a team added meanwhile counts
+# as no team until then).
+CATALOG_SECONDS = 300.0
+
+
+class _CatalogOfCluster:
+    """The catalog installed in the cluster, read again at most every CATALOG_SECONDS (teams come and go); the
+    last one read while the cluster has none or refuses it, and the default catalog before any."""
+
+    def __init__(self, read: Callable[[], Catalog | None]) -> None:
+        self._read, self._at = read, float("-inf")
+        self._catalog: Catalog | None = None
+
+    def get(self) -> Catalog:
+        import logging
+        import time
+
+        from wf.model.catalog import load_catalog
+
+        if time.monotonic() - self._at >= CATALOG_SECONDS:
+            self._at = time.monotonic()
+            try:
+                self._catalog = self._read() or self._catalog
+            except ClusterError as exc:
+                logging.getLogger("wf.node-recorder").warning("reading the cluster's catalog: %s; its teams are as "
+                                                              "last read", exc)
+        if self._catalog is None:
+            self._catalog = load_catalog()
+        return self._catalog

@@ -1,8 +1,9 @@
-"""Prometheus on the local cluster: a process on loopback scraping Argo's workflow-controller, the API server and,
-when the cluster runs it, Kueue, every few seconds, so a report can ask it what happened.
+"""Prometheus on the local cluster: a process on loopback scraping Argo's workflow-controller, wf's node facts
+recorder (wf's metrics), the API server and, when the cluster runs it, Kueue, every few seconds, so a report can ask
+it what happened.
 
-Argo's metrics are plain HTTP on loopback. The API server's and Kueue's are HTTPS and want a caller the API
-server authenticates and authorizes for GET /metrics (Kueue asks it through TokenReview and
+Argo's metrics and the recorder's are plain HTTP on loopback. The API server's and Kueue's are HTTPS and want a
+caller the API server authenticates and authorizes for GET /metrics (Kueue asks it through TokenReview and
 SubjectAccessReview): Prometheus presents the token of the `wf-prometheus` service account, which may read
 /metrics and nothing else, rather than the cluster's admin credentials. The token lasts 30 days and every `up`
 writes a new one; Prometheus reads the file at each scrape.
@@ -36,7 +37,7 @@ from wf.cluster.supervise import Say
 from wf.core.constants import CATALOG_NAMESPACE
 from wf.core.errors import ClusterError
 from wf.render import scrape
-from wf.render.platform import ARGO_METRICS, KUEUE_METRICS, metrics_reader
+from wf.render.platform import ARGO_METRICS, KUEUE_METRICS, NODE_RECORDER_METRICS, metrics_reader
 
 NAME = "prometheus"
 # A report after a short local run wants its few minutes at a fine grain; scrapes on loopback are cheap.
@@ -58,6 +59,7 @@ class Targets:
     """What Prometheus scrapes, all on loopback."""
 
     controller_metrics_port: int  # Argo's workflow-controller, plain HTTP
+    recorder_metrics_port: int  # wf's node facts recorder (wf's own metrics), plain HTTP
     apiserver: str  # host:port of the API server, HTTPS
     kueue_metrics_port: int | None = None  # Kueue's metrics, HTTPS; None: the cluster runs no Kueue
     kueue_ca: Path | None = None  # the CA of Kueue's serving certificate
@@ -85,6 +87,8 @@ def configuration(directory: Path, targets: Targets) -> dict[str, Any]:
     jobs: list[dict[str, Any]] = [
         scrape.scrape_job(ARGO_METRICS, on(f"{processes.LOOPBACK}:{targets.controller_metrics_port}"), tls=None,
                    token_file=token),
+        scrape.scrape_job(NODE_RECORDER_METRICS, on(f"{processes.LOOPBACK}:{targets.recorder_metrics_port}"),
+                          tls=None, token_file=token),
         scrape.scrape_job(APISERVER, on(targets.apiserver), tls={"ca_file": str(directory / "apiserver-ca.crt")},
                    token_file=token),
     ]
@@ -124,14 +128,14 @@ class LocalPrometheus:
     def running(self) -> bool:
         return processes.is_running(self.pid(), build.binary_path(NAME))
 
-    def ensure(self, controller_metrics_port: int, kueue: tuple[int, Path] | None, previous_port: int | None,
-               say: Say, timeout: float = 60.0) -> int:
+    def ensure(self, controller_metrics_port: int, recorder_metrics_port: int, kueue: tuple[int, Path] | None,
+               previous_port: int | None, say: Say, timeout: float = 60.0) -> int:
         """Write the credentials and the configuration; start Prometheus unless it runs, else have it reload a
         changed configuration (a restarted controller or Kueue listens on a new port). Returns its port."""
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         apiserver = self._write_credentials()
         kueue_port, kueue_ca = kueue if kueue else (None, None)
-        targets = Targets(controller_metrics_port, apiserver, kueue_port, kueue_ca)
+        targets = Targets(controller_metrics_port, recorder_metrics_port, apiserver, kueue_port, kueue_ca)
         text = yaml.safe_dump(configuration(self.dir, targets), sort_keys=False)
         pid = self.pid()
         if pid is not None and self.running():

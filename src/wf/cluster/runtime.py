@@ -49,6 +49,7 @@ from wf.cluster.supervise import (
     KUBERNETES_SERVICE_IP,
     KUBERNETES_SERVICE_PORT,
     OWN_PROCESSES,
+    SIM_EXECUTOR,
     ComponentStatus,
     ControllerPorts,
     Say,
@@ -79,6 +80,7 @@ class ClusterState:
     mpi_operator_health_port: int | None = None
     # None in a state written by a wf whose controller served no metrics: `up` restarts the controller.
     controller_metrics_port: int | None = None
+    recorder_metrics_port: int | None = None  # wf's metrics, which the node facts recorder serves
     prometheus_port: int | None = None
     postgres_port: int | None = None  # Argo's archive and offloaded node status
     argo_server_port: int | None = None  # the archive's API
@@ -324,8 +326,8 @@ class LocalCluster:
         moved = previous is None or previous.postgres_port != database_port
         ports = self.supervisor.ensure_controller(None if moved or previous is None else previous.controller_ports(),
                                                   nodes_per_group, say)
-        for name in OWN_PROCESSES:
-            self.supervisor.ensure_own(name, say)
+        self.supervisor.ensure_own(SIM_EXECUTOR, say)
+        recorder_port = self.supervisor.ensure_recorder(previous.recorder_metrics_port if previous else None, say)
         if autoscaler:
             say("installing Karpenter's CRDs and wf's NodePools; starting Karpenter's kwok provider")
             apply_objects(self.kubeconfig, karpenter_kwok.objects(catalog))
@@ -347,6 +349,7 @@ class LocalCluster:
             autoscaler=autoscaler,
             mpi_operator_health_port=mpi_port,
             controller_metrics_port=ports.metrics,
+            recorder_metrics_port=recorder_port,
             prometheus_port=previous.prometheus_port if previous else None,
             postgres_port=database_port,
             argo_server_port=previous.argo_server_port if previous else None,
@@ -368,7 +371,8 @@ class LocalCluster:
         argo_server_port = self._argo_server().ensure(state.argo_server_port, say, restart=moved)
         state = replace(state, argo_server_port=argo_server_port)
         # Last: it scrapes the others where they listen now.
-        prometheus_port = self._prometheus().ensure(ports.metrics, kueue_metrics, state.prometheus_port, say)
+        prometheus_port = self._prometheus().ensure(ports.metrics, recorder_port, kueue_metrics,
+                                                    state.prometheus_port, say)
         state = replace(state, prometheus_port=prometheus_port)
         self._save_state(state)
         state = self._ensure_real_nodes(state, previous.real_nodes if previous else 0, real_nodes, catalog, timeout,

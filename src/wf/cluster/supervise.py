@@ -289,13 +289,27 @@ class Supervisor:
         return ComponentStatus(name=name, pid=pid, port=None, log=str(self.workdir / "logs" / f"{name}.log"),
                                running=processes.is_running(pid, Path(sys.executable)))
 
-    def ensure_own(self, name: str, say: Say) -> None:
+    def ensure_own(self, name: str, say: Say, extra: Sequence[str] = ()) -> bool:
+        """Start one of wf's own processes, with `extra` arguments, unless it runs; whether it started it."""
         if (status := self.own(name)).running:
-            return
+            return False
         say(f"starting {name}")
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", "HOME")}
-        argv = [sys.executable, *OWN_PROCESSES[name], "--kubeconfig", str(self.kubeconfig)]
+        argv = [sys.executable, *OWN_PROCESSES[name], "--kubeconfig", str(self.kubeconfig), *extra]
         processes.start(argv, env=env, log_file=Path(status.log), pid_file=self.own_pid_file(name), cwd=self.workdir)
+        return True
+
+    def ensure_recorder(self, previous_port: int | None, say: Say) -> int:
+        """The node facts recorder's metrics port (its /metrics, for Prometheus): the previous one if it still runs,
+        else a new process's. One running where nobody recorded is replaced."""
+        status = self.own(NODE_RECORDER)
+        if status.running and status.pid is not None:
+            if previous_port is not None:
+                return previous_port
+            processes.stop(status.pid, Path(sys.executable), grace_seconds=2)
+        port = processes.free_port()
+        self.ensure_own(NODE_RECORDER, say, [f"--metrics-address={processes.LOOPBACK}:{port}"])
+        return port
 
     # ---- stop --------------------------------------------------------------------------------------
     def stop_all(self, extra: Sequence[tuple[str, Path, Path]], say: Say) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from wf.argo.defaults import self_contained
-from wf.compile import artifacts, cache, checkpoints, metrics
+from wf.compile import artifacts, cache, checkpoints
 from wf.compile.hardening import CONTAINER_HARDENING, added_capabilities, pod_security
 from wf.compile.interruptions import (
     APPLICATION_ANNOTATION,
@@ -135,11 +135,11 @@ def _locate(job: TrainingJob, problem: Problem) -> Problem:
 
 def _workflow_spec(job: TrainingJob, placements: dict[str, Placement], catalog: Catalog,
                    queue: QueueAssignment | None, namespace: str | None) -> dict[str, Any]:
-    templates: list[dict[str, Any]] = [{"name": ENTRYPOINT, "metrics": _no_metrics(), "dag": {"tasks": []}}]
+    templates: list[dict[str, Any]] = [{"name": ENTRYPOINT, "dag": {"tasks": []}}]
     tasks = templates[0]["dag"]["tasks"]
     exit_tasks: list[dict[str, Any]] = []
     if job.spec.on_exit:
-        templates.append({"name": EXIT_HANDLER, "metrics": _no_metrics(), "dag": {"tasks": exit_tasks}})
+        templates.append({"name": EXIT_HANDLER, "dag": {"tasks": exit_tasks}})
     producers = {s.name: s for _, s in job.spec.step_entries()}
     volumes = _volumes(job, catalog)  # once: every multi-node step's replicas mount them all
     for dag, steps in ((tasks, job.spec.steps), (exit_tasks, job.spec.on_exit)):
@@ -150,15 +150,13 @@ def _workflow_spec(job: TrainingJob, placements: dict[str, Placement], catalog: 
         # What every template shares, written once: Argo merges it into each template (strategic merge patch,
         # the template's own fields winning; workflow/controller/operator.go, mergedTemplateDefaultsInto).
         "templateDefaults": {
-            "metrics": metrics.shared_step_metrics(team=_team(queue), job=job.name),
             # Argo's schema requires a container's image: the job's, which each step's container names anyway.
             # The stop hook marks an attempt the kubelet stopped from outside (wf.compile.interruptions).
             "container": {"image": _default_image(job), "securityContext": copy.deepcopy(CONTAINER_HARDENING),
                           "lifecycle": copy.deepcopy(STOP_HOOK)},
         },
         "workflowMetadata": {"annotations": dict(RETRY_EXPRESSIONS)},
-        "templates": templates, "podGC": dict(POD_GC), "ttlStrategy": dict(TTL),
-        "metrics": metrics.workflow_metrics(team=_team(queue), job=job.name)}
+        "templates": templates, "podGC": dict(POD_GC), "ttlStrategy": dict(TTL)}
     if job.spec.on_exit:
         spec["onExit"] = EXIT_HANDLER
     if job.spec.parallelism:
@@ -187,12 +185,6 @@ def _workflow_spec(job: TrainingJob, placements: dict[str, Placement], catalog: 
     if volumes:
         spec["volumes"] = volumes
     return spec
-
-
-def _no_metrics() -> dict[str, Any]:
-    """A DAG's `metrics`: none, rather than the pod-level templates' from templateDefaults (an empty list replaces
-    them). A new dict each time: no YAML anchors in a manifest."""
-    return {"prometheus": []}
 
 
 def _default_image(job: TrainingJob) -> str:
@@ -302,24 +294,14 @@ def _step(job: TrainingJob, catalog: Catalog, step: Step, placement: Placement, 
         task["dependencies"] = list(step.needs)
     if step.when is not None:
         task["when"] = _rewrite(step.when, lambda r: _from_dag(r, False))
-    for wrapper in wrappers:
-        wrapper["metrics"] = _no_metrics()
     rendered = kind_of(step).render(job, step, catalog, placement,
                                     lambda p: _pod_template(job, catalog, step, p, refs, producers, queue),
                                     volumes, queue)
     if (memoize := cache.memoize(job, step, refs, producers, catalog)) is not None:
         rendered["memoize"] = memoize
-    # On the pod-level template alone (the shared ones, spec.templateDefaults, read these inputs): its Retry node is
-    # one run of the step, its children the attempts.
-    rendered.setdefault("inputs", {}).setdefault("parameters", []).extend(
-        metrics.step_metric_inputs(rendered, step=step.name, placement=placement, catalog=catalog))
     templates += wrappers
     templates.append(rendered)
     return task
-
-
-def _team(queue: QueueAssignment | None) -> str:
-    return queue.team.name if queue else ""
 
 
 def _loop(step: Step) -> dict[str, Any]:

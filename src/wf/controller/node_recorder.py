@@ -26,7 +26,9 @@ A third stream, of the workflows Argo has ended (ARGO_COMPLETED_LABEL), copies e
 (NODE_FACTS_ANNOTATION), and again if a binding is written later: the ledger goes with the live workflow, and Argo's
 archive, which keeps finished runs after that, copies the Workflow alone. Argo's archive worker copies what the
 workflow is when it runs, once, while its archiving label says "Pending"; the copy sets that label back to "Pending",
-so a run archived before its record was copied is archived again with it.
+so a run archived before its record was copied is archived again with it. The first copy (an empty record's too)
+also counts the workflow into wf's metrics (`Counting`, wf.controller.metrics), once: a restarted recorder finds the
+copy and does not count it again.
 
 The watches are wf.controller.stream's: a dropped watch resumes, a 410 relists (a relist replays every bound pod, of
 which only what the record lacks is written), the API server's absence is waited out. A 403 that lasts
@@ -36,8 +38,9 @@ waited out: an API server that has just started may refuse what RBAC allows unti
 
 Runs as `wf platform record-nodes`: on EKS the platform bundle's Deployment (service account wf-node-recorder,
 which may get, list and watch pods and nodes, get, create and patch ConfigMaps, get, list, watch and patch workflows
-and patch MPIJobs), on the local cluster a process beside the simulated executor acting as that same account: the
-same records and marks on both, whether or not anyone watches the workflow.
+and patch MPIJobs; it serves wf's metrics on its pod's address), on the local cluster a process beside the
+simulated executor acting as that same account, its metrics on loopback: the same records, marks and counts on
+both, whether or not anyone watches the workflow.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from wf.compile.node_facts import (
@@ -62,21 +66,27 @@ from wf.compile.node_facts import (
     node_facts,
     pod_place,
 )
-from wf.controller.checkpoints import ledger_name, parse_ledger, write_ledger
+from wf.controller.archive import Archive
+from wf.controller.checkpoints import Ledger, ledger_name, parse_ledger, write_ledger
 from wf.controller.client import Kube, is_transient, server_message
 from wf.controller.gangs import Gangs, LostWorker, mark_worker_lost
 from wf.controller.lanes import Lanes
+from wf.controller.metrics import Exporter, observations
+from wf.controller.report import Facts, run_of
 from wf.controller.stream import WORKFLOW_PAGE, Backoff, KubeTransport, Refusals, Sink, Transport, watch_forever
 from wf.core.constants import (
     ARGO_ARCHIVE_PENDING,
     ARGO_ARCHIVING_STATUS_LABEL,
     ARGO_COMPLETED_LABEL,
+    JOB_LABEL,
     MPIJOB,
     NODE_FACTS_ANNOTATION,
     NODE_RECORD_KEY,
     STEP_LABEL,
     WORKFLOW,
 )
+from wf.core.errors import ClusterError, InputError
+from wf.model.catalog import Catalog
 
 log = logging.getLogger("wf.node-recorder")
 
@@ -116,14 +126,50 @@ class Ended:
     copied: int | None  # the hash of the record on it (NODE_FACTS_ANNOTATION), None without one
 
 
+class Counting:
+    """Counts ended workflows into wf's metrics (wf.controller.metrics) as `wf get` reads them: their steps (put back
+    from Argo's database through the `archive` it gives, where Argo offloaded them), refined by their record, priced
+    on the nodes it and the node stream know, each counted for the team the catalog gives its namespace."""
+
+    def __init__(self, exporter: Exporter, catalog: Callable[[], Catalog],
+                 archive: Callable[[], Archive | None] = lambda: None) -> None:
+        self.exporter, self.catalog, self.archive = exporter, catalog, archive
+
+    def count(self, workflow: dict[str, Any], record: NodeRecord, nodes: dict[str, NodeFacts]) -> None:
+        from wf.argo.nodes import offloaded
+
+        meta = workflow.get("metadata") or {}
+        namespace, name = meta.get("namespace", ""), meta.get("name", "")
+        job = (meta.get("labels") or {}).get(JOB_LABEL)
+        if not job:
+            return  # not a job's (a workflow wf did not compile): its name would be a label of its own
+        if offloaded(workflow):
+            try:
+                archive = self.archive()
+                whole = archive.hydrated(namespace, name) if archive else None
+            except (ClusterError, InputError) as exc:
+                whole, why = None, str(exc)
+            else:
+                why = "it is gone" if archive else "no Argo Server given (--argo-server)"
+            if whole is None:
+                log.warning("the steps of %s/%s are in Argo's database and could not be read (%s): only its end is "
+                            "counted", namespace, name, why)
+            workflow = whole or workflow
+        run = run_of(workflow, Facts(nodes=nodes, ledger=lambda _namespace, _name: Ledger(nodes=record)),
+                     self.catalog(), datetime.now(UTC))
+        self.exporter.count(observations(run.team, job, run.view, run.cost, workflow))
+
+
 class NodeRecorder:
     """Marks lost workers and records bindings as pod events arrive (`pod_event`, the pod stream's sink), lost
     workers as Nodes are deleted (`node_event`, the node stream's), and copies the record onto each workflow Argo
     has ended (`workflow_event`, the stream of ended workflows')."""
 
-    def __init__(self, kube: Kube, api: Any = None, lanes: int = 0, interval: float = 0.0) -> None:
+    def __init__(self, kube: Kube, api: Any = None, lanes: int = 0, interval: float = 0.0,
+                 counting: Counting | None = None) -> None:
         """`lanes`: threads that write the records (RECORD_LANES); 0 writes each in the caller's thread. `interval`:
-        with lanes, the least time between two writes of one workflow's record (RECORD_INTERVAL)."""
+        with lanes, the least time between two writes of one workflow's record (RECORD_INTERVAL). `counting`: where
+        each ended workflow is counted, once, when its record is first copied onto it (none: not counted)."""
         from kubernetes.client import CoreV1Api, CustomObjectsApi
 
         self.api = api or kube.api_client  # the client to call with: impersonating the recorder's account, or not
@@ -137,6 +183,8 @@ class NodeRecorder:
         self._later: dict[Binding, None] = {}  # bindings a transient failure kept from being written
         self._ended: OrderedDict[Key, Ended] = OrderedDict()
         self._later_copies: set[Key] = set()  # ended workflows a transient failure kept the record from
+        self._counting = counting
+        self._uncounted: dict[Key, dict[str, Any]] = {}  # ended workflows not counted yet, as last seen
         self._refused: set[Key] = set()  # workflows a 403 refused (said once)
         self._nodes: OrderedDict[str, NodeFacts] = OrderedDict()  # the node stream's, read by the writers
         self._lanes: Lanes[Key] | None = Lanes(lanes, self.flush, "node records") if lanes else None
@@ -222,9 +270,12 @@ class NodeRecorder:
         with self._lock:
             if kind == "DELETED" or labels.get(ARGO_COMPLETED_LABEL) != "true":
                 self._ended.pop(key, None)
+                self._uncounted.pop(key, None)
                 return
             copied = (meta.get("annotations") or {}).get(NODE_FACTS_ANNOTATION)
             self._ended[key] = Ended(ARGO_ARCHIVING_STATUS_LABEL in labels, hash(copied) if copied else None)
+            if copied is None and self._counting is not None:
+                self._uncounted[key] = workflow  # held until its first copy (a lane's, seconds away)
             self._ended.move_to_end(key)
             while len(self._ended) > REMEMBERED_WORKFLOWS:
                 self._ended.popitem(last=False)
@@ -239,6 +290,10 @@ class NodeRecorder:
                 self.mark(loss)
         elif name not in self._nodes and (facts := node_facts(node)) is not None:
             self._learn(name, facts)
+
+    def _known_nodes(self) -> dict[str, NodeFacts]:
+        with self._lock:
+            return dict(self._nodes)
 
     def _learn(self, name: str, facts: NodeFacts) -> None:
         with self._lock:
@@ -364,14 +419,15 @@ class NodeRecorder:
 
     def _copy(self, key: Key) -> None:
         """Copy the ended workflow's record onto it, unless it holds that one already, setting its archiving label
-        back to "Pending" when Argo archives it, so the archived copy is made again with the record."""
+        back to "Pending" when Argo archives it, so the archived copy is made again with the record; the first copy
+        (an empty record's too: it says the workflow was counted) counts the workflow."""
         from kubernetes.client.exceptions import ApiException
 
         record = self._record(key)
         text = record.encode()
         with self._lock:
             ended = self._ended.get(key)
-        if ended is None or not record or ended.copied == hash(text):
+        if ended is None or ended.copied == hash(text) or (not record and ended.copied is not None):
             return
         labels = {ARGO_ARCHIVING_STATUS_LABEL: ARGO_ARCHIVE_PENDING} if ended.archived else {}
         body = {"metadata": {"annotations": {NODE_FACTS_ANNOTATION: text}, **({"labels": labels} if labels else {})}}
@@ -385,9 +441,16 @@ class NodeRecorder:
             if exc.status == 403:
                 raise self._refusal(exc, "patch workflow", key, f"patch on workflows.{WORKFLOW.group}") from exc
             raise
-        ended.copied = hash(text)
+        first, ended.copied = ended.copied is None, hash(text)
         log.info("copied the node record of %s/%s onto it (%d nodes)%s", *key, len(record.nodes),
                  ", to be archived again" if labels else "")
+        with self._lock:
+            workflow = self._uncounted.pop(key, None)
+        if first and workflow is not None and self._counting is not None:
+            try:
+                self._counting.count(workflow, record, self._known_nodes())
+            except Exception:  # a lane that raised would write no record again: a count is not worth that
+                log.exception("counting %s/%s into wf's metrics", *key)
 
     def _record(self, key: Key) -> NodeRecord:
         """The workflow's record: as this process last wrote or read it, else as its ledger holds it."""
@@ -444,17 +507,18 @@ class NodeRecorder:
         with self._lock:
             self._records.pop(key, None)
             self._ended.pop(key, None)
+            self._uncounted.pop(key, None)
 
 
-def record_nodes(kube: Kube, api: Any = None) -> None:
-    """Record, mark and copy forever: the pod stream of every namespace and, once it has listed the pods, the node
-    stream (a deletion matters only for the workers the pods named) and the stream of ended workflows, each started
-    over when it gives up on the API server. A 403 on a stream itself that lasts (the account may not watch pods,
-    nodes or workflows) raises Forbidden, naming the right; whatever else ends a stream is raised as well."""
+def record_nodes(kube: Kube, api: Any = None, counting: Counting | None = None) -> None:
+    """Record, mark, copy and count forever: the pod stream of every namespace and, once it has listed the pods, the
+    node stream (a deletion matters only for the workers the pods named) and the stream of ended workflows, each
+    started over when it gives up on the API server. A 403 on a stream itself that lasts (the account may not watch
+    pods, nodes or workflows) raises Forbidden, naming the right; whatever else ends a stream is raised as well."""
     from kubernetes.client import CoreV1Api
     from kubernetes.client.exceptions import ApiException
 
-    recorder = NodeRecorder(kube, api, lanes=RECORD_LANES, interval=RECORD_INTERVAL)
+    recorder = NodeRecorder(kube, api, lanes=RECORD_LANES, interval=RECORD_INTERVAL, counting=counting)
     core = CoreV1Api(recorder.api)
     ended: queue.SimpleQueue[BaseException] = queue.SimpleQueue()
     nodes_started = threading.Event()

@@ -10,9 +10,9 @@ A workflow belongs to the window it started in (or, not started yet, was created
 within the window and priced up to now, all it ran lies inside the window. Its team is the one whose namespace
 it runs in (the catalog's `queues:`), as Kueue's LocalQueues decide.
 
-A Prometheus that scraped Kueue and Argo's controller, when there is one, is read by `read_prometheus` (the
-module's one network call, its GET injectable): each team's queue waits then come from Kueue's histogram, and
-Argo's counters of wf's metrics stand beside the cluster's figures.
+A Prometheus that scraped Kueue and wf's node facts recorder, when there is one, is read by `read_prometheus` (the
+module's one network call, its GET injectable): each team's queue waits then come from Kueue's histogram, and the
+counters of wf's metrics (wf.controller.metrics) stand beside the cluster's figures.
 """
 
 from __future__ import annotations
@@ -25,8 +25,11 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from wf.compile.metrics import (
-    ARGO_PREFIX,
+from wf.compile.node_facts import NodeRecord, read_record
+from wf.controller.checkpoints import Ledger
+from wf.controller.client import http_address
+from wf.controller.cost import JobCost, NodeFacts, job_cost
+from wf.controller.metrics import (
     KUEUE_ADMISSION_WAIT,
     KUEUE_QUEUE_LABEL,
     STATUS_LABEL,
@@ -34,16 +37,12 @@ from wf.compile.metrics import (
     STEP_INTERRUPTIONS,
     TEAM_LABEL,
     WORKFLOW_COMPLETIONS,
+    fell_back,
 )
-from wf.compile.node_facts import NodeRecord, read_record
-from wf.controller.checkpoints import Ledger
-from wf.controller.client import http_address
-from wf.controller.cost import JobCost, NodeFacts, job_cost
 from wf.controller.queue import Workload
 from wf.controller.steps import (
     FAILED_PHASES,
     Attempt,
-    StepRow,
     WorkflowView,
     pod_name,
     with_facts,
@@ -329,11 +328,6 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-def fell_back(row: StepRow) -> bool:
-    """Some attempt of the step ran On-Demand after its Spot attempts were interrupted (Spot fallback)."""
-    return row.capacity == "spot" and any(a.capacity not in (None, "spot") for a in row.attempts)
-
-
 def team_of(catalog: Catalog, namespace: str) -> str:
     team = catalog.queues.team_of_namespace(namespace) if catalog.queues else None
     return team.name if team else NO_TEAM
@@ -537,9 +531,8 @@ def _assumptions(runs: Sequence[Run], facts: Facts, prometheus: PrometheusReadin
             f"queue wait of a team and of all: Kueue's admission-wait histogram ({KUEUE_ADMISSION_WAIT}) in "
             f"Prometheus at {prometheus.url}, over the window's admissions (of workloads gone with their pods too; "
             f"pods still waiting are not in it); per class: {pods or 'unknown, Kueue workloads could not be read'}",
-            "Prometheus' counts (under the table, and `prometheus` in -o json): increase() of Argo's custom metrics "
-            "over the window: what happened in it, whenever its workflow started; interruptions there are attempts "
-            "that did not succeed (an upper bound)",
+            "Prometheus' counts (under the table, and `prometheus` in -o json): increase() of wf's metrics over the "
+            "window: the workflows that ended in it, whenever they started, each counted when it ended",
         ]
     own = [
         "a workflow counts whole in the window it started in; cost is wf get's (node-hours and prices below)",
@@ -561,7 +554,7 @@ class Waits:
 
 @dataclass(frozen=True)
 class Counted:
-    """What Argo's custom metrics (wf.compile.metrics) counted for a team over the window. Prometheus' increase()
+    """What wf's metrics (wf.controller.metrics) counted for a team over the window. Prometheus' increase()
     extrapolates to the window's edges, so the figures need not be whole."""
 
     attempts: float = 0.0
@@ -610,10 +603,10 @@ _QUERIES = {
            f"or histogram_quantile(0.95, sum by (le) ({_WAIT}))",
     "admissions": f"sum by ({KUEUE_QUEUE_LABEL}) (increase({KUEUE_ADMISSION_WAIT}_count[{{range}}])) "
                   f"or sum(increase({KUEUE_ADMISSION_WAIT}_count[{{range}}]))",
-    "attempts": f"sum by ({TEAM_LABEL}) (increase({ARGO_PREFIX}{STEP_ATTEMPTS.name}[{{range}}]))",
-    "interruptions": f"sum by ({TEAM_LABEL}) (increase({ARGO_PREFIX}{STEP_INTERRUPTIONS.name}[{{range}}]))",
+    "attempts": f"sum by ({TEAM_LABEL}) (increase({STEP_ATTEMPTS.name}[{{range}}]))",
+    "interruptions": f"sum by ({TEAM_LABEL}) (increase({STEP_INTERRUPTIONS.name}[{{range}}]))",
     "completions": f"sum by ({TEAM_LABEL}, {STATUS_LABEL}) "
-                   f"(increase({ARGO_PREFIX}{WORKFLOW_COMPLETIONS.name}[{{range}}]))",
+                   f"(increase({WORKFLOW_COMPLETIONS.name}[{{range}}]))",
 }
 
 

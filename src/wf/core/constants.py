@@ -38,6 +38,9 @@ MPI_WORKER_LOST_ANNOTATION: Final = "wf-worker-lost"
 # change; once it has ended, copied onto it as the annotation below, where Argo's archive keeps it.
 NODE_RECORD_KEY: Final = "_nodes"
 NODE_FACTS_ANNOTATION: Final = f"{DOMAIN}/nodes"
+# Where the node facts recorder serves wf's metrics (`wf platform record-nodes --metrics-address`): its default port,
+# the platform bundle's Service's and Deployment's.
+NODE_RECORDER_METRICS_PORT: Final = 9495
 # The team a job spec names in its own labels (`metadata.labels.team`, the examples' convention), which compiled
 # workflows and templates carry: `wf template list` shows it.
 JOB_TEAM_LABEL: Final = "team"

@@ -95,7 +95,7 @@ class InstanceType:
 
     def price(self, capacity: str | None) -> float:
         """Hourly price of a node at `capacity`: the Spot estimate on Spot where the type has one, else On-Demand.
-        The one rule of the cost table (wf.controller.cost) and of compiled workflows' cost metrics."""
+        The one rule of the cost table (wf.controller.cost), which wf's cost metrics read."""
         spot = self.spot_price() if capacity == "spot" else None
         return self.price_on_demand if spot is None else spot
 

@@ -187,7 +187,7 @@ _SHARED = ("cpu", "memory")  # resources pods share on a node; a device resource
 def node_share(requests: Mapping[str, Decimal], allocatable: Mapping[str, Decimal]) -> float:
     """The fraction of a node a pod reserves: its dominant resource (cpu, memory, devices) over the node's
     allocatable (net of system reserve and the hugepage pool). What wf charges a pod for: the cost table
-    (wf.controller.cost) and the cost metrics of compiled workflows (wf.compile.metrics)."""
+    (wf.controller.cost), and so wf's cost metrics (wf.controller.metrics)."""
     shares = [float(wanted / allocatable[resource]) for resource, wanted in requests.items()
               if resource in _SHARED and allocatable.get(resource)]
     shares += [float(requests[resource] / count) for resource, count in allocatable.items()

@@ -33,6 +33,7 @@ from wf.core.constants import (
     CATALOG_KEY,
     CATALOG_NAMESPACE,
     MPIJOB,
+    NODE_RECORDER_METRICS_PORT,
     STEP_CACHE_PREFIX,
     WORKFLOW,
 )
@@ -278,6 +279,9 @@ def node_recorder_deployment(image: str) -> dict[str, Any]:
                         {"key": CAPACITY_LABEL, "operator": "In", "values": ["on-demand"]}]}}]}},
                 "containers": [{
                     "name": "recorder", "image": image, "command": ["wf", "platform", "record-nodes"],
+                    # wf's metrics on the pod's address, for Prometheus.
+                    "args": [f"--metrics-address=:{NODE_RECORDER_METRICS_PORT}"],
+                    "ports": [{"name": NODE_RECORDER_METRICS.port, "containerPort": NODE_RECORDER_METRICS_PORT}],
                     "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
                     "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                         "capabilities": {"drop": ["ALL"]}},
@@ -338,9 +342,16 @@ SCRAPE_CONFIGMAP = "wf-scrape-configs"
 SCRAPE_FILE = "wf.yml"  # a file for Prometheus' `scrape_config_files`
 
 
+NODE_RECORDER_METRICS = scrape.Source(
+    job="wf-node-recorder", component=NODE_RECORDER, namespace=CATALOG_NAMESPACE, service=f"{NODE_RECORDER}-metrics",
+    port="metrics", labels={"app.kubernetes.io/name": NODE_RECORDER}, authorized=False, https=False)
+
+
 def metrics_sources(catalog: Catalog) -> list[scrape.Source]:
-    """Argo's controller always, Kueue when the catalog has teams (as `components`)."""
-    return [ARGO_METRICS, *([KUEUE_METRICS] if catalog.queues else [])]
+    """Argo's controller always, Kueue when the catalog has teams (as `components`), wf's recorder (its metrics)
+    where the bundle runs it (the catalog names the wf image)."""
+    return [ARGO_METRICS, *([KUEUE_METRICS] if catalog.queues else []),
+            *([NODE_RECORDER_METRICS] if catalog.cluster.wf_image else [])]
 
 
 def metrics_reader(subject: dict[str, str]) -> list[dict[str, Any]]:
@@ -357,10 +368,11 @@ def metrics_reader(subject: dict[str, str]) -> list[dict[str, Any]]:
 
 
 def metrics_objects(catalog: Catalog) -> list[dict[str, Any]]:
-    """What lets the catalog's Prometheus (`cluster.prometheus`) scrape Argo's controller and Kueue: a Service for
-    the controller's metrics port (upstream's install has none; headless, so each replica is a target, as Argo's
-    docs advise), Roles to find the endpoints in their namespaces, GET on /metrics, and the scrape configuration
-    (a ConfigMap for Prometheus' `scrape_config_files`) or, where the Prometheus Operator runs it, ServiceMonitors."""
+    """What lets the catalog's Prometheus (`cluster.prometheus`) scrape Argo's controller, Kueue and wf's recorder: a
+    Service for the controller's metrics port (upstream's install has none; headless, so each replica is a target, as
+    Argo's docs advise) and one for the recorder's, Roles to find the endpoints in their namespaces, GET on /metrics,
+    and the scrape configuration (a ConfigMap for Prometheus' `scrape_config_files`) or, where the Prometheus Operator
+    runs it, ServiceMonitors."""
     prometheus = catalog.cluster.prometheus
     subject = {"name": prometheus.service_account, "namespace": prometheus.namespace}
     sources = metrics_sources(catalog)
@@ -372,6 +384,15 @@ def metrics_objects(catalog: Catalog) -> list[dict[str, Any]]:
                  "ports": [{"name": ARGO_METRICS.port, "port": ARGO_METRICS_PORT, "targetPort": ARGO_METRICS_PORT,
                             "protocol": "TCP"}]},
     }]
+    if NODE_RECORDER_METRICS in sources:
+        out.append({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": NODE_RECORDER_METRICS.service, "namespace": NODE_RECORDER_METRICS.namespace,
+                         "labels": dict(NODE_RECORDER_METRICS.labels)},
+            "spec": {"clusterIP": "None", "selector": dict(NODE_RECORDER_METRICS.labels),
+                     "ports": [{"name": NODE_RECORDER_METRICS.port, "port": NODE_RECORDER_METRICS_PORT,
+                                "targetPort": NODE_RECORDER_METRICS_PORT, "protocol": "TCP"}]},
+        })
     for source in sources:
         meta = {"name": METRICS_READER, "namespace": source.namespace}
         out += [
@@ -658,11 +679,13 @@ _HEADERS = {
                           "ledger ConfigMap while it runs, then on the ended workflow, for Argo's archive), so `wf "
                           "get` and `wf report` price attempts whose nodes Spot or consolidation removed; and it "
                           "marks a multi-node step's MPIJob that lost a worker (`wf-worker-lost`), so the attempt is "
-                          "an interruption. Its account may watch pods and nodes, get, create and patch ConfigMaps, "
+                          "an interruption; and it counts each ended workflow into wf's metrics (on :9495, "
+                          "metrics.yaml). Its account may watch pods and nodes, get, create and patch ConfigMaps, "
                           "watch and patch workflows and patch MPIJobs; the Deployment needs cluster.wfImage in the "
                           "catalog (an image with wf installed).",
     "metrics.yaml": "What the cluster's Prometheus (cluster.prometheus in the catalog) needs to scrape Argo's "
-                    "controller and Kueue: a Service for the controller's metrics port, Roles to find the endpoints, "
+                    "controller, Kueue and wf's node facts recorder (wf's own metrics): a Service for the "
+                    "controller's metrics port and one for the recorder's, Roles to find the endpoints, "
                     "GET on /metrics, and the scrape jobs: a ConfigMap to mount and list in Prometheus' "
                     "scrape_config_files, or the Prometheus Operator's ServiceMonitors. `wf platform check "
                     "--prometheus URL` says whether Prometheus scrapes them.",

@@ -4,7 +4,8 @@ through the Kubernetes API (a scrape configuration) or through the Prometheus Op
 carry the source's `job` on each, which is what `wf report` and `wf platform check` ask Prometheus by.
 
 Argo's controller (metricsConfig `secure`, its default) and Kueue (controller-runtime's secure serving) sign their
-own serving certificates, so an in-cluster scrape has no CA to verify them with and skips the verification;
+own serving certificates, so an in-cluster scrape has no CA to verify them with and skips the verification (wf's
+node facts recorder serves its metrics as plain HTTP: counts of workflows, nothing secret);
 Kueue asks the API server whether the caller may GET /metrics (TokenReview, SubjectAccessReview), so its scrape
 presents Prometheus' own service account token.
 """
@@ -32,6 +33,7 @@ class Source:
     port: str  # the Service's port name
     labels: Mapping[str, str]  # the Service's labels, by which a ServiceMonitor selects it
     authorized: bool  # the endpoint asks the API server whether the caller may GET /metrics: send a bearer token
+    https: bool = True  # served over TLS with a certificate it signed itself; False: plain HTTP (wf's recorder)
 
 
 def scrape_job(source: Source, targets: Mapping[str, Any], *, tls: Mapping[str, Any] | None,
@@ -55,7 +57,7 @@ def discovered_job(source: Source) -> dict[str, Any]:
         "relabel_configs": [{"action": "keep", "regex": f"{source.service};{source.port}",
                              "source_labels": ["__meta_kubernetes_service_name",
                                                "__meta_kubernetes_endpointslice_port_name"]}],
-    }, tls=SELF_SIGNED, token_file=IN_CLUSTER_TOKEN)
+    }, tls=SELF_SIGNED if source.https else None, token_file=IN_CLUSTER_TOKEN)
 
 
 def service_monitor(source: Source) -> dict[str, Any]:
@@ -63,7 +65,8 @@ def service_monitor(source: Source) -> dict[str, Any]:
     name it after the Service), the token by file (a ServiceMonitor's `authorization` takes only a Secret, not
     Prometheus' own account's token)."""
     endpoint: dict[str, Any] = {
-        "port": source.port, "scheme": "https", "tlsConfig": {"insecureSkipVerify": True},
+        "port": source.port, "scheme": "https" if source.https else "http",
+        **({"tlsConfig": {"insecureSkipVerify": True}} if source.https else {}),
         "relabelings": [{"action": "replace", "targetLabel": "job", "replacement": source.job}],
     }
     if source.authorized:
