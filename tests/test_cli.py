@@ -122,6 +122,7 @@ def test_lint_exit_codes(tmp_path: Path) -> None:
         ("lint", "--bogus", "examples"),
         ("compile", "--catalog", "no-such-catalog.yaml", "examples/data-prep.yaml"),
         ("compile", "--kind", "CronWorkflow", "examples/data-prep.yaml"),
+        ("platform", "record-nodes", "--metrics-address", "nowhere"),  # said before any cluster is asked
     ],
 )
 def test_usage_and_missing_files_exit_2(args: tuple[str, ...]) -> None:

@@ -171,7 +171,7 @@ def test_the_recorder_without_its_rights_says_which_and_exits_3(local_cluster: C
     # The workflow's own account may watch no pods: once its refusals last (FORBIDDEN_PATIENCE), the recorder names
     # the right it lacks instead of retrying.
     done = wf_cli(local_cluster, "platform", "record-nodes", f"--as=system:serviceaccount:{NAMESPACE}:wf-workflow",
-                  timeout=120)
+                  "--metrics-address=127.0.0.1:0", timeout=120)
     assert done.returncode == 3, (done.stdout, done.stderr)
     assert "watching pods" in done.stderr and "get, list and watch on pods" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr, done.stderr

@@ -205,9 +205,9 @@ class _CatalogOfCluster:
         from wf.model.catalog import load_catalog
 
         if time.monotonic() - self._at >= CATALOG_SECONDS:
-            self._at = time.monotonic()
             try:
                 self._catalog = self._read() or self._catalog
+                self._at = time.monotonic()  # after a failure, the next count reads it again
             except ClusterError as exc:
                 logging.getLogger("wf.node-recorder").warning("reading the cluster's catalog: %s; its teams are as "
                                                               "last read", exc)

@@ -185,6 +185,8 @@ class NodeRecorder:
         self._later_copies: set[Key] = set()  # ended workflows a transient failure kept the record from
         self._counting = counting
         self._uncounted: dict[Key, dict[str, Any]] = {}  # ended workflows not counted yet, as last seen
+        # Those counted: a change Argo made before the copy may come after it, without the copy, and count nothing.
+        self._counted: OrderedDict[Key, None] = OrderedDict()
         self._refused: set[Key] = set()  # workflows a 403 refused (said once)
         self._nodes: OrderedDict[str, NodeFacts] = OrderedDict()  # the node stream's, read by the writers
         self._lanes: Lanes[Key] | None = Lanes(lanes, self.flush, "node records") if lanes else None
@@ -271,14 +273,17 @@ class NodeRecorder:
             if kind == "DELETED" or labels.get(ARGO_COMPLETED_LABEL) != "true":
                 self._ended.pop(key, None)
                 self._uncounted.pop(key, None)
+                if kind == "DELETED":
+                    self._counted.pop(key, None)
                 return
             copied = (meta.get("annotations") or {}).get(NODE_FACTS_ANNOTATION)
             self._ended[key] = Ended(ARGO_ARCHIVING_STATUS_LABEL in labels, hash(copied) if copied else None)
-            if copied is None and self._counting is not None:
+            if copied is None and self._counting is not None and key not in self._counted:
                 self._uncounted[key] = workflow  # held until its first copy (a lane's, seconds away)
             self._ended.move_to_end(key)
             while len(self._ended) > REMEMBERED_WORKFLOWS:
-                self._ended.popitem(last=False)
+                forgotten, _ = self._ended.popitem(last=False)
+                self._uncounted.pop(forgotten, None)
             if key in self._refused:
                 return
         self._hand_over(key)
@@ -441,12 +446,15 @@ class NodeRecorder:
             if exc.status == 403:
                 raise self._refusal(exc, "patch workflow", key, f"patch on workflows.{WORKFLOW.group}") from exc
             raise
-        first, ended.copied = ended.copied is None, hash(text)
+        ended.copied = hash(text)
         log.info("copied the node record of %s/%s onto it (%d nodes)%s", *key, len(record.nodes),
                  ", to be archived again" if labels else "")
         with self._lock:
-            workflow = self._uncounted.pop(key, None)
-        if first and workflow is not None and self._counting is not None:
+            if (workflow := self._uncounted.pop(key, None)) is not None:
+                self._counted[key] = None
+                while len(self._counted) > REMEMBERED_WORKFLOWS:
+                    self._counted.popitem(last=False)
+        if workflow is not None and self._counting is not None:
             try:
                 self._counting.count(workflow, record, self._known_nodes())
             except Exception:  # a lane that raised would write no record again: a count is not worth that
