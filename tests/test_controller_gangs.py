@@ -376,12 +376,12 @@ def test_each_ended_workflow_is_counted_once_into_wfs_metrics_with_its_first_cop
     assert counted(exporter, 'wf_workflow_completions_total{job_name="bert",status="Succeeded",team="-"}') == 1
     ((_, body),) = made.custom.patches
     made.workflow_event("MODIFIED", finished())  # Argo's change from before the copy, arriving after it
-    assert counted(exporter, shard) == 3
+    assert counted(exporter, shard) == 3 and len(made.custom.patches) == 1  # neither counted nor copied again
     again = finished()
     again["metadata"]["annotations"] = dict(body["metadata"]["annotations"])
     made.workflow_event("MODIFIED", again)
     made.pod_event("MODIFIED", bound("prep-q8z", 1, "r5-1"))  # late: copied again, not counted again
-    assert counted(exporter, shard) == 3
+    assert counted(exporter, shard) == 3 and len(made.custom.patches) == 2
     restarted = Exporter()
     recording(ledgers, nodes=2, counting=Counting(restarted, load_catalog)).workflow_event("ADDED", again)
     assert counted(restarted, "wf_workflow_completions_total{") is None

@@ -277,7 +277,11 @@ class NodeRecorder:
                     self._counted.pop(key, None)
                 return
             copied = (meta.get("annotations") or {}).get(NODE_FACTS_ANNOTATION)
-            self._ended[key] = Ended(ARGO_ARCHIVING_STATUS_LABEL in labels, hash(copied) if copied else None)
+            known = self._ended.get(key)
+            # Without a copy, a change Argo made before this process copied the record (its event comes later):
+            # what was copied stands.
+            copies = hash(copied) if copied else known.copied if known is not None else None
+            self._ended[key] = Ended(ARGO_ARCHIVING_STATUS_LABEL in labels, copies)
             if copied is None and self._counting is not None and key not in self._counted:
                 self._uncounted[key] = workflow  # held until its first copy (a lane's, seconds away)
             self._ended.move_to_end(key)
