@@ -12,7 +12,7 @@ import pytest
 
 from wf.cluster import processes
 from wf.cluster.install import FIELD_MANAGER
-from wf.cluster.supervise import CONTROLLER, OWN_PROCESSES, ComponentStatus
+from wf.cluster.supervise import CONTROLLER, OWN_PROCESSES, SIM_EXECUTOR, ComponentStatus
 from wf.controller.client import Kube
 from wf.core.constants import CATALOG_CONFIGMAP, CATALOG_NAMESPACE
 
@@ -34,7 +34,7 @@ def test_status_lists_every_component_running_with_pid_port_and_log(local_cluste
     }
     for comp in components.values():
         assert comp.running, comp
-        assert comp.pid and (comp.port or comp.name in OWN_PROCESSES), comp  # wf's own processes serve nothing
+        assert comp.pid and (comp.port or comp.name == SIM_EXECUTOR), comp  # the recorder serves wf's metrics
         assert Path(comp.log).is_file(), comp
 
 
@@ -103,8 +103,9 @@ def test_every_listener_is_on_loopback(local_cluster: ClusterHandle) -> None:
     listeners = {
         comp.name: _listening_addresses(comp.pid) for comp in local_cluster.cluster.status() if comp.pid
     }
-    # every component serves something, but wf's own processes, which only call the API server
-    assert all(v for n, v in listeners.items() if n not in OWN_PROCESSES), listeners
+    # every component serves something, but the simulated executor, which only calls the API server (the recorder
+    # serves wf's metrics)
+    assert all(v for n, v in listeners.items() if n != SIM_EXECUTOR), listeners
     for name, addresses in listeners.items():
         assert all(addr.startswith("127.0.0.1:") for addr in addresses), (name, addresses)
 

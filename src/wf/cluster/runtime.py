@@ -48,6 +48,7 @@ from wf.cluster.supervise import (
     CONTROLLER,
     KUBERNETES_SERVICE_IP,
     KUBERNETES_SERVICE_PORT,
+    NODE_RECORDER,
     OWN_PROCESSES,
     SIM_EXECUTOR,
     ComponentStatus,
@@ -191,7 +192,8 @@ class LocalCluster:
         state = self.state()
         health_port = state.controller_health_port if state else None
         out = [*self.supervisor.control_plane(), self.supervisor.controller(health_port)]
-        out += [self.supervisor.own(name) for name in OWN_PROCESSES]
+        out += [self.supervisor.own(SIM_EXECUTOR),
+                self.supervisor.own(NODE_RECORDER, state.recorder_metrics_port if state else None)]
         if state and state.autoscaler:
             out.append(self._autoscaler_status())
         queues = self._kueue()

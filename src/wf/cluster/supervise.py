@@ -284,9 +284,10 @@ class Supervisor:
     def own_pid_file(self, name: str) -> Path:
         return self.workdir / "pids" / f"{name}.pid"
 
-    def own(self, name: str) -> ComponentStatus:
+    def own(self, name: str, port: int | None = None) -> ComponentStatus:
+        """One of wf's own processes; `port`: where it serves, as the cluster's state says (the recorder's metrics)."""
         pid = processes.read_pid(self.own_pid_file(name))
-        return ComponentStatus(name=name, pid=pid, port=None, log=str(self.workdir / "logs" / f"{name}.log"),
+        return ComponentStatus(name=name, pid=pid, port=port, log=str(self.workdir / "logs" / f"{name}.log"),
                                running=processes.is_running(pid, Path(sys.executable)))
 
     def ensure_own(self, name: str, say: Say, extra: Sequence[str] = ()) -> bool:
