@@ -290,15 +290,14 @@ class Supervisor:
         return ComponentStatus(name=name, pid=pid, port=port, log=str(self.workdir / "logs" / f"{name}.log"),
                                running=processes.is_running(pid, Path(sys.executable)))
 
-    def ensure_own(self, name: str, say: Say, extra: Sequence[str] = ()) -> bool:
-        """Start one of wf's own processes, with `extra` arguments, unless it runs; whether it started it."""
+    def ensure_own(self, name: str, say: Say, extra: Sequence[str] = ()) -> None:
+        """Start one of wf's own processes, with `extra` arguments, unless it runs."""
         if (status := self.own(name)).running:
-            return False
+            return
         say(f"starting {name}")
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", "HOME")}
         argv = [sys.executable, *OWN_PROCESSES[name], "--kubeconfig", str(self.kubeconfig), *extra]
         processes.start(argv, env=env, log_file=Path(status.log), pid_file=self.own_pid_file(name), cwd=self.workdir)
-        return True
 
     def ensure_recorder(self, previous_port: int | None, say: Say) -> int:
         """The node facts recorder's metrics port (its /metrics, for Prometheus): the previous one if it still runs,
