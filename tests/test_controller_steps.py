@@ -100,6 +100,24 @@ def test_cost_per_step_with_spot_estimate_and_unknown_nodes() -> None:
     assert not any("not priced" in a for a in recorded.assumptions)
 
 
+def test_an_ended_workflows_attempt_left_without_an_end_costs_the_same_whenever_it_is_asked() -> None:
+    # Argo left the last attempt without finishedAt; the workflow ended at 14:10. Priced up to the workflow's end,
+    # so `wf get`, `wf report` and the recorder's metrics agree, asked seconds or days apart.
+    doc = nested_run()
+    del doc["status"]["nodes"]["p2"]["finishedAt"]
+    nodes = {"cpu-1": NodeFacts("r5.4xlarge", "on-demand"), "gaudi-2": NodeFacts("dl1.24xlarge", "spot")}
+    view = workflow_view(doc)
+    assert view.done and view.finished == datetime(2026, 3, 1, 14, 10, tzinfo=UTC)
+    at_end = job_cost(view, doc, nodes, view.finished)
+    assert job_cost(view, doc, nodes, datetime.now(UTC)) == at_end
+    assert at_end.steps[1].node_hours == pytest.approx(79 / 60)  # p1's 19 minutes and p2's 60, as if it had ended
+    # A running workflow's attempt is priced up to now.
+    running = nested_run(final="Running")
+    del running["status"]["nodes"]["p2"]["finishedAt"], running["status"]["finishedAt"]
+    later = datetime(2026, 3, 1, 15, 10, tzinfo=UTC)
+    assert job_cost(workflow_view(running), running, nodes, later).steps[1].node_hours == pytest.approx(139 / 60)
+
+
 def view_attempt(doc: dict[str, Any], node_id: str) -> Any:
     return next(a for row in workflow_view(doc).steps for a in row.attempts if a.node_id == node_id)
 

@@ -130,9 +130,13 @@ def job_cost(view: WorkflowView, workflow: dict[str, Any], nodes: Mapping[str, N
     workflow's own record of its nodes comes first (wf.compile.node_facts: what the recorder kept as each pod was
     bound, so attempts on nodes since gone are priced; `record`, its ledger's as `Ledger.record` reads it, else the
     copy on the ended workflow), the live nodes second. A multi-node step's replicas not in the record are priced at
-    their class's instance type, which needs the catalog."""
+    their class's instance type, which needs the catalog. An attempt Argo left without an end in a workflow that
+    has ended is priced up to the workflow's end, not up to `now`: whenever it is asked, an ended run costs the same
+    (the full-size day of 2026-12-08: `wf get` after `wf report` after the metrics, each a few seconds more)."""
     from wf.model.instances import AS_OF
 
+    if view.done and view.finished is not None:
+        now = min(now, view.finished)
     record = read_record(workflow) if record is None else record
     known: Mapping[str, NodeFacts] = {**nodes, **record.nodes} if record.nodes else nodes
     templates = templates_by_name(workflow)  # a workflow from a WorkflowTemplate: the ones Argo stored
