@@ -169,8 +169,8 @@ def _recreated(listed: Any, row: StepRow, now: Any | None, gone: dict[str, datet
     submit it again"): the pod garbage collector deleted this one, so its attempt ran on another node."""
     where = f"pod {listed.metadata.name} {listed.status.phase} on {listed.spec.node_name}"
     started = [c.name for c in listed.status.container_statuses or [] if c.state.running or c.state.terminated]
-    attempt = next((a for a in row.attempts if a.node_id == listed.metadata.annotations.get(ARGO_NODE_ID_ANNOTATION)),
-                   None)
+    node_id = (listed.metadata.annotations or {}).get(ARGO_NODE_ID_ANNOTATION)
+    attempt = next((a for a in row.attempts if a.node_id == node_id), None)
     if listed.status.phase != "Pending" or started or attempt is None:
         return f"UNACCOUNTED: {where}, containers started {started}, its attempt {attempt}"
     if now is None or now.metadata.uid == listed.metadata.uid or now.spec.node_name != attempt.host:
